@@ -1,0 +1,42 @@
+// swift-tools-version:6.0
+// geoconsent: a consent-gated location daemon for Linux, on libdbus-1 and libgps.
+// No outside packages: only the toolchain's modules and C libraries from Debian.
+import PackageDescription
+
+let package = Package(
+    name: "geoconsent",
+    products: [
+        .executable(name: "geoconsentd", targets: ["geoconsentd"]),
+        .executable(name: "geoconsentctl", targets: ["geoconsentctl"]),
+    ],
+    targets: [
+        // C libraries, each behind a thin system-library target.
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
+
+        // Pure core: consent/session state machine, config parsing. No I/O.
+        .target(name: "GeoCore"),
+        // Typed D-Bus layer and the poll() event loop (the only code that calls libdbus).
+        .target(name: "GeoDBus", dependencies: ["CDBus"]),
+        // gpsd client over libgps (the only code that calls libgps).
+        .target(name: "GeoGPS", dependencies: ["CGPS", "GeoCore"]),
+        // Small Foundation-free system helpers: files, atomic writes, /proc, state store.
+        .target(name: "GeoSystem", dependencies: ["GeoCore"]),
+        // The daemon: wires core, bus, gpsd and state together.
+        .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoGPS", "GeoSystem"]),
+        .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon"]),
+        .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore"]),
+
+        // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
+        .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
+        .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
+
+        .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
+        .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),
+        .testTarget(name: "GeoDBusTests", dependencies: ["GeoDBus", "GeoTestSupport"]),
+        .testTarget(name: "GeoGPSTests", dependencies: ["GeoGPS", "GeoTestSupport"]),
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["GeoDBus", "GeoTestSupport", "GeoConsentDaemon", "geoconsentd", "geoconsentctl"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,101 @@
+/// Vocabulary shared by every module: the words of API.md as Swift values.
+
+/// How precise a grant is. `full` covers `reduced`.
+public enum Accuracy: String, Sendable, CaseIterable {
+    case full
+    case reduced
+
+    /// True when a grant or confirmation of `self` also covers `other`.
+    public func covers(_ other: Accuracy) -> Bool {
+        self == .full || other == .reduced
+    }
+}
+
+/// Authorization status, numbered as CLAuthorizationStatus (API.md "Status").
+public enum AuthorizationStatus: UInt32, Sendable {
+    case notDetermined = 0
+    case restricted = 1
+    case denied = 2
+    case always = 3
+    case whenInUse = 4
+
+    /// The name API.md gives the value (`not-determined`, …, `when-in-use`).
+    public var name: String {
+        switch self {
+        case .notDetermined: return "not-determined"
+        case .restricted: return "restricted"
+        case .denied: return "denied"
+        case .always: return "always"
+        case .whenInUse: return "when-in-use"
+        }
+    }
+}
+
+/// The persisted answer to the standard prompt.
+public enum StoredDecision: String, Sendable {
+    case whenInUse = "when-in-use"
+    case denied = "denied"
+}
+
+/// An app as the daemon knows it: a uid and an app-id resolved from bus credentials.
+public struct AppKey: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var uid: UInt32
+    public var appID: String
+
+    public init(uid: UInt32, appID: String) {
+        self.uid = uid
+        self.appID = appID
+    }
+
+    public static func < (a: AppKey, b: AppKey) -> Bool {
+        a.uid != b.uid ? a.uid < b.uid : a.appID < b.appID
+    }
+
+    public var description: String { "\(uid):\(appID)" }
+}
+
+/// One app's persisted consent (API.md "Consent record"). Times are microseconds
+/// since the Unix epoch, 0 for never.
+public struct ConsentRecord: Equatable, Sendable {
+    public var decision: StoredDecision?
+    public var decisionAccuracy: Accuracy?
+    public var oneTimeApproved: Bool
+    public var oneTimeAccuracy: Accuracy?
+    public var decidedAt: UInt64
+    public var lastUsed: UInt64
+
+    public init(decision: StoredDecision? = nil, decisionAccuracy: Accuracy? = nil,
+                oneTimeApproved: Bool = false, oneTimeAccuracy: Accuracy? = nil,
+                decidedAt: UInt64 = 0, lastUsed: UInt64 = 0) {
+        self.decision = decision
+        self.decisionAccuracy = decisionAccuracy
+        self.oneTimeApproved = oneTimeApproved
+        self.oneTimeAccuracy = oneTimeAccuracy
+        self.decidedAt = decidedAt
+        self.lastUsed = lastUsed
+    }
+}
+
+/// What the admin config says of one app (`[app "ID"] policy = …`).
+public enum AppPolicy: String, Sendable {
+    case always
+    case restricted
+}
+
+/// The daemon's configuration (API.md "Configuration"), with its defaults.
+public struct Config: Equatable, Sendable {
+    /// Seconds an agent has to answer a prompt.
+    public var promptTimeout: Double = 60
+    /// Seconds gpsd stays connected with no demand.
+    public var gpsdLinger: Double = 10
+    /// Cell size in metres for reduced accuracy.
+    public var reducedGrid: Double = 5000
+    /// Where consent records and `Enabled` are kept.
+    public var stateDir: String = "/var/lib/geoconsent"
+    /// App-ids allowed to register agents; empty means any unsandboxed caller.
+    public var agentAllow: [String] = []
+    /// Admin rulings per app-id.
+    public var apps: [String: AppPolicy] = [:]
+
+    public init() {}
+}

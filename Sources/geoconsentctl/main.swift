@@ -1,0 +1,1 @@
+print("geoconsentctl: not yet")

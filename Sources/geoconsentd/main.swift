@@ -1,0 +1,1 @@
+print("geoconsentd: not yet")

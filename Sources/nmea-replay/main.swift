@@ -1,0 +1,1 @@
+print("nmea-replay: not yet")

@@ -1,0 +1,2 @@
+import XCTest
+final class GeoCoreTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }

@@ -1,0 +1,2 @@
+import XCTest
+final class GeoDBusTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }

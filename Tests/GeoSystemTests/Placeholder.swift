@@ -1,0 +1,2 @@
+import XCTest
+final class GeoSystemTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }

@@ -1,0 +1,2 @@
+import XCTest
+final class IntegrationTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }
