@@ -18,14 +18,16 @@ let package = Package(
         .target(name: "GeoCore"),
         // Typed D-Bus layer and the poll() event loop (the only code that calls libdbus).
         .target(name: "GeoDBus", dependencies: ["CDBus"]),
+        // The geoconsent D-Bus API declared once: names, interface tables, option decoding.
+        .target(name: "GeoConsentAPI", dependencies: ["GeoDBus", "GeoCore"]),
         // gpsd client over libgps (the only code that calls libgps).
         .target(name: "GeoGPS", dependencies: ["CGPS", "GeoCore"]),
         // Small Foundation-free system helpers: files, atomic writes, /proc, state store.
         .target(name: "GeoSystem", dependencies: ["GeoCore"]),
         // The daemon: wires core, bus, gpsd and state together.
-        .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoGPS", "GeoSystem"]),
+        .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem"]),
         .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon"]),
-        .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore"]),
+        .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
 
         // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
@@ -36,7 +38,7 @@ let package = Package(
         .testTarget(name: "GeoDBusTests", dependencies: ["GeoDBus", "GeoTestSupport"]),
         .testTarget(name: "GeoGPSTests", dependencies: ["GeoGPS", "GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["GeoDBus", "GeoTestSupport", "GeoConsentDaemon", "geoconsentd", "geoconsentctl"]),
+                    dependencies: ["GeoDBus", "GeoConsentAPI", "GeoTestSupport", "GeoConsentDaemon", "geoconsentd", "geoconsentctl"]),
     ],
     swiftLanguageModes: [.v5]
 )

@@ -99,3 +99,6 @@ public struct Config: Equatable, Sendable {
 
     public init() {}
 }
+
+/// The version the daemon reports (`Version` property, `--version`).
+public let geoconsentVersion = "0.1.0"

@@ -1,0 +1,72 @@
+import GeoCore
+import GeoDBus
+import GeoSystem
+
+/// Finds out who a bus peer is: uid and pid from the bus (`GetConnectionCredentials`),
+/// the app-id from /proc. Identity never comes from what a client says.
+/// Answers are cached per unique name (never reused on a bus) until it leaves.
+final class CallerResolver {
+    private let connection: Connection
+    private let identity: AppIdentityResolver
+    private var known: [String: Caller] = [:]
+    private var waiting: [String: [(Result<Caller, DBusError>) -> Void]] = [:]
+
+    init(connection: Connection, identity: AppIdentityResolver) {
+        self.connection = connection
+        self.identity = identity
+    }
+
+    var cachedCount: Int { known.count }
+
+    /// Calls `done` with the caller, at once when known, else after a bus round trip.
+    func resolve(_ name: String, _ done: @escaping (Result<Caller, DBusError>) -> Void) {
+        if let c = known[name] { return done(.success(c)) }
+        if waiting[name] != nil {
+            waiting[name]!.append(done)
+            return
+        }
+        waiting[name] = [done]
+        do {
+            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                           interface: "org.freedesktop.DBus", member: "GetConnectionCredentials")
+            try m.append([.string(name)])
+            connection.call(m, timeout: 25) { [weak self] result in self?.finish(name, result) }
+        } catch {
+            finish(name, .failure(DBusError.failed("\(error)")))
+        }
+    }
+
+    private func finish(_ name: String, _ reply: Result<Message, DBusError>) {
+        let result: Result<Caller, DBusError>
+        switch reply {
+        case .failure(let e):
+            Log.debug("credentials of \(name): \(e)")
+            result = .failure(.accessDenied("Could not identify the caller"))
+        case .success(let m):
+            result = decode(name, m)
+        }
+        if case .success(let c) = result { known[name] = c }
+        for done in waiting.removeValue(forKey: name) ?? [] { done(result) }
+    }
+
+    private func decode(_ name: String, _ m: Message) -> Result<Caller, DBusError> {
+        guard let creds = m.arguments().first?.vardictValue,
+              let uid = creds["UnixUserID"]?.uint32Value,
+              let pid = creds["ProcessID"]?.uint32Value else {
+            return .failure(.accessDenied("The bus gave no uid and pid for the caller"))
+        }
+        switch identity.resolve(pid: pid) {
+        case .success(let app):
+            return .success(Caller(name: name, uid: uid, pid: pid, appID: app.appID,
+                                   sandboxed: app.sandboxed, executable: app.executable))
+        case .failure(let e):
+            Log.info("could not resolve the app of \(name) (pid \(pid)): \(e)")
+            return .failure(.accessDenied("The calling process could not be identified"))
+        }
+    }
+
+    /// Forgets a peer that left the bus.
+    func forget(_ name: String) {
+        known[name] = nil
+    }
+}

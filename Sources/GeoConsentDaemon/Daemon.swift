@@ -1,0 +1,290 @@
+import Glibc
+import GeoCore
+import GeoDBus
+import GeoSystem
+import GeoConsentAPI
+
+/// geoconsentd: owns the bus name, feeds bus events to the consent core and
+/// carries out the effects the core returns (replies, signals, agent calls,
+/// state writes, fixes).
+public final class Daemon {
+    let loop = EventLoop()
+    let options: DaemonOptions
+    var config: Config
+    let store: StateStore
+    let connection: Connection
+    let server: ObjectServer
+    let core: ConsentCore
+    let callers: CallerResolver
+    let location: LocationService
+    private var signals: SignalPipe?
+
+    /// Calls the core has not answered yet, by the id it knows them by.
+    var calls: [CallID: MethodCall] = [:]
+    /// Options of StartUpdates/RequestLocation calls waiting for the core's verdict.
+    var updateOptions: [CallID: UpdateOptions] = [:]
+    var locationOptions: [CallID: LocationOptions] = [:]
+    private var nextCallID: CallID = 1
+    private var lazySaveTimer: EventLoop.Token?
+    private var exitStatus: Int32 = 0
+
+    /// Sets everything up: config, state, bus connection, name. Throws a
+    /// one-line `StartupError` when the daemon cannot run.
+    public init(options: DaemonOptions) throws {
+        self.options = options
+        do {
+            config = try ConfigLoader.load(explicitFile: options.configFile)
+        } catch {
+            throw StartupError("\(error)")
+        }
+        if let dir = options.stateDir { config.stateDir = dir }
+        store = StateStore(directory: config.stateDir)
+        let consents = store.loadConsents()
+        if let p = consents.problem { Log.error(p) }
+        let enabled = store.loadEnabled()
+        if let p = enabled.problem { Log.error(p) }
+        core = ConsentCore(config: config, records: consents.records, enabled: enabled.enabled)
+
+        let bus = BusAddress(argument: options.bus)
+        do {
+            connection = try Connection(bus: bus)
+        } catch {
+            throw StartupError("cannot connect to the \(bus): \(error)")
+        }
+        server = ObjectServer(connection: connection)
+        callers = CallerResolver(connection: connection, identity: AppIdentityResolver())
+        location = LocationService(loop: loop, host: options.gpsdHost, port: options.gpsdPort,
+                                   linger: config.gpsdLinger, gridSize: config.reducedGrid)
+        connection.attach(to: loop)
+        server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
+        server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
+        location.accuracy = { [weak self] s in self?.core.grantedAccuracy(for: s) }
+        location.emit = { [weak self] session, member, args in
+            self?.server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                              member: member, args, destination: session)
+        }
+        location.propertiesChanged = { [weak self] changed in
+            self?.server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                                           changed: changed)
+        }
+        do {
+            // Only departures (new owner empty) matter: that is when a session ends.
+            try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
+                                    "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")
+            switch try connection.requestName(GeoConsentAPI.busName) {
+            case .primaryOwner, .alreadyOwner: break
+            case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
+            }
+        } catch let e as StartupError {
+            throw e
+        } catch {
+            throw StartupError("cannot own \(GeoConsentAPI.busName) on the \(bus): \(error)")
+        }
+        connection.onDisconnect = { [weak self] in
+            Log.error("lost the connection to the \(bus)")
+            self?.exitStatus = 1
+            self?.loop.stop()
+        }
+    }
+
+    /// Runs until SIGTERM/SIGINT (0) or the bus goes away (1).
+    public func run() -> Int32 {
+        signals = SignalPipe(loop: loop) { [weak self] sig in
+            Log.info("received signal \(sig), exiting")
+            self?.loop.stop()
+        }
+        Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName) as \(connection.uniqueName); " +
+                 "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
+                 (core.enabled ? "" : "; location is switched off"))
+        loop.run()
+        if lazySaveTimer != nil { saveConsents() }
+        location.shutdown()
+        connection.flush()
+        connection.close()
+        return exitStatus
+    }
+
+    // MARK: Bus events
+
+    private func otherMessage(_ m: Message) -> Bool {
+        guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
+              m.sender == "org.freedesktop.DBus" else { return false }
+        let args = m.arguments()
+        guard args.count == 3, case .string(let name) = args[0], case .string(let newOwner) = args[2],
+              newOwner.isEmpty, name.hasPrefix(":") else { return false }
+        callers.forget(name)
+        feed(.nameLeft(name))
+        location.drop(session: name)
+        return false
+    }
+
+    /// Registers a call the core will answer and returns its id.
+    func hold(_ call: MethodCall) -> CallID {
+        let id = nextCallID
+        nextCallID += 1
+        calls[id] = call
+        return id
+    }
+
+    /// Resolves the caller, then hands the event the closure builds to the core.
+    func withCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void) {
+        callers.resolve(call.sender) { result in
+            switch result {
+            case .success(let c): body(c)
+            case .failure(let e): call.fail(e)
+            }
+        }
+    }
+
+    func feed(_ event: CoreEvent) {
+        let effects = core.handle(event, now: GeoSystem.now())
+        execute(effects)
+    }
+
+    // MARK: Effects
+
+    private func execute(_ effects: [CoreEffect]) {
+        var saveFailure: String?
+        for effect in effects {
+            switch effect {
+            case .reply(let id, let reply):
+                guard let call = calls.removeValue(forKey: id) else { continue }
+                if let saveFailure {
+                    // Never report a decision that is not on disk.
+                    call.fail(.failed("Could not store the decision: \(saveFailure)"))
+                    continue
+                }
+                call.reply(encode(reply))
+            case .fail(let id, let error):
+                calls.removeValue(forKey: id)?.fail(DBusError(error.name, error.message))
+                updateOptions[id] = nil
+                locationOptions[id] = nil
+            case .authorizationChanged(let session, let status):
+                server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                            member: "AuthorizationChanged", [.uint32(status.rawValue)], destination: session)
+            case .confirm(let request):
+                confirm(request)
+            case .cancel(let agentName, let agentPath, let requestID):
+                cancel(agentName, agentPath, requestID)
+            case .saveConsents(let urgent):
+                if urgent {
+                    if let e = saveConsents() { saveFailure = e }
+                } else if lazySaveTimer == nil {
+                    // Only last-used changed: batch such writes instead of an fsync per tap.
+                    lazySaveTimer = loop.schedule(after: 2) { [weak self] in self?.saveConsents() }
+                }
+            case .saveEnabled:
+                do { try store.saveEnabled(core.enabled) } catch {
+                    Log.error("cannot save Enabled: \(error)")
+                    saveFailure = "\(error)"
+                }
+            case .enabledChanged(let value):
+                Log.notice("location switched \(value ? "on" : "off")")
+                server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                                         changed: ["Enabled": .bool(value)])
+            case .startUpdates(let id, let session):
+                guard let call = calls.removeValue(forKey: id) else { continue }
+                location.startUpdates(call, session: session, options: updateOptions.removeValue(forKey: id) ?? UpdateOptions())
+            case .stopUpdates(let id, let session):
+                location.stopUpdates(id.flatMap { calls.removeValue(forKey: $0) }, session: session)
+            case .locate(let id, let session):
+                guard let call = calls.removeValue(forKey: id) else { continue }
+                location.locate(call, session: session, options: locationOptions.removeValue(forKey: id) ?? LocationOptions())
+            case .grantEnded(let session):
+                location.drop(session: session)
+            }
+        }
+    }
+
+    @discardableResult
+    private func saveConsents() -> String? {
+        if let t = lazySaveTimer { loop.cancelTimer(t); lazySaveTimer = nil }
+        do {
+            try store.saveConsents(core.records)
+            return nil
+        } catch {
+            Log.error("cannot save consents: \(error)")
+            return "\(error)"
+        }
+    }
+
+    private func encode(_ reply: CoreReply) -> [DBusValue] {
+        switch reply {
+        case .empty:
+            return []
+        case .status(let s):
+            return [.uint32(s.rawValue)]
+        case .authorization(let a):
+            return [.uint32(a.status.rawValue), .vardict([
+                "temporary": .bool(a.temporary),
+                "accuracy": .string(a.accuracy?.rawValue ?? "none"),
+                "app-id": .string(a.appID),
+                "one-time-approved": .bool(a.oneTimeApproved),
+            ])]
+        case .consents(let list):
+            return [.array(element: "(usa{sv})", list.map { key, record in
+                .structure([.uint32(key.uid), .string(key.appID), RecordEncoding.encode(record)])
+            })]
+        case .sessions(let list):
+            return [.array(element: "(susub)", list.map {
+                .structure([.string($0.name), .uint32($0.uid), .string($0.appID), .uint32($0.status.rawValue), .bool($0.updates)])
+            })]
+        }
+    }
+
+    // MARK: Agents
+
+    private func confirm(_ r: ConfirmRequest) {
+        let details: DBusValue = .vardict([
+            "app-name": .string(r.appName),
+            "reason": .string(r.reason),
+            "accuracy": .string(r.accuracy.rawValue),
+            "pid": .uint32(r.pid),
+            "sandboxed": .bool(r.sandboxed),
+            "executable": .string(r.executable),
+            "parent-window": .string(r.parentWindow),
+        ])
+        do {
+            let m = try Message.methodCall(destination: r.agentName, path: r.agentPath,
+                                           interface: GeoConsentAPI.agentInterfaceName, member: "Confirm")
+            try m.append([.string(r.requestID), .string(r.appID), .string(r.kind.rawValue), details])
+            Log.info("asking agent \(r.agentName) about \(r.appID) (\(r.kind.rawValue), request \(r.requestID))")
+            connection.call(m, timeout: r.timeout) { [weak self] result in
+                guard let self else { return }
+                let answer: AgentAnswer
+                switch result {
+                case .success(let reply):
+                    if reply.signature == "s", case .string(let d)? = reply.arguments().first {
+                        answer = .decision(d)
+                    } else {
+                        answer = .noAnswer("the agent answered with type '\(reply.signature)'")
+                    }
+                case .failure(let e):
+                    answer = .noAnswer(e.description)
+                    if e.name == DBusError.noReplyName {
+                        // Timed out: withdraw the prompt on the agent's side too.
+                        self.cancel(r.agentName, r.agentPath, r.requestID)
+                    }
+                }
+                Log.info("request \(r.requestID) for \(r.appID): \(answer)")
+                self.feed(.agentAnswered(requestID: r.requestID, answer))
+            }
+        } catch {
+            feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)")))
+        }
+    }
+
+    private func cancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
+        guard let m = try? Message.methodCall(destination: agentName, path: agentPath,
+                                              interface: GeoConsentAPI.agentInterfaceName, member: "Cancel"),
+              (try? m.append([.string(requestID)])) != nil else { return }
+        m.noReplyExpected = true
+        connection.send(m)
+    }
+}
+
+/// Why the daemon cannot start: printed as one line, exit status 1.
+public struct StartupError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
+}

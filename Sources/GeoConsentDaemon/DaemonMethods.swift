@@ -1,0 +1,83 @@
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+
+/// The handlers of `org.geoconsent.GeoConsent1`, bound by name to the table
+/// declared in `GeoConsentAPI.client`. Each one decodes its options (wrong
+/// types: `InvalidArgs`), resolves the caller from bus credentials and hands
+/// the request to the core.
+extension Daemon {
+    static let clientInterface = Interface<Daemon>(
+        GeoConsentAPI.client,
+        methods: [
+            "RequestOneTimeAuthorization": { d, call in
+                d.decoded(call, { try OptionDecoding.auth(call.arguments[0]) }) { d.client(call, .requestOneTime($0)) }
+            },
+            "RequestWhenInUseAuthorization": { d, call in
+                d.decoded(call, { try OptionDecoding.auth(call.arguments[0]) }) { d.client(call, .requestWhenInUse($0)) }
+            },
+            "GetAuthorization": { d, call in d.client(call, .getAuthorization) },
+            "RequestLocation": { d, call in
+                d.decoded(call, { try OptionDecoding.location(call.arguments[0]) }) { o in
+                    d.client(call, .requestLocation) { d.locationOptions[$0] = o }
+                }
+            },
+            "StartUpdates": { d, call in
+                d.decoded(call, { try OptionDecoding.updates(call.arguments[0]) }) { o in
+                    d.client(call, .startUpdates) { d.updateOptions[$0] = o }
+                }
+            },
+            "StopUpdates": { d, call in d.client(call, .stopUpdates) },
+            "Revoke": { d, call in d.client(call, .revoke) },
+            "RegisterAgent": { d, call in
+                d.management(call, .registerAgent(path: call.arguments[0].stringValue ?? ""))
+            },
+            "UnregisterAgent": { d, call in
+                d.management(call, .unregisterAgent(path: call.arguments[0].stringValue ?? ""))
+            },
+            "ListConsents": { d, call in d.management(call, .listConsents) },
+            "ResetConsent": { d, call in
+                d.decoded(call, { try OptionDecoding.reset(call.arguments[1]) }) { uid in
+                    d.management(call, .resetConsent(appID: call.arguments[0].stringValue ?? "", uid: uid))
+                }
+            },
+            "ListSessions": { d, call in d.management(call, .listSessions) },
+        ],
+        getters: [
+            "Version": { _ in .string(geoconsentVersion) },
+            "Enabled": { d in .bool(d.core.enabled) },
+            "GpsdConnected": { d in .bool(d.location.gpsdConnected) },
+            "InUse": { d in .bool(d.location.inUse) },
+        ],
+        setters: [
+            "Enabled": { d, call, value in d.management(call, .setEnabled(value.boolValue ?? false)) },
+        ])
+
+    /// Decodes options; a wrong type is answered with `InvalidArgs` before anything else happens.
+    func decoded<T>(_ call: MethodCall, _ decode: () throws -> T, then body: (T) -> Void) {
+        do {
+            body(try decode())
+        } catch let e as DBusError {
+            call.fail(e)
+        } catch {
+            call.fail(.invalidArgs("\(error)"))
+        }
+    }
+
+    /// A client request: starts the caller's session if it has none.
+    func client(_ call: MethodCall, _ request: ClientRequest, prepare: ((CallID) -> Void)? = nil) {
+        withCaller(call) { [weak self] caller in
+            guard let self else { return }
+            let id = self.hold(call)
+            prepare?(id)
+            self.feed(.client(id, caller, request))
+        }
+    }
+
+    func management(_ call: MethodCall, _ request: ManagementRequest) {
+        withCaller(call) { [weak self] caller in
+            guard let self else { return }
+            self.feed(.management(self.hold(call), caller, request))
+        }
+    }
+}

@@ -1,0 +1,30 @@
+import Glibc
+
+/// journald-friendly logging: one line per message on stderr with an sd-daemon
+/// priority prefix (`<3>` error … `<7>` debug), which journald turns into the priority.
+public enum Log {
+    public enum Level: Int32 {
+        case error = 3, warning = 4, notice = 5, info = 6, debug = 7
+    }
+
+    /// Messages above this level are dropped (`GEOCONSENT_DEBUG=1` enables debug).
+    public static var maxLevel: Level = getenv("GEOCONSENT_DEBUG") != nil ? .debug : .info
+
+    public static func write(_ level: Level, _ message: String) {
+        guard level.rawValue <= maxLevel.rawValue else { return }
+        // One write(2) per line so concurrent writers never interleave mid-line.
+        var line = "<\(level.rawValue)>"
+        for ch in message.unicodeScalars { line.unicodeScalars.append(ch == "\n" ? " " : ch) }
+        line += "\n"
+        var bytes = Array(line.utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+
+    public static func error(_ m: String) { write(.error, m) }
+    public static func warning(_ m: String) { write(.warning, m) }
+    public static func notice(_ m: String) { write(.notice, m) }
+    public static func info(_ m: String) { write(.info, m) }
+    public static func debug(_ m: @autoclosure () -> String) {
+        if maxLevel == .debug { write(.debug, m()) }
+    }
+}

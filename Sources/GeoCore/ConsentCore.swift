@@ -1,0 +1,464 @@
+/// The consent and session state machine of API.md: every authorization rule
+/// lives here. Pure: no I/O, no clock of its own (each event brings `now`,
+/// microseconds since the epoch). The daemon feeds it events and carries out
+/// the effects it returns, in order.
+public final class ConsentCore {
+    /// Persisted consent records (the daemon saves them on `saveConsents`).
+    public private(set) var records: [AppKey: ConsentRecord]
+    /// The `Enabled` property (saved on `saveEnabled`).
+    public private(set) var enabled: Bool
+    public var config: Config
+
+    struct Session {
+        var caller: Caller
+        /// The temporary grant of this session.
+        var tempGrant: Accuracy?
+        /// The accuracy of the session's last granted request: a request for less lowers the grant.
+        var limit: Accuracy?
+        /// The prompt this session waits on (joined or queued).
+        var waiting: String?
+        var updates = false
+        var lastStatus: AuthorizationStatus
+        var lastGranted: Bool
+    }
+
+    struct Agent: Equatable {
+        var name: String
+        var path: String
+        var uid: UInt32
+    }
+
+    struct Waiter {
+        var call: CallID
+        var session: String
+        var kind: PromptKind
+        var options: AuthOptions
+    }
+
+    struct Prompt {
+        var id: String
+        var app: AppKey
+        var kind: PromptKind
+        var accuracy: Accuracy
+        var agent: Agent
+        var waiters: [Waiter]
+    }
+
+    private var sessions: [String: Session] = [:]
+    private var sessionsByApp: [AppKey: Set<String>] = [:]
+    private var agents: [UInt32: Agent] = [:]
+    private var prompts: [String: Prompt] = [:]
+    private var openPrompt: [AppKey: String] = [:]
+    /// Requests waiting for the app's open prompt to end before they are evaluated afresh.
+    private var queued: [AppKey: [Waiter]] = [:]
+    private var nextPromptID = 1
+
+    private var effects: [CoreEffect] = []
+    private var touched: Set<AppKey> = []
+    private var touchedAll = false
+    private var now: UInt64 = 0
+    private static let queuedMarker = "queued"
+
+    public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true) {
+        self.config = config
+        self.records = records
+        self.enabled = enabled
+    }
+
+    // MARK: Queries (for the daemon and tests)
+
+    public var sessionCount: Int { sessions.count }
+    public func hasSession(_ name: String) -> Bool { sessions[name] != nil }
+    public var openPromptCount: Int { prompts.count }
+    public func agentName(forUID uid: UInt32) -> String? { agents[uid]?.name }
+
+    /// The accuracy fixes for `session` must have now; nil: no fix may reach it.
+    public func grantedAccuracy(for session: String) -> Accuracy? {
+        sessions[session].flatMap(effectiveAccuracy)
+    }
+
+    public func status(for session: String) -> AuthorizationStatus? {
+        sessions[session].map(status)
+    }
+
+    public func updatesOn(_ session: String) -> Bool { sessions[session]?.updates ?? false }
+
+    // MARK: Events
+
+    /// Handles one event at wall time `now` and returns what the daemon must do.
+    public func handle(_ event: CoreEvent, now: UInt64) -> [CoreEffect] {
+        self.now = now
+        effects = []
+        touched = []
+        touchedAll = false
+        switch event {
+        case .client(let call, let caller, let request):
+            client(call, caller, request)
+        case .management(let call, let caller, let request):
+            management(call, caller, request)
+        case .agentAnswered(let id, let answer):
+            answered(id, answer)
+        case .nameLeft(let name):
+            nameLeft(name)
+        }
+        announceChanges()
+        return effects
+    }
+
+    // MARK: Rules
+
+    private func policy(_ app: AppKey) -> AppPolicy? { config.apps[app.appID] }
+
+    private func isRestricted(_ app: AppKey) -> Bool { !enabled || policy(app) == .restricted }
+
+    private func status(_ s: Session) -> AuthorizationStatus {
+        let app = s.caller.app
+        if isRestricted(app) { return .restricted }
+        if policy(app) == .always { return .always }
+        let record = records[app]
+        if record?.decision == .whenInUse { return .whenInUse }
+        if s.tempGrant != nil { return .whenInUse }
+        if record?.decision == .denied { return .denied }
+        return .notDetermined
+    }
+
+    private func effectiveAccuracy(_ s: Session) -> Accuracy? {
+        let app = s.caller.app
+        if isRestricted(app) { return nil }
+        var best: Accuracy?
+        if policy(app) == .always { best = .full }
+        if let r = records[app], r.decision == .whenInUse { best = max(best, r.decisionAccuracy ?? .full) }
+        if let t = s.tempGrant { best = max(best, t) }
+        guard let best else { return nil }
+        return s.limit == .reduced ? .reduced : best
+    }
+
+    private func max(_ a: Accuracy?, _ b: Accuracy) -> Accuracy {
+        (a == .full || b == .full) ? .full : .reduced
+    }
+
+    private func storedCovers(_ app: AppKey, _ a: Accuracy) -> Bool {
+        guard let r = records[app], r.decision == .whenInUse else { return false }
+        return (r.decisionAccuracy ?? .full).covers(a)
+    }
+
+    private func session(for caller: Caller) -> Session {
+        if let s = sessions[caller.name] { return s }
+        var s = Session(caller: caller, lastStatus: .notDetermined, lastGranted: false)
+        s.lastStatus = status(s)
+        s.lastGranted = effectiveAccuracy(s) != nil
+        sessions[caller.name] = s
+        sessionsByApp[caller.app, default: []].insert(caller.name)
+        return s
+    }
+
+    private func client(_ call: CallID, _ caller: Caller, _ request: ClientRequest) {
+        var s = session(for: caller)
+        let name = caller.name
+        switch request {
+        case .requestOneTime(let o):
+            authorize(call, name, .oneTime, o)
+        case .requestWhenInUse(let o):
+            authorize(call, name, .whenInUse, o)
+        case .getAuthorization:
+            let st = status(s)
+            let record = records[caller.app]
+            effects.append(.reply(call, .authorization(AuthorizationInfo(
+                status: st,
+                temporary: st == .whenInUse && record?.decision != .whenInUse,
+                accuracy: effectiveAccuracy(s),
+                appID: caller.appID,
+                oneTimeApproved: record?.oneTimeApproved ?? false))))
+        case .revoke:
+            s.tempGrant = nil
+            s.limit = nil
+            s.updates = false
+            sessions[name] = s
+            touched.insert(caller.app)
+            effects.append(.reply(call, .empty))
+            // Stop fixes even if a stored decision still grants: Revoke ends updates.
+            effects.append(.grantEnded(session: name))
+        case .startUpdates:
+            guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
+            s.updates = true
+            sessions[name] = s
+            effects.append(.startUpdates(call, session: name))
+        case .stopUpdates:
+            s.updates = false
+            sessions[name] = s
+            effects.append(.stopUpdates(call, session: name))
+        case .requestLocation:
+            guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
+            effects.append(.locate(call, session: name))
+        }
+    }
+
+    /// `RequestOneTimeAuthorization` and `RequestWhenInUseAuthorization`, rules 1-4 of API.md.
+    private func authorize(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions) {
+        guard var s = sessions[name] else { return }
+        let app = s.caller.app
+        let a = o.accuracy
+        if isRestricted(app) { return effects.append(.reply(call, .status(.restricted))) }
+        if policy(app) == .always { return effects.append(.reply(call, .status(.always))) }
+        if s.waiting != nil { return effects.append(.fail(call, .promptPending)) }
+
+        let wasGranted = effectiveAccuracy(s) != nil
+        let record = records[app]
+        let heldCovers = (s.tempGrant.map { t in s.limit == .reduced ? Accuracy.reduced : t })?.covers(a) ?? false
+        if storedCovers(app, a) || heldCovers {
+            // Rule 2 (both kinds): already granted at this accuracy; a request for less lowers the grant.
+            if s.tempGrant != nil, !storedCovers(app, a) { s.tempGrant = a }
+            s.limit = a
+            sessions[name] = s
+            if !wasGranted { noteUse(app) }
+            touched.insert(app)
+            return effects.append(.reply(call, .status(.whenInUse)))
+        }
+        switch kind {
+        case .oneTime:
+            if let r = record, r.oneTimeApproved, (r.oneTimeAccuracy ?? .full).covers(a) {
+                // Rule 3: the user confirmed the button once; later taps are silent.
+                grantTemporary(name, a)
+                noteUse(app)
+                return effects.append(.reply(call, .status(.whenInUse)))
+            }
+        case .whenInUse:
+            if record?.decision == .denied {
+                return effects.append(.reply(call, .status(status(s))))
+            }
+        }
+        ask(call, name, kind, o)
+    }
+
+    private func grantTemporary(_ name: String, _ a: Accuracy) {
+        guard var s = sessions[name] else { return }
+        s.tempGrant = a
+        s.limit = a
+        sessions[name] = s
+        touched.insert(s.caller.app)
+    }
+
+    /// Updates `last-used` of an existing record; written lazily (not a decision).
+    private func noteUse(_ app: AppKey) {
+        guard var r = records[app] else { return }
+        r.lastUsed = now
+        records[app] = r
+        effects.append(.saveConsents(urgent: false))
+    }
+
+    private func ask(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions) {
+        guard var s = sessions[name] else { return }
+        let app = s.caller.app
+        guard let agent = agents[app.uid] else { return effects.append(.fail(call, .noAgent)) }
+        let waiter = Waiter(call: call, session: name, kind: kind, options: o)
+        if let openID = openPrompt[app], var p = prompts[openID] {
+            if p.kind == kind && p.accuracy.covers(o.accuracy) {
+                p.waiters.append(waiter)
+                prompts[openID] = p
+                s.waiting = openID
+            } else {
+                queued[app, default: []].append(waiter)
+                s.waiting = ConsentCore.queuedMarker
+            }
+            sessions[name] = s
+            return
+        }
+        let id = String(nextPromptID)
+        nextPromptID += 1
+        prompts[id] = Prompt(id: id, app: app, kind: kind, accuracy: o.accuracy, agent: agent, waiters: [waiter])
+        openPrompt[app] = id
+        s.waiting = id
+        sessions[name] = s
+        effects.append(.confirm(ConfirmRequest(
+            agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
+            appName: o.appName, reason: o.reason, accuracy: o.accuracy, pid: s.caller.pid,
+            sandboxed: s.caller.sandboxed, executable: s.caller.executable, parentWindow: o.parentWindow,
+            timeout: config.promptTimeout)))
+    }
+
+    private func answered(_ id: String, _ answer: AgentAnswer) {
+        guard let p = prompts.removeValue(forKey: id) else { return }   // late answer after Cancel
+        openPrompt[p.app] = nil
+        touched.insert(p.app)
+        var decision = ""
+        if case .decision(let d) = answer { decision = d }
+        let live = p.waiters.filter { sessions[$0.session] != nil }
+        for w in live { sessions[w.session]?.waiting = nil }
+
+        switch (p.kind, decision) {
+        case (.oneTime, "allow-once"):
+            var r = records[p.app] ?? ConsentRecord()
+            r.oneTimeApproved = true
+            r.oneTimeAccuracy = p.accuracy
+            r.decidedAt = now
+            r.lastUsed = now
+            records[p.app] = r
+            effects.append(.saveConsents(urgent: true))
+            for w in live { grantTemporary(w.session, w.options.accuracy) }
+        case (.whenInUse, "allow-once"):
+            for w in live { grantTemporary(w.session, w.options.accuracy) }
+            noteUse(p.app)
+        case (.whenInUse, "allow-while-using"):
+            var r = records[p.app] ?? ConsentRecord()
+            r.decision = .whenInUse
+            r.decisionAccuracy = p.accuracy
+            r.decidedAt = now
+            r.lastUsed = now
+            records[p.app] = r
+            effects.append(.saveConsents(urgent: true))
+            for w in live { sessions[w.session]?.limit = w.options.accuracy }
+        case (.whenInUse, "deny"):
+            var r = records[p.app] ?? ConsentRecord()
+            r.decision = .denied
+            r.decisionAccuracy = nil
+            r.decidedAt = now
+            records[p.app] = r
+            effects.append(.saveConsents(urgent: true))
+        default:
+            break   // deny of the button, timeout, agent error, anything else: nothing changes
+        }
+        for w in live {
+            guard let s = sessions[w.session] else { continue }
+            effects.append(.reply(w.call, .status(status(s))))
+        }
+        reevaluateQueued(p.app)
+    }
+
+    /// Requests that waited for the app's prompt to end are evaluated afresh.
+    private func reevaluateQueued(_ app: AppKey) {
+        guard openPrompt[app] == nil, let waiting = queued.removeValue(forKey: app) else { return }
+        for w in waiting where sessions[w.session] != nil {
+            sessions[w.session]?.waiting = nil
+            authorize(w.call, w.session, w.kind, w.options)
+        }
+    }
+
+    private func nameLeft(_ name: String) {
+        if let s = sessions.removeValue(forKey: name) {
+            let app = s.caller.app
+            sessionsByApp[app]?.remove(name)
+            if sessionsByApp[app]?.isEmpty == true { sessionsByApp[app] = nil }
+            if s.lastGranted || s.updates { effects.append(.grantEnded(session: name)) }
+            if let id = s.waiting {
+                if id == ConsentCore.queuedMarker {
+                    queued[app]?.removeAll { $0.session == name }
+                    if queued[app]?.isEmpty == true { queued[app] = nil }
+                } else if var p = prompts[id] {
+                    p.waiters.removeAll { $0.session == name }
+                    if p.waiters.isEmpty {
+                        // Nobody waits any more: withdraw the prompt.
+                        prompts[id] = nil
+                        openPrompt[app] = nil
+                        effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: id))
+                        reevaluateQueued(app)
+                    } else {
+                        prompts[id] = p
+                    }
+                }
+            }
+        }
+        if let (uid, _) = agents.first(where: { $0.value.name == name }) {
+            dropAgent(uid)
+        }
+    }
+
+    /// The agent is gone: its open prompts count as no answer.
+    private func dropAgent(_ uid: UInt32) {
+        guard let agent = agents.removeValue(forKey: uid) else { return }
+        for id in prompts.values.filter({ $0.agent == agent }).map(\.id).sorted() {
+            answered(id, .noAnswer("agent left"))
+        }
+    }
+
+    private func management(_ call: CallID, _ caller: Caller, _ request: ManagementRequest) {
+        switch request {
+        case .registerAgent(let path):
+            if caller.sandboxed { return effects.append(.fail(call, .accessDenied("Sandboxed applications cannot register consent agents"))) }
+            if !config.agentAllow.isEmpty && !config.agentAllow.contains(caller.appID) {
+                return effects.append(.fail(call, .accessDenied("\(caller.appID) is not allowed to register a consent agent")))
+            }
+            if let a = agents[caller.uid] {
+                if a.name == caller.name && a.path == path { return effects.append(.reply(call, .empty)) }
+                return effects.append(.fail(call, .agentExists))
+            }
+            agents[caller.uid] = Agent(name: caller.name, path: path, uid: caller.uid)
+            effects.append(.reply(call, .empty))
+        case .unregisterAgent(let path):
+            guard let a = agents[caller.uid], a.name == caller.name, a.path == path else {
+                return effects.append(.fail(call, .invalidArgs("No agent is registered at \(path) by this connection")))
+            }
+            dropAgent(caller.uid)
+            effects.append(.reply(call, .empty))
+        case .listConsents:
+            let list = records.filter { caller.isRoot || $0.key.uid == caller.uid }
+                .sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            effects.append(.reply(call, .consents(list)))
+        case .resetConsent(let appID, let uid):
+            let target = uid ?? caller.uid
+            if target != caller.uid && !caller.isRoot {
+                return effects.append(.fail(call, .accessDenied("Only root may reset another user's consents")))
+            }
+            if caller.sandboxed && appID != caller.appID {
+                return effects.append(.fail(call, .accessDenied("A sandboxed application may only reset its own consent")))
+            }
+            let app = AppKey(uid: target, appID: appID)
+            if records.removeValue(forKey: app) != nil { effects.append(.saveConsents(urgent: true)) }
+            // Forgetting an app also ends its live temporary grants: fail closed.
+            for name in sessionsByApp[app] ?? [] {
+                sessions[name]?.tempGrant = nil
+                sessions[name]?.limit = nil
+            }
+            touched.insert(app)
+            effects.append(.reply(call, .empty))
+        case .listSessions:
+            let list = sessions.values.filter { caller.isRoot || $0.caller.uid == caller.uid }
+                .sorted { $0.caller.name < $1.caller.name }
+                .map { SessionInfo(name: $0.caller.name, uid: $0.caller.uid, appID: $0.caller.appID,
+                                   status: status($0), updates: $0.updates) }
+            effects.append(.reply(call, .sessions(list)))
+        case .setEnabled(let value):
+            guard caller.isRoot else { return effects.append(.fail(call, .accessDenied("Only root may switch location on or off"))) }
+            if value != enabled {
+                enabled = value
+                effects.append(.saveEnabled)
+                if !value {
+                    for name in sessions.keys {
+                        sessions[name]?.tempGrant = nil
+                        sessions[name]?.limit = nil
+                    }
+                }
+                touchedAll = true
+                effects.append(.reply(call, .empty))
+                effects.append(.enabledChanged(value))
+            } else {
+                effects.append(.reply(call, .empty))
+            }
+        }
+    }
+
+    /// Unicasts `AuthorizationChanged` to every touched session whose status
+    /// changed, and ends the fixes of sessions that lost their grant.
+    private func announceChanges() {
+        let names: [String]
+        if touchedAll {
+            names = sessions.keys.sorted()
+        } else {
+            names = touched.sorted().flatMap { (sessionsByApp[$0] ?? []).sorted() }
+        }
+        for name in names {
+            guard var s = sessions[name] else { continue }
+            let st = status(s)
+            let granted = effectiveAccuracy(s) != nil
+            if st != s.lastStatus {
+                effects.append(.authorizationChanged(session: name, st))
+                s.lastStatus = st
+            }
+            if s.lastGranted && !granted {
+                s.updates = false
+                if !effects.contains(.grantEnded(session: name)) { effects.append(.grantEnded(session: name)) }
+            }
+            s.lastGranted = granted
+            sessions[name] = s
+        }
+    }
+}

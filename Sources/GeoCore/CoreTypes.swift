@@ -1,0 +1,197 @@
+/// Inputs and outputs of the consent core (`ConsentCore`): events in, effects out.
+
+/// Identifies a method call the daemon is holding; the core answers it through effects.
+public typealias CallID = UInt64
+
+/// Who is calling, as the daemon resolved it from bus credentials.
+public struct Caller: Equatable, Sendable {
+    /// Unique bus name (`:1.42`): the session key.
+    public var name: String
+    public var uid: UInt32
+    public var pid: UInt32
+    public var appID: String
+    public var sandboxed: Bool
+    public var executable: String
+
+    public init(name: String, uid: UInt32, pid: UInt32, appID: String, sandboxed: Bool = false, executable: String = "") {
+        self.name = name
+        self.uid = uid
+        self.pid = pid
+        self.appID = appID
+        self.sandboxed = sandboxed
+        self.executable = executable
+    }
+
+    public var app: AppKey { AppKey(uid: uid, appID: appID) }
+    public var isRoot: Bool { uid == 0 }
+}
+
+/// Options of `Request*Authorization` (unknown keys already dropped).
+public struct AuthOptions: Equatable, Sendable {
+    public var reason: String = ""
+    public var accuracy: Accuracy = .full
+    public var appName: String = ""
+    public var parentWindow: String = ""
+    public init(reason: String = "", accuracy: Accuracy = .full, appName: String = "", parentWindow: String = "") {
+        self.reason = reason
+        self.accuracy = accuracy
+        self.appName = appName
+        self.parentWindow = parentWindow
+    }
+}
+
+/// Which prompt an agent is asked to show.
+public enum PromptKind: String, Sendable {
+    case oneTime = "one-time"
+    case whenInUse = "when-in-use"
+}
+
+/// What an agent's `Confirm` came back with.
+public enum AgentAnswer: Equatable, Sendable {
+    /// A decision string, not yet checked against the kind.
+    case decision(String)
+    /// Timeout, error reply, wrong reply type, agent gone.
+    case noAnswer(String)
+}
+
+/// A client call the core rules on.
+public enum ClientRequest: Equatable, Sendable {
+    case requestOneTime(AuthOptions)
+    case requestWhenInUse(AuthOptions)
+    case getAuthorization
+    case revoke
+    case startUpdates
+    case stopUpdates
+    case requestLocation
+}
+
+/// Consent and agent management calls (they do not start a session).
+public enum ManagementRequest: Equatable, Sendable {
+    case registerAgent(path: String)
+    case unregisterAgent(path: String)
+    case listConsents
+    case resetConsent(appID: String, uid: UInt32?)
+    case listSessions
+    case setEnabled(Bool)
+}
+
+/// An event the daemon feeds the core.
+public enum CoreEvent: Equatable, Sendable {
+    case client(CallID, Caller, ClientRequest)
+    case management(CallID, Caller, ManagementRequest)
+    case agentAnswered(requestID: String, AgentAnswer)
+    /// A unique name left the bus.
+    case nameLeft(String)
+}
+
+/// A session as `ListSessions` shows it.
+public struct SessionInfo: Equatable, Sendable {
+    public var name: String
+    public var uid: UInt32
+    public var appID: String
+    public var status: AuthorizationStatus
+    public var updates: Bool
+}
+
+/// `GetAuthorization`'s answer.
+public struct AuthorizationInfo: Equatable, Sendable {
+    public var status: AuthorizationStatus
+    public var temporary: Bool
+    /// nil: no grant (`none`).
+    public var accuracy: Accuracy?
+    public var appID: String
+    public var oneTimeApproved: Bool
+}
+
+/// A successful reply.
+public enum CoreReply: Equatable, Sendable {
+    case empty
+    case status(AuthorizationStatus)
+    case authorization(AuthorizationInfo)
+    case consents([(AppKey, ConsentRecord)])
+    case sessions([SessionInfo])
+
+    public static func == (a: CoreReply, b: CoreReply) -> Bool {
+        switch (a, b) {
+        case (.empty, .empty): return true
+        case (.status(let x), .status(let y)): return x == y
+        case (.authorization(let x), .authorization(let y)): return x == y
+        case (.sessions(let x), .sessions(let y)): return x == y
+        case (.consents(let x), .consents(let y)):
+            return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: return false
+        }
+    }
+}
+
+/// The errors of API.md, as the core decides them.
+public enum CoreError: Equatable, Sendable, Error {
+    case notAuthorized
+    case noAgent
+    case agentExists
+    case promptPending
+    case accessDenied(String)
+    case invalidArgs(String)
+
+    /// The D-Bus error name.
+    public var name: String {
+        switch self {
+        case .notAuthorized: return "org.geoconsent.GeoConsent1.Error.NotAuthorized"
+        case .noAgent: return "org.geoconsent.GeoConsent1.Error.NoAgent"
+        case .agentExists: return "org.geoconsent.GeoConsent1.Error.AgentExists"
+        case .promptPending: return "org.geoconsent.GeoConsent1.Error.PromptPending"
+        case .accessDenied: return "org.freedesktop.DBus.Error.AccessDenied"
+        case .invalidArgs: return "org.freedesktop.DBus.Error.InvalidArgs"
+        }
+    }
+
+    public var message: String {
+        switch self {
+        case .notAuthorized: return "This session has no location grant"
+        case .noAgent: return "No consent agent is registered for this user"
+        case .agentExists: return "A consent agent is already registered for this user"
+        case .promptPending: return "This session already waits on a prompt"
+        case .accessDenied(let m), .invalidArgs(let m): return m
+        }
+    }
+}
+
+/// What the agent is asked (`Agent.Confirm`).
+public struct ConfirmRequest: Equatable, Sendable {
+    public var agentName: String
+    public var agentPath: String
+    public var requestID: String
+    public var appID: String
+    public var kind: PromptKind
+    public var appName: String
+    public var reason: String
+    public var accuracy: Accuracy
+    public var pid: UInt32
+    public var sandboxed: Bool
+    public var executable: String
+    public var parentWindow: String
+    /// Seconds the agent has to answer.
+    public var timeout: Double
+}
+
+/// What the daemon must do, in order.
+public enum CoreEffect: Equatable, Sendable {
+    case reply(CallID, CoreReply)
+    case fail(CallID, CoreError)
+    /// Unicast `AuthorizationChanged` to a session.
+    case authorizationChanged(session: String, AuthorizationStatus)
+    case confirm(ConfirmRequest)
+    case cancel(agentName: String, agentPath: String, requestID: String)
+    /// Write consent records. `urgent`: before any later effect (a decision);
+    /// otherwise it may be batched (only `last-used` changed).
+    case saveConsents(urgent: Bool)
+    case saveEnabled
+    /// Broadcast `PropertiesChanged` for `Enabled`.
+    case enabledChanged(Bool)
+    /// The session may receive fixes now (`StartUpdates`, `RequestLocation` passed the gate).
+    case startUpdates(CallID, session: String)
+    case stopUpdates(CallID?, session: String)
+    case locate(CallID, session: String)
+    /// The session has no grant any more: drop its updates and pending fixes at once.
+    case grantEnded(session: String)
+}

@@ -1,0 +1,152 @@
+import Glibc
+
+/// A single-threaded event loop over `poll(2)`: file descriptors, one-shot
+/// timers and deferred work. It is the only place the daemon blocks.
+///
+/// Why poll and not Dispatch: one thread, no locks, deterministic ordering of
+/// D-Bus dispatch and gpsd reads, and when nothing is due it sleeps in one
+/// `poll` with an infinite timeout, so an idle daemon makes no system calls.
+public final class EventLoop {
+    /// Identifies a registered descriptor or timer.
+    public typealias Token = Int
+
+    /// Interest in a descriptor.
+    public struct Events: OptionSet, Sendable {
+        public let rawValue: Int16
+        public init(rawValue: Int16) { self.rawValue = rawValue }
+        public static let readable = Events(rawValue: Int16(POLLIN))
+        public static let writable = Events(rawValue: Int16(POLLOUT))
+    }
+
+    /// What `poll` reported for a descriptor (readable, writable, hang-up, error).
+    public struct Readiness: Sendable {
+        public let revents: Int16
+        public var readable: Bool { revents & Int16(POLLIN) != 0 }
+        public var writable: Bool { revents & Int16(POLLOUT) != 0 }
+        public var hangup: Bool { revents & Int16(POLLHUP) != 0 }
+        public var error: Bool { revents & Int16(POLLERR | POLLNVAL) != 0 }
+    }
+
+    private struct Source {
+        var fd: Int32
+        var events: Events
+        var handler: (Readiness) -> Void
+    }
+
+    private struct Timer {
+        var deadline: UInt64
+        var handler: () -> Void
+    }
+
+    private var sources: [Token: Source] = [:]
+    private var timers: [Token: Timer] = [:]
+    private var deferred: [() -> Void] = []
+    private var nextToken: Token = 1
+    private var stopped = false
+
+    public init() {}
+
+    /// Monotonic time in nanoseconds.
+    public static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    /// Watches `fd` for `events`; `handler` runs on the loop when it is ready.
+    @discardableResult
+    public func watch(fd: Int32, events: Events, handler: @escaping (Readiness) -> Void) -> Token {
+        let t = nextToken
+        nextToken += 1
+        sources[t] = Source(fd: fd, events: events, handler: handler)
+        return t
+    }
+
+    /// Changes what a watched descriptor is polled for (empty: not polled).
+    public func update(_ token: Token, events: Events) {
+        sources[token]?.events = events
+    }
+
+    public func unwatch(_ token: Token) {
+        sources[token] = nil
+    }
+
+    /// Runs `handler` once, `seconds` from now.
+    @discardableResult
+    public func schedule(after seconds: Double, handler: @escaping () -> Void) -> Token {
+        let t = nextToken
+        nextToken += 1
+        let delay = seconds <= 0 ? 0 : UInt64(min(seconds, 1e9) * 1e9)
+        timers[t] = Timer(deadline: EventLoop.monotonicNanos() &+ delay, handler: handler)
+        return t
+    }
+
+    public func cancelTimer(_ token: Token) {
+        timers[token] = nil
+    }
+
+    /// Runs `work` on the loop after the current event has been handled.
+    /// Used where doing it inline would re-enter a C library (libdbus).
+    public func later(_ work: @escaping () -> Void) {
+        deferred.append(work)
+    }
+
+    /// Makes `run()` return after the current iteration.
+    public func stop() { stopped = true }
+
+    /// Runs until `stop()`.
+    public func run() {
+        stopped = false
+        while !stopped {
+            runOnce(timeoutMillis: nil)
+        }
+    }
+
+    /// One iteration: deferred work, then one `poll`, then due timers.
+    /// `timeoutMillis` bounds the wait (nil: until something happens).
+    public func runOnce(timeoutMillis: Int32?) {
+        runDeferred()
+        if stopped { return }
+
+        var wait: Int32 = timeoutMillis ?? -1
+        if let next = timers.values.map(\.deadline).min() {
+            let now = EventLoop.monotonicNanos()
+            let ms = next <= now ? 0 : Int32(clamping: (next - now + 999_999) / 1_000_000)
+            wait = wait < 0 ? ms : min(wait, ms)
+        }
+        if !deferred.isEmpty { wait = 0 }
+
+        let active = sources.filter { !$0.value.events.isEmpty }.sorted { $0.key < $1.key }
+        var fds = active.map { pollfd(fd: $0.value.fd, events: $0.value.events.rawValue, revents: 0) }
+        let n = fds.withUnsafeMutableBufferPointer { buf in
+            poll(buf.baseAddress, nfds_t(buf.count), wait)
+        }
+        if n > 0 {
+            for (i, entry) in active.enumerated() where fds[i].revents != 0 {
+                // A handler may have removed or changed another source meanwhile.
+                guard let current = sources[entry.key], current.fd == entry.value.fd else { continue }
+                current.handler(Readiness(revents: fds[i].revents))
+            }
+        }
+        runDueTimers()
+    }
+
+    private func runDeferred() {
+        while !deferred.isEmpty {
+            let work = deferred
+            deferred.removeAll()
+            for w in work { w() }
+        }
+    }
+
+    private func runDueTimers() {
+        let now = EventLoop.monotonicNanos()
+        let due = timers.filter { $0.value.deadline <= now }.sorted {
+            ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key)
+        }
+        for (token, timer) in due where timers[token] != nil {
+            timers[token] = nil
+            timer.handler()
+        }
+    }
+}

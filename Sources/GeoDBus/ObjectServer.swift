@@ -1,0 +1,204 @@
+/// Serves objects on a connection: routes method calls to interface tables,
+/// checks signatures, and implements the standard interfaces
+/// (Introspectable, Peer, Properties) for every exported object.
+public final class ObjectServer {
+    public static let introspectable = "org.freedesktop.DBus.Introspectable"
+    public static let peer = "org.freedesktop.DBus.Peer"
+    public static let properties = "org.freedesktop.DBus.Properties"
+
+    /// The standard interfaces as introspection shows them.
+    public static let standardInterfaces: [InterfaceDescription] = [
+        InterfaceDescription(name: peer, methods: [
+            .init(name: "Ping", inArgs: [], outArgs: []),
+            .init(name: "GetMachineId", inArgs: [], outArgs: [Arg("machine_uuid", "s")]),
+        ], signals: [], properties: []),
+        InterfaceDescription(name: introspectable, methods: [
+            .init(name: "Introspect", inArgs: [], outArgs: [Arg("xml_data", "s")]),
+        ], signals: [], properties: []),
+        InterfaceDescription(name: properties, methods: [
+            .init(name: "Get", inArgs: [Arg("interface_name", "s"), Arg("property_name", "s")], outArgs: [Arg("value", "v")]),
+            .init(name: "GetAll", inArgs: [Arg("interface_name", "s")], outArgs: [Arg("props", "a{sv}")]),
+            .init(name: "Set", inArgs: [Arg("interface_name", "s"), Arg("property_name", "s"), Arg("value", "v")], outArgs: []),
+        ], signals: [
+            .init(name: "PropertiesChanged", args: [Arg("interface_name", "s"), Arg("changed_properties", "a{sv}"),
+                                                    Arg("invalidated_properties", "as")]),
+        ], properties: []),
+    ]
+
+    private struct Exported {
+        var interfaces: [BoundInterface]
+    }
+
+    public let connection: Connection
+    private var objects: [String: Exported] = [:]
+
+    /// Messages that are not method calls to exported objects (signals, calls
+    /// elsewhere) go here.
+    public var onOtherMessage: ((Message) -> Bool)?
+
+    /// Runs before any method call is dispatched (for example to note a new client).
+    public var onMethodCall: ((Message) -> Void)?
+
+    public init(connection: Connection) {
+        self.connection = connection
+        connection.onMessage = { [weak self] msg in self?.handle(msg) ?? false }
+    }
+
+    /// Exports `object` at `path` with `interfaces`.
+    public func export<Object: AnyObject>(_ object: Object, at path: String, interfaces: [Interface<Object>]) {
+        objects[path] = Exported(interfaces: interfaces.map { $0.bind(object) })
+    }
+
+    /// The introspection XML served for `path`.
+    public func introspectionXML(for path: String) -> String {
+        let children = childNodes(of: path)
+        if let obj = objects[path] {
+            return Introspection.xml(interfaces: ObjectServer.standardInterfaces + obj.interfaces.map(\.description),
+                                     children: children)
+        }
+        return Introspection.xml(interfaces: [], children: children)
+    }
+
+    /// Sends a signal; with `destination` it is unicast to that connection only.
+    @discardableResult
+    public func emit(path: String, interface: String, member: String, _ args: [DBusValue], destination: String? = nil) -> Bool {
+        guard let m = try? Message.signal(path: path, interface: interface, member: member, destination: destination),
+              (try? m.append(args)) != nil else { return false }
+        return connection.send(m)
+    }
+
+    /// Broadcasts `PropertiesChanged` for `changed` properties of `interface`.
+    public func propertiesChanged(path: String, interface: String, changed: [String: DBusValue]) {
+        guard !changed.isEmpty else { return }
+        emit(path: path, interface: ObjectServer.properties, member: "PropertiesChanged",
+             [.string(interface), .vardict(changed), .strings([])])
+    }
+
+    private func childNodes(of path: String) -> [String] {
+        let prefix = path == "/" ? "/" : path + "/"
+        var names = Set<String>()
+        for p in objects.keys where p.hasPrefix(prefix) && p != path {
+            if let first = p.dropFirst(prefix.count).split(separator: "/").first { names.insert(String(first)) }
+        }
+        return names.sorted()
+    }
+
+    private func handle(_ msg: Message) -> Bool {
+        guard msg.type == .methodCall, let path = msg.path, let member = msg.member else {
+            return onOtherMessage?(msg) ?? false
+        }
+        let iface = msg.interface
+        onMethodCall?(msg)
+
+        func call(_ out: String) -> MethodCall {
+            MethodCall(message: msg, arguments: msg.arguments(), connection: connection, outSignature: out)
+        }
+        func check(_ expected: String) -> Bool {
+            guard msg.signature == expected else {
+                call("").fail(.invalidArgs("Expected signature '\(expected)' for \(member), got '\(msg.signature)'"))
+                return false
+            }
+            return true
+        }
+
+        // Standard interfaces, served on every exported object and its parents.
+        if iface == ObjectServer.introspectable || (iface == nil && member == "Introspect") {
+            guard member == "Introspect" else { return unknownMethod(msg, member) }
+            guard objects[path] != nil || !childNodes(of: path).isEmpty else { return unknownObject(msg, path) }
+            if check("") { call("s").reply([.string(introspectionXML(for: path))]) }
+            return true
+        }
+        if iface == ObjectServer.peer || (iface == nil && (member == "Ping" || member == "GetMachineId")) {
+            switch member {
+            case "Ping": if check("") { call("").reply() }
+            case "GetMachineId": if check("") { call("s").reply([.string(machineID())]) }
+            default: return unknownMethod(msg, member)
+            }
+            return true
+        }
+        guard let obj = objects[path] else { return unknownObject(msg, path) }
+        if iface == ObjectServer.properties {
+            handleProperties(msg, member: member, object: obj)
+            return true
+        }
+        let candidates = iface.map { name in obj.interfaces.filter { $0.description.name == name } } ?? obj.interfaces
+        if let iface, candidates.isEmpty {
+            call("").fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(iface)' at \(path)"))
+            return true
+        }
+        guard let method = candidates.lazy.compactMap({ $0.methods[member] }).first else {
+            return unknownMethod(msg, member)
+        }
+        if check(method.inSignature) { method.call(call(method.outSignature)) }
+        return true
+    }
+
+    private func handleProperties(_ msg: Message, member: String, object: Exported) {
+        let args = msg.arguments()
+        let sig = msg.signature
+        func fail(_ e: DBusError) { MethodCall(message: msg, arguments: args, connection: connection, outSignature: "").fail(e) }
+        func find(_ ifaceName: String) -> BoundInterface? {
+            object.interfaces.first { $0.description.name == ifaceName }
+        }
+        switch member {
+        case "Get":
+            guard sig == "ss", case .string(let i) = args[0], case .string(let p) = args[1] else {
+                return fail(.invalidArgs("Expected signature 'ss' for Get, got '\(sig)'"))
+            }
+            guard let prop = (i.isEmpty ? object.interfaces.lazy.compactMap { $0.properties[p] }.first : find(i)?.properties[p]),
+                  let value = prop.get() else {
+                return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
+            }
+            MethodCall(message: msg, arguments: args, connection: connection, outSignature: "v").reply([.variant(value)])
+        case "GetAll":
+            guard sig == "s", case .string(let i) = args[0] else {
+                return fail(.invalidArgs("Expected signature 's' for GetAll, got '\(sig)'"))
+            }
+            var all: [String: DBusValue] = [:]
+            if let bound = find(i) {
+                for name in bound.propertyOrder { all[name] = bound.properties[name]?.get() }
+            } else if !i.isEmpty && !ObjectServer.standardInterfaces.contains(where: { $0.name == i }) {
+                return fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(i)'"))
+            }
+            MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}").reply([.vardict(all)])
+        case "Set":
+            guard sig == "ssv", case .string(let i) = args[0], case .string(let p) = args[1],
+                  case .variant(let value) = args[2] else {
+                return fail(.invalidArgs("Expected signature 'ssv' for Set, got '\(sig)'"))
+            }
+            guard let prop = find(i)?.properties[p] else {
+                return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
+            }
+            guard let set = prop.set else {
+                return fail(DBusError(DBusError.propertyReadOnlyName, "Property '\(p)' is read-only"))
+            }
+            guard value.signature == prop.signature else {
+                return fail(.invalidArgs("Property '\(p)' has type '\(prop.signature)', got '\(value.signature)'"))
+            }
+            let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "")
+            set(call, value)
+        default:
+            _ = unknownMethod(msg, member)
+        }
+    }
+
+    private func unknownMethod(_ msg: Message, _ member: String) -> Bool {
+        MethodCall(message: msg, arguments: [], connection: connection, outSignature: "").fail(
+            DBusError(DBusError.unknownMethodName,
+                      "Unknown method '\(member)' on interface '\(msg.interface ?? "(none)")' with signature '\(msg.signature)'"))
+        return true
+    }
+
+    private func unknownObject(_ msg: Message, _ path: String) -> Bool {
+        MethodCall(message: msg, arguments: [], connection: connection, outSignature: "").fail(
+            DBusError(DBusError.unknownObjectName, "No such object path '\(path)'"))
+        return true
+    }
+
+    private func machineID() -> String {
+        for path in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
+            if let s = readSmallFile(path)?.split(separator: "\n").first, s.count == 32 { return String(s) }
+        }
+        return String(repeating: "0", count: 32)
+    }
+}
