@@ -199,10 +199,16 @@ public final class ConsentCore {
         let app = s.caller.app
         let a = o.accuracy
         if isRestricted(app) { return effects.append(.reply(call, .status(.restricted))) }
-        if policy(app) == .always { return effects.append(.reply(call, .status(.always))) }
+        if policy(app) == .always {
+            // Config grants `full`; a request for less still lowers this session's grant.
+            s.limit = a
+            sessions[name] = s
+            touched.insert(app)
+            return effects.append(.reply(call, .status(.always)))
+        }
         if s.waiting != nil { return effects.append(.fail(call, .promptPending)) }
 
-        let wasGranted = effectiveAccuracy(s) != nil
+        let firstGrant = s.limit == nil
         let record = records[app]
         let heldCovers = (s.tempGrant.map { t in s.limit == .reduced ? Accuracy.reduced : t })?.covers(a) ?? false
         if storedCovers(app, a) || heldCovers {
@@ -210,7 +216,7 @@ public final class ConsentCore {
             if s.tempGrant != nil, !storedCovers(app, a) { s.tempGrant = a }
             s.limit = a
             sessions[name] = s
-            if !wasGranted { noteUse(app) }
+            if firstGrant { noteUse(app) }   // the first grant of this session
             touched.insert(app)
             return effects.append(.reply(call, .status(.whenInUse)))
         }
@@ -231,7 +237,7 @@ public final class ConsentCore {
     }
 
     private func grantTemporary(_ name: String, _ a: Accuracy) {
-        guard var s = sessions[name] else { return }
+        guard var s = sessions[name], !isRestricted(s.caller.app) else { return }
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
@@ -426,12 +432,33 @@ public final class ConsentCore {
                         sessions[name]?.tempGrant = nil
                         sessions[name]?.limit = nil
                     }
+                    withdrawAllPrompts()
                 }
                 touchedAll = true
                 effects.append(.reply(call, .empty))
                 effects.append(.enabledChanged(value))
             } else {
                 effects.append(.reply(call, .empty))
+            }
+        }
+    }
+
+    /// Location was switched off: every open or queued request is answered
+    /// `restricted` now and its prompt withdrawn, so no answer given later can grant.
+    private func withdrawAllPrompts() {
+        for id in prompts.keys.sorted() {
+            guard let p = prompts.removeValue(forKey: id) else { continue }
+            openPrompt[p.app] = nil
+            effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: id))
+            for w in p.waiters where sessions[w.session] != nil {
+                sessions[w.session]?.waiting = nil
+                effects.append(.reply(w.call, .status(.restricted)))
+            }
+        }
+        for app in queued.keys.sorted() {
+            for w in queued.removeValue(forKey: app) ?? [] where sessions[w.session] != nil {
+                sessions[w.session]?.waiting = nil
+                effects.append(.reply(w.call, .status(.restricted)))
             }
         }
     }

@@ -192,6 +192,7 @@ public enum CoreEffect: Equatable, Sendable {
     case startUpdates(CallID, session: String)
     case stopUpdates(CallID?, session: String)
     case locate(CallID, session: String)
-    /// The session has no grant any more: drop its updates and pending fixes at once.
+    /// Stop the session's fixes at once: drop its updates and pending requests
+    /// (its grant ended, or it called `Revoke`).
     case grantEnded(session: String)
 }

@@ -1,1 +1,100 @@
-print("geoconsentctl: not yet")
+import Glibc
+import GeoDBus
+import GeoCore
+
+// geoconsentctl: the command line of geoconsent, in the style of timedatectl.
+setvbuf(stdout, nil, _IOLBF, 0)
+
+let usage = """
+Usage: geoconsentctl [--bus system|session|ADDRESS] [--json] COMMAND [ARGS]
+
+Commands:
+  status                        show whether location is on and gpsd connected
+  locate [--accuracy full|reduced] [--reason TEXT] [--timeout S]
+                                act as an app pressing "Current Location": ask for
+                                a one-time grant, then print one fix
+  watch [--accuracy A] [--distance M] [--interval S]
+                                the same, then print fixes until Ctrl-C
+  agent [--auto allow-once|allow-while-using|deny]
+                                be the consent agent of your user (answers prompts
+                                on the terminal, or automatically for scripts)
+  consents                      list stored consents (root: of every user)
+  sessions                      list live sessions (root: of every user)
+  reset APP_ID [--uid UID]      forget the consent of an app
+  enable | disable              switch location on or off for everyone (root)
+
+Options:
+  --bus system|session|ADDRESS  bus to use (default: system)
+  --json                        print JSON instead of text
+  --help                        show this help
+
+Exit status: 0 success, 1 failure (explained on stderr), 2 usage error.
+See geoconsentctl(1).
+"""
+
+var rest = Array(CommandLine.arguments.dropFirst())
+var bus = BusAddress.system
+var json = false
+var command: String?
+var i = 0
+while i < rest.count {
+    let a = rest[i]
+    if command == nil {
+        if a == "--help" || a == "-h" { print(usage); exit(0) }
+        if a == "--json" { json = true; rest.remove(at: i); continue }
+        if a == "--bus" || a.hasPrefix("--bus=") {
+            let v: String
+            if a == "--bus" {
+                guard i + 1 < rest.count else { eprint("geoconsentctl: --bus needs a value"); exit(2) }
+                v = rest[i + 1]
+                rest.removeSubrange(i...(i + 1))
+            } else {
+                v = String(a.dropFirst(6))
+                rest.remove(at: i)
+            }
+            bus = BusAddress(argument: v)
+            continue
+        }
+        if a.hasPrefix("-") { eprint("geoconsentctl: unknown option '\(a)' (see --help)"); exit(2) }
+        command = a
+        rest.remove(at: i)
+        continue
+    }
+    // Options after the command: --json may come anywhere.
+    if a == "--json" { json = true; rest.remove(at: i); continue }
+    if a == "--help" { print(usage); exit(0) }
+    i += 1
+}
+
+guard let command else {
+    eprint(usage)
+    exit(2)
+}
+var ctx = Context(bus: bus, json: json, args: rest)
+do {
+    switch command {
+    case "status": try statusCommand(&ctx)
+    case "locate": try locateCommand(&ctx)
+    case "watch": try watchCommand(&ctx)
+    case "agent": try agentCommand(&ctx)
+    case "consents": try consentsCommand(&ctx)
+    case "sessions": try sessionsCommand(&ctx)
+    case "reset": try resetCommand(&ctx)
+    case "enable": try setEnabledCommand(&ctx, true)
+    case "disable": try setEnabledCommand(&ctx, false)
+    default: throw UsageError("unknown command '\(command)' (see --help)")
+    }
+    exit(0)
+} catch let e as UsageError {
+    eprint("geoconsentctl: \(e.message)")
+    exit(2)
+} catch let e as Failure {
+    eprint("geoconsentctl: \(e.message)")
+    exit(1)
+} catch let e as DBusError {
+    eprint("geoconsentctl: \(Client.explain(e))")
+    exit(1)
+} catch {
+    eprint("geoconsentctl: \(error)")
+    exit(1)
+}

@@ -1,19 +1,19 @@
 import Glibc
-import GeoDBus
 
 /// Turns SIGTERM and SIGINT into a readable pipe the event loop watches
 /// (the self-pipe trick: a signal handler may only do async-signal-safe work).
-final class SignalPipe {
+public final class SignalPipe {
     private static var writeFD: Int32 = -1
     private let readFD: Int32
 
-    init(loop: EventLoop, onSignal: @escaping (Int32) -> Void) {
+    /// Calls `onSignal` on the loop for each SIGTERM or SIGINT received (`signals` to choose others).
+    public init(loop: EventLoop, signals: [Int32] = [SIGTERM, SIGINT], onSignal: @escaping (Int32) -> Void) {
         var fds: [Int32] = [-1, -1]
         makeNonBlockingPipe(&fds)
         readFD = fds[0]
         SignalPipe.writeFD = fds[1]
         signal(SIGPIPE, SIG_IGN)
-        for sig in [SIGTERM, SIGINT] {
+        for sig in signals {
             var action = sigaction()
             action.__sigaction_handler.sa_handler = { sig in
                 var byte = UInt8(truncatingIfNeeded: sig)
@@ -32,7 +32,7 @@ final class SignalPipe {
 }
 
 /// pipe2() is not visible from Swift's Glibc module; pipe + fcntl does the same here.
-func makeNonBlockingPipe(_ fds: inout [Int32]) {
+public func makeNonBlockingPipe(_ fds: inout [Int32]) {
     _ = pipe(&fds)
     for fd in fds {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)

@@ -1,0 +1,247 @@
+/// Parsing of the admin configuration (API.md "Configuration"). Pure: the caller
+/// reads the files and hands the text here, so every rule is testable without I/O.
+
+/// A configuration problem, reported as `FILE:LINE: reason` because that is what
+/// the daemon prints before refusing to start (API.md). `line` is 1-based; 0 means
+/// the problem concerns the file as a whole (for example it cannot be read), and
+/// then the description is `FILE: reason`.
+public struct ConfigError: Error, Equatable, CustomStringConvertible {
+    /// The file as it was named to the parser or loader.
+    public var file: String
+    /// 1-based line number, or 0 for the whole file.
+    public var line: Int
+    /// A short explanation, without the location.
+    public var reason: String
+
+    public init(file: String, line: Int, reason: String) {
+        self.file = file
+        self.line = line
+        self.reason = reason
+    }
+
+    public var description: String {
+        line > 0 ? "\(file):\(line): \(reason)" : "\(file): \(reason)"
+    }
+}
+
+/// The INI dialect of `geoconsent.conf`.
+///
+/// Rules:
+/// - Lines are separated by `\n`; a trailing `\r` is ignored. Spaces and tabs
+///   around names and values are trimmed.
+/// - A line whose first non-blank character is `#` or `;` is a comment.
+/// - After a value or a section header, `#` preceded by a blank (or at the very
+///   start of the value) begins a comment. `;` is not a comment there, because it
+///   separates the app-ids of `allow`; a `#` with no blank before it is part of the
+///   value, so paths like `/opt/a#b` survive.
+/// - Sections: `[daemon]`, `[agents]`, `[app "APP_ID"]`. Inside the quotes `\"`
+///   and `\\` stand for `"` and `\`; any other backslash escape is an error.
+/// - A key given twice wins with its later value, in one file or across files,
+///   so the parser merges into an existing `Config` instead of returning a new one.
+public enum ConfigParser {
+    /// Largest accepted `prompt-timeout` / `gpsd-linger` in seconds (one day). The
+    /// bound keeps later conversions to integer milliseconds far from overflow, and
+    /// no sensible setting comes near it.
+    public static let maxSeconds: Double = 86_400
+    /// Accepted range of `reduced-grid` in metres: a cell under a metre would not
+    /// reduce anything, and one over 1000 km is meaningless.
+    public static let reducedGridRange: ClosedRange<Double> = 1...1_000_000
+
+    /// Parses `text` (the contents of `file`, named only for error messages) and
+    /// applies every setting it contains on top of `config`.
+    public static func parse(_ text: String, file: String, into config: inout Config) throws {
+        try parse(bytes: Array(text.utf8), file: file, into: &config)
+    }
+
+    /// Like `parse(_:file:into:)` but from raw bytes, so that a file that is not
+    /// valid UTF-8 is reported with the line where the bad byte is, rather than
+    /// silently repaired into U+FFFD by a lossy decode.
+    public static func parse(bytes: [UInt8], file: String, into config: inout Config) throws {
+        // Work on a copy so that a file with an error leaves `config` untouched.
+        var result = config
+        var section: Section? = nil
+        var lineNumber = 0
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+            lineNumber += 1
+            var lineBytes = bytes[start..<end]
+            if lineBytes.last == 0x0D { lineBytes = lineBytes.dropLast() }
+            start = end + 1
+            guard let line = String(validating: lineBytes, as: UTF8.self) else {
+                throw ConfigError(file: file, line: lineNumber, reason: "not valid UTF-8")
+            }
+            func fail(_ reason: String) -> ConfigError {
+                ConfigError(file: file, line: lineNumber, reason: reason)
+            }
+            let trimmed = trim(Substring(line))
+            if trimmed.isEmpty || trimmed.first == "#" || trimmed.first == ";" { continue }
+
+            if trimmed.first == "[" {
+                section = try parseHeader(trimmed, fail: fail)
+                continue
+            }
+
+            guard let eq = trimmed.firstIndex(of: "=") else {
+                throw fail("expected 'key = value' or a [section] header")
+            }
+            let key = String(trim(trimmed[..<eq]))
+            let value = String(stripComment(trimmed[trimmed.index(after: eq)...]))
+            if key.isEmpty { throw fail("missing key before '='") }
+            guard let current = section else {
+                throw fail("key '\(key)' outside of any section")
+            }
+            switch current {
+            case .daemon:
+                switch key {
+                case "prompt-timeout":
+                    let v = try seconds(value, key: key, allowZero: false, fail: fail)
+                    result.promptTimeout = v
+                case "gpsd-linger":
+                    let v = try seconds(value, key: key, allowZero: true, fail: fail)
+                    result.gpsdLinger = v
+                case "reduced-grid":
+                    guard let v = decimal(value), reducedGridRange.contains(v) else {
+                        throw fail("reduced-grid must be a number of metres from 1 to 1000000, not '\(value)'")
+                    }
+                    result.reducedGrid = v
+                case "state-dir":
+                    guard value.first == "/" else {
+                        throw fail("state-dir must be an absolute path, not '\(value)'")
+                    }
+                    result.stateDir = value
+                default:
+                    throw fail("unknown key '\(key)' in [daemon]")
+                }
+            case .agents:
+                switch key {
+                case "allow":
+                    result.agentAllow = value.split(separator: ";", omittingEmptySubsequences: true)
+                        .map { String(trim($0)) }
+                        .filter { !$0.isEmpty }
+                default:
+                    throw fail("unknown key '\(key)' in [agents]")
+                }
+            case .app(let appID):
+                switch key {
+                case "policy":
+                    guard let policy = AppPolicy(rawValue: value) else {
+                        throw fail("policy must be 'always' or 'restricted', not '\(value)'")
+                    }
+                    result.apps[appID] = policy
+                default:
+                    throw fail("unknown key '\(key)' in [app \"\(appID)\"]")
+                }
+            }
+        }
+        config = result
+    }
+
+    private enum Section {
+        case daemon
+        case agents
+        case app(String)
+    }
+
+    /// `[daemon]`, `[agents]` or `[app "ID"]`, optionally followed by a comment.
+    private static func parseHeader(_ line: Substring, fail: (String) -> ConfigError) throws -> Section {
+        var i = line.index(after: line.startIndex)  // past "["
+        while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
+        // Name: up to the first blank, quote or "]".
+        let nameStart = i
+        while i < line.endIndex, line[i] != "]", line[i] != "\"", !isBlank(line[i]) { i = line.index(after: i) }
+        let name = line[nameStart..<i]
+        while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
+
+        var appID: String? = nil
+        if i < line.endIndex, line[i] == "\"" {
+            i = line.index(after: i)
+            var id = ""
+            var closed = false
+            while i < line.endIndex {
+                let c = line[i]
+                if c == "\"" { closed = true; i = line.index(after: i); break }
+                if c == "\\" {
+                    let n = line.index(after: i)
+                    guard n < line.endIndex, line[n] == "\"" || line[n] == "\\" else {
+                        throw fail("bad escape in section name: only \\\" and \\\\ are allowed")
+                    }
+                    id.append(line[n])
+                    i = line.index(after: n)
+                    continue
+                }
+                id.append(c)
+                i = line.index(after: i)
+            }
+            guard closed else { throw fail("unterminated quote in section header") }
+            appID = id
+            while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
+        }
+        guard i < line.endIndex, line[i] == "]" else {
+            throw fail("malformed section header: expected [daemon], [agents] or [app \"APP_ID\"]")
+        }
+        let rest = trim(line[line.index(after: i)...])
+        if !rest.isEmpty, rest.first != "#", rest.first != ";" {
+            throw fail("unexpected text after section header")
+        }
+        switch (name, appID) {
+        case ("daemon", nil): return .daemon
+        case ("agents", nil): return .agents
+        case ("app", let id?):
+            if id.isEmpty { throw fail("empty app-id in [app \"\"]") }
+            return .app(id)
+        case ("app", nil): throw fail("[app] needs a quoted app-id: [app \"APP_ID\"]")
+        case (_, _?): throw fail("unknown section '\(name)' (only [app \"…\"] takes a name)")
+        default: throw fail("unknown section [\(name)]")
+        }
+    }
+
+    /// A duration in seconds: non-negative decimal, at most `maxSeconds`.
+    private static func seconds(_ value: String, key: String, allowZero: Bool,
+                                fail: (String) -> ConfigError) throws -> Double {
+        guard let v = decimal(value), v <= maxSeconds, allowZero || v > 0 else {
+            let low = allowZero ? "from 0" : "greater than 0 and"
+            throw fail("\(key) must be a number of seconds \(low) up to 86400, not '\(value)'")
+        }
+        return v
+    }
+
+    /// Plain decimal numbers only (`12`, `0.5`): no sign, exponent, hex, `inf` or
+    /// `nan`, which `Double(String)` would accept and an admin would not mean.
+    private static func decimal(_ s: String) -> Double? {
+        var digits = 0
+        var dots = 0
+        for b in s.utf8 {
+            if b >= 0x30 && b <= 0x39 { digits += 1 } else if b == 0x2E { dots += 1 } else { return nil }
+        }
+        guard digits > 0, dots <= 1, s.utf8.first != 0x2E, s.utf8.last != 0x2E else { return nil }
+        guard let v = Double(s), v.isFinite else { return nil }
+        return v
+    }
+
+    /// Cuts a value at an inline `#` comment (see the type's rules) and trims it.
+    private static func stripComment(_ raw: Substring) -> Substring {
+        var prevBlank = true  // the start of the value counts as after a blank
+        var i = raw.startIndex
+        while i < raw.endIndex {
+            let c = raw[i]
+            if c == "#" && prevBlank { return trim(raw[..<i]) }
+            prevBlank = isBlank(c)
+            i = raw.index(after: i)
+        }
+        return trim(raw)
+    }
+
+    private static func isBlank(_ c: Character) -> Bool {
+        c == " " || c == "\t" || c == "\u{0B}" || c == "\u{0C}"
+    }
+
+    private static func trim(_ s: Substring) -> Substring {
+        var a = s.startIndex
+        var b = s.endIndex
+        while a < b, isBlank(s[a]) { a = s.index(after: a) }
+        while b > a, isBlank(s[s.index(before: b)]) { b = s.index(before: b) }
+        return s[a..<b]
+    }
+}

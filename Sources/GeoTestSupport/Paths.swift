@@ -1,0 +1,56 @@
+import Foundation
+
+/// Where the harness finds the source tree, the built binaries and tools.
+public enum TestPaths {
+    /// Root of the source tree (the directory holding Package.swift):
+    /// `$GEOCONSENT_SOURCE_ROOT` if set, else two levels above this file
+    /// (`Sources/GeoTestSupport/Paths.swift` -> `.`).
+    public static var sourceRoot: String {
+        if let env = ProcessInfo.processInfo.environment["GEOCONSENT_SOURCE_ROOT"], !env.isEmpty {
+            return env
+        }
+        return URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent()   // GeoTestSupport
+            .deletingLastPathComponent()   // Sources
+            .deletingLastPathComponent()   // root
+            .path
+    }
+
+    /// Directory of the built executables (geoconsentd, geoconsentctl,
+    /// nmea-replay): `$GEOCONSENT_BIN_DIR` if set, else the directory of the
+    /// running executable (`/proc/self/exe`); `swift test` runs the test bundle
+    /// from the SwiftPM build directory (e.g. `.build/debug`), beside them.
+    public static var binDir: String {
+        if let env = ProcessInfo.processInfo.environment["GEOCONSENT_BIN_DIR"], !env.isEmpty {
+            return env
+        }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().path
+    }
+
+    /// `tests/dbus/test-bus.conf` in the source tree.
+    public static var testBusConfig: String { sourceRoot + "/tests/dbus/test-bus.conf" }
+
+    /// `data/track.nmea` in the source tree.
+    public static var trackFile: String { sourceRoot + "/data/track.nmea" }
+
+    /// Finds an executable: `candidates` that are absolute paths first, then
+    /// `name` in `$PATH` and the sbin directories (not always in root's PATH
+    /// inside containers). Nil when nothing executable is found.
+    public static func findExecutable(_ name: String, candidates: [String] = []) -> String? {
+        var dirs = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
+        dirs += ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        for c in candidates + dirs.map({ $0 + "/" + name }) where access(c, X_OK) == 0 {
+            return c
+        }
+        return nil
+    }
+}
+
+/// Last `maxBytes` of a file, for error messages ("" if unreadable).
+func tailOfFile(_ path: String, maxBytes: Int = 4000) -> String {
+    guard let data = FileManager.default.contents(atPath: path) else { return "" }
+    let slice = data.count > maxBytes ? data.suffix(maxBytes) : data
+    return String(decoding: slice, as: UTF8.self)
+}

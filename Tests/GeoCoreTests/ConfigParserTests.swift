@@ -1,0 +1,188 @@
+import XCTest
+@testable import GeoCore
+
+final class ConfigParserTests: XCTestCase {
+    private func parse(_ text: String, into base: Config = Config()) throws -> Config {
+        var c = base
+        try ConfigParser.parse(text, file: "test.conf", into: &c)
+        return c
+    }
+
+    private func error(_ text: String, file: StaticString = #filePath, line: UInt = #line) -> ConfigError? {
+        var c = Config()
+        do {
+            try ConfigParser.parse(text, file: "test.conf", into: &c)
+            XCTFail("expected an error for:\n\(text)", file: file, line: line)
+            return nil
+        } catch let e as ConfigError {
+            return e
+        } catch {
+            XCTFail("unexpected error type \(error)", file: file, line: line)
+            return nil
+        }
+    }
+
+    func testDefaults() throws {
+        let c = Config()
+        XCTAssertEqual(c.promptTimeout, 60)
+        XCTAssertEqual(c.gpsdLinger, 10)
+        XCTAssertEqual(c.reducedGrid, 5000)
+        XCTAssertEqual(c.stateDir, "/var/lib/geoconsent")
+        XCTAssertEqual(c.agentAllow, [])
+        XCTAssertEqual(c.apps, [:])
+        XCTAssertEqual(try parse(""), Config())
+        XCTAssertEqual(try parse("\n\n   \n# only comments\n; here\n"), Config())
+    }
+
+    func testAPIExampleParses() throws {
+        let text = """
+        [daemon]
+        prompt-timeout = 60        # seconds an agent has to answer
+        gpsd-linger = 10           # seconds gpsd stays connected with no demand
+        reduced-grid = 5000        # metres, cell size for reduced accuracy
+        state-dir = /var/lib/geoconsent
+
+        [agents]
+        allow =                    # app-ids allowed to register (;-separated); empty: any unsandboxed app
+
+        [app "APP_ID"]             # one section per app the admin rules on
+        policy = always            # or: restricted
+        """
+        var expected = Config()
+        expected.apps["APP_ID"] = .always
+        XCTAssertEqual(try parse(text), expected)
+    }
+
+    func testEachKey() throws {
+        struct Case { var text: String; var check: (Config) -> Bool }
+        let cases: [Case] = [
+            Case(text: "[daemon]\nprompt-timeout = 30") { $0.promptTimeout == 30 },
+            Case(text: "[daemon]\nprompt-timeout=0.5") { $0.promptTimeout == 0.5 },
+            Case(text: "[daemon]\nprompt-timeout = 86400") { $0.promptTimeout == 86400 },
+            Case(text: "[daemon]\ngpsd-linger = 0") { $0.gpsdLinger == 0 },
+            Case(text: "[daemon]\ngpsd-linger = 2.25") { $0.gpsdLinger == 2.25 },
+            Case(text: "[daemon]\nreduced-grid = 1") { $0.reducedGrid == 1 },
+            Case(text: "[daemon]\nreduced-grid = 1000000") { $0.reducedGrid == 1_000_000 },
+            Case(text: "[daemon]\nreduced-grid = 2500.5") { $0.reducedGrid == 2500.5 },
+            Case(text: "[daemon]\nstate-dir = /tmp/x y") { $0.stateDir == "/tmp/x y" },
+            Case(text: "[daemon]\nstate-dir = /srv/a#b") { $0.stateDir == "/srv/a#b" },
+            Case(text: "[agents]\nallow = org.gnome.Shell") { $0.agentAllow == ["org.gnome.Shell"] },
+            Case(text: "[agents]\nallow = a;b ; /usr/bin/c d ;;") { $0.agentAllow == ["a", "b", "/usr/bin/c d"] },
+            Case(text: "[agents]\nallow =") { $0.agentAllow == [] },
+            Case(text: "[agents]\nallow = x\nallow = y") { $0.agentAllow == ["y"] },
+            Case(text: "[app \"org.example.Maps\"]\npolicy = always") { $0.apps == ["org.example.Maps": .always] },
+            Case(text: "[app \"/usr/bin/my tool\"]\npolicy = restricted") { $0.apps == ["/usr/bin/my tool": .restricted] },
+            Case(text: "[app \"a\\\"b\\\\c\"]\npolicy = always") { $0.apps == ["a\"b\\c": .always] },
+            Case(text: "[app \"x#y;z]\"]\npolicy = always") { $0.apps == ["x#y;z]": .always] },
+            Case(text: "[ app   \"x\" ]\npolicy = always") { $0.apps == ["x": .always] },
+            Case(text: "[app \"x\"]\n[app \"y\"]\npolicy = restricted\n[app \"x\"]\npolicy = always") {
+                $0.apps == ["x": .always, "y": .restricted]
+            },
+            Case(text: "[app \"x\"]\npolicy = always\npolicy = restricted") { $0.apps == ["x": .restricted] },
+            Case(text: "[daemon]\nprompt-timeout = 5\n[daemon]\nprompt-timeout = 7") { $0.promptTimeout == 7 },
+        ]
+        for c in cases {
+            let config = try parse(c.text)
+            XCTAssertTrue(c.check(config), "case failed:\n\(c.text)\n→ \(config)")
+        }
+    }
+
+    func testCommentsAndWhitespace() throws {
+        let good = "# comment\n  ; indented comment\n\t[daemon]\t# trailing\r\n" +
+            "  prompt-timeout\t=\t12 # twelve\r\n" +
+            "state-dir = /a/b   ; not a comment after a value\n" +
+            "[agents] ; comment after header\n" +
+            "allow = a;b # comment\n" +
+            "[app \"p\"]\n"
+        // '#' without a blank before it is part of the value, which is then bad.
+        XCTAssertEqual(error(good + "policy = always#notacomment\n")?.line, 9)
+
+        let c = try parse(good)
+        XCTAssertEqual(c.promptTimeout, 12)
+        XCTAssertEqual(c.stateDir, "/a/b   ; not a comment after a value")
+        XCTAssertEqual(c.agentAllow, ["a", "b"])
+        XCTAssertEqual(c.apps, [:])  // section given, but no key
+        XCTAssertEqual(try parse("[agents]\nallow =# comment").agentAllow, [])
+    }
+
+    func testMergesOnTopOfExistingConfig() throws {
+        var base = Config()
+        base.promptTimeout = 5
+        base.apps["keep"] = .always
+        let c = try parse("[app \"new\"]\npolicy = restricted", into: base)
+        XCTAssertEqual(c.promptTimeout, 5)
+        XCTAssertEqual(c.apps, ["keep": .always, "new": .restricted])
+    }
+
+    func testErrorLeavesConfigUntouched() {
+        var c = Config()
+        XCTAssertThrowsError(try ConfigParser.parse("[daemon]\nprompt-timeout = 3\nbogus = 1",
+                                                    file: "f", into: &c))
+        XCTAssertEqual(c, Config())
+    }
+
+    func testErrors() {
+        let cases: [(text: String, line: Int, contains: String)] = [
+            ("prompt-timeout = 5", 1, "outside of any section"),
+            ("# c\n\n[bogus]", 3, "unknown section [bogus]"),
+            ("[Daemon]", 1, "unknown section"),
+            ("[daemon", 1, "malformed section header"),
+            ("[daemon] x", 1, "unexpected text after section header"),
+            ("[app]", 1, "needs a quoted app-id"),
+            ("[app x]", 1, "malformed section header"),
+            ("[app \"x]", 1, "unterminated quote"),
+            ("[app \"\"]", 1, "empty app-id"),
+            ("[app \"a\\nb\"]", 1, "bad escape"),
+            ("[daemon \"x\"]", 1, "unknown section 'daemon'"),
+            ("[daemon]\nfoo = 1", 2, "unknown key 'foo' in [daemon]"),
+            ("[agents]\ndeny = x", 2, "unknown key 'deny' in [agents]"),
+            ("[app \"x\"]\nmode = always", 2, "unknown key 'mode' in [app \"x\"]"),
+            ("[daemon]\n\nprompt-timeout", 3, "expected 'key = value'"),
+            ("[daemon]\n= 5", 2, "missing key"),
+            ("[daemon]\nprompt-timeout = 0", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = -1", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = ", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = abc", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = inf", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = nan", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = 1e3", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = 0x10", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = 86401", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = 5s", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = .5", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = 5.", 2, "prompt-timeout must be"),
+            ("[daemon]\nprompt-timeout = 1.2.3", 2, "prompt-timeout must be"),
+            ("[daemon]\ngpsd-linger = -0.1", 2, "gpsd-linger must be"),
+            ("[daemon]\ngpsd-linger = 100000", 2, "gpsd-linger must be"),
+            ("[daemon]\nreduced-grid = 0", 2, "reduced-grid must be"),
+            ("[daemon]\nreduced-grid = 0.5", 2, "reduced-grid must be"),
+            ("[daemon]\nreduced-grid = 1000001", 2, "reduced-grid must be"),
+            ("[daemon]\nstate-dir = var/lib", 2, "state-dir must be an absolute path"),
+            ("[daemon]\nstate-dir =", 2, "state-dir must be an absolute path"),
+            ("[app \"x\"]\npolicy = allow", 2, "policy must be 'always' or 'restricted'"),
+            ("[app \"x\"]\npolicy = Always", 2, "policy must be"),
+            ("[app \"x\"]\npolicy =", 2, "policy must be"),
+            ("[daemon]\r\nprompt-timeout = 5\r\nx\r\n", 3, "expected 'key = value'"),
+        ]
+        for c in cases {
+            guard let e = error(c.text) else { continue }
+            XCTAssertEqual(e.file, "test.conf")
+            XCTAssertEqual(e.line, c.line, "line for:\n\(c.text)\n→ \(e)")
+            XCTAssertTrue(e.reason.contains(c.contains), "reason for:\n\(c.text)\n→ \(e.reason)")
+            XCTAssertEqual(e.description, "test.conf:\(c.line): \(e.reason)")
+        }
+    }
+
+    func testInvalidUTF8IsReportedWithItsLine() {
+        var c = Config()
+        let bytes = Array("[daemon]\n# ok\n".utf8) + [0x23, 0xFF, 0x0A]
+        XCTAssertThrowsError(try ConfigParser.parse(bytes: bytes, file: "f.conf", into: &c)) { e in
+            XCTAssertEqual(e as? ConfigError, ConfigError(file: "f.conf", line: 3, reason: "not valid UTF-8"))
+        }
+    }
+
+    func testDescriptionWithoutLine() {
+        XCTAssertEqual(ConfigError(file: "/etc/x.conf", line: 0, reason: "cannot read: Permission denied").description,
+                       "/etc/x.conf: cannot read: Permission denied")
+    }
+}

@@ -1,2 +1,0 @@
-import XCTest
-final class GeoCoreTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }

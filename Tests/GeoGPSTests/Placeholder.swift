@@ -1,2 +1,0 @@
-import XCTest
-final class GeoGPSTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }

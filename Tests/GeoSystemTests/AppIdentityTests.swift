@@ -1,0 +1,249 @@
+import Foundation
+import XCTest
+@testable import GeoSystem
+
+final class AppIdentityTests: XCTestCase {
+    /// Builds `/proc`-like fixture entries in a temp dir.
+    private final class FakeProc {
+        let dir = TestDirectory()
+        var root: String { dir.path }
+
+        @discardableResult
+        func process(_ pid: UInt32, comm: String = "app", start: UInt64 = 4242,
+                     cgroup: String? = "0::/user.slice/user-1000.slice/session-2.scope\n",
+                     exe: String? = "/usr/bin/app", flatpakInfo: String? = nil) -> FakeProc {
+            let p = String(pid)
+            dir.write(p + "/stat", Self.stat(pid: pid, comm: comm, start: start))
+            if let cgroup { dir.write(p + "/cgroup", cgroup) }
+            if let exe { XCTAssertEqual(symlink(exe, dir.sub(p + "/exe")), 0) }
+            if let flatpakInfo { dir.write(p + "/root/.flatpak-info", flatpakInfo) }
+            return self
+        }
+
+        func setStart(_ pid: UInt32, comm: String = "app", _ start: UInt64) {
+            dir.write(String(pid) + "/stat", Self.stat(pid: pid, comm: comm, start: start))
+        }
+
+        static func stat(pid: UInt32, comm: String, start: UInt64) -> String {
+            "\(pid) (\(comm)) S 1 \(pid) \(pid) 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 \(start) 12345678 300 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0\n"
+        }
+    }
+
+    private func resolve(_ fake: FakeProc, _ pid: UInt32 = 100) -> Result<ResolvedApp, IdentityError> {
+        AppIdentityResolver(procRoot: fake.root).resolve(pid: pid)
+    }
+
+    private func app(_ id: String, sandboxed: Bool = false, exe: String = "/usr/bin/app") -> Result<ResolvedApp, IdentityError> {
+        .success(ResolvedApp(appID: id, sandboxed: sandboxed, executable: exe))
+    }
+
+    // MARK: fallbacks and exe
+
+    func testPlainProcessResolvesToExecutable() {
+        let fake = FakeProc().process(100)
+        XCTAssertEqual(resolve(fake), app("/usr/bin/app"))
+    }
+
+    func testDeletedExecutableSuffixIsStripped() {
+        let fake = FakeProc().process(100, exe: "/usr/bin/updated app (deleted)")
+        XCTAssertEqual(resolve(fake), app("/usr/bin/updated app", exe: "/usr/bin/updated app"))
+    }
+
+    func testCgroupV1OnlyFallsBackToExecutable() {
+        let v1 = """
+        12:pids:/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-org.gnome.Maps-1234.scope
+        5:cpu,cpuacct:/user.slice
+        1:name=systemd:/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-org.gnome.Maps-1234.scope
+
+        """
+        let fake = FakeProc().process(100, cgroup: v1)
+        XCTAssertEqual(resolve(fake), app("/usr/bin/app"))
+    }
+
+    func testMissingCgroupFileMeansGone() {
+        let fake = FakeProc().process(100, cgroup: nil)
+        XCTAssertEqual(resolve(fake), .failure(.processGone))
+    }
+
+    func testZombieWithoutExeIsGone() {
+        let fake = FakeProc().process(100, exe: nil)
+        XCTAssertEqual(resolve(fake), .failure(.processGone))
+    }
+
+    func testExeUnreadableButAppUnitStillResolves() {
+        let fake = FakeProc().process(100, cgroup: "0::/app.slice/app-org.example.Foo-77.scope\n", exe: nil)
+        XCTAssertEqual(resolve(fake), app("org.example.Foo", exe: ""))
+    }
+
+    // MARK: systemd app units
+
+    func testSystemdUnits() {
+        let prefix = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/"
+        let cases: [(unit: String, id: String?)] = [
+            // scope with and without launcher
+            ("app-gnome-org.gnome.Maps-1234.scope", "org.gnome.Maps"),
+            ("app-org.gnome.Maps-1234.scope", "org.gnome.Maps"),
+            ("app-kde-org.kde.marble-a1b2c3.scope", "org.kde.marble"),
+            ("app-firefox-88.scope", "firefox"),
+            ("app-gnome-firefox-88.scope", "firefox"),
+            // escapes, undone after splitting
+            ("app-gnome-google\\x2dchrome-4242.scope", "google-chrome"),
+            ("app-google\\x2dchrome-4242.scope", "google-chrome"),
+            ("app-gnome-my\\x20app\\x2d2-9.scope", "my app-2"),
+            ("app-gnome-\\xc3\\xa9t\\xc3\\xa9-9.scope", "été"),
+            // services, with and without instance
+            ("app-gnome-org.gnome.Evince@12345.service", "org.gnome.Evince"),
+            ("app-org.gnome.Evince@abc.service", "org.gnome.Evince"),
+            ("app-org.gnome.Evince.service", "org.gnome.Evince"),
+            ("app-gnome-org.gnome.Evince.service", "org.gnome.Evince"),
+            ("app-firefox.service", "firefox"),
+            ("app-gnome-gnome\\x2dterminal\\x2dserver.service", "gnome-terminal-server"),
+            ("app-flatpak-org.foo.Bar@1.service", "org.foo.Bar"),
+            // lenient with unescaped dashes in a dotted id
+            ("app-org.example.My-App-1234.scope", "org.example.My-App"),
+            // not app units → exe
+            ("session-2.scope", nil),
+            ("app.slice", nil),
+            ("app-org.gnome.Maps.slice", nil),
+            ("app-org.gnome.Maps.scope", nil),           // scope needs RANDOM
+            ("app--1234.scope", nil),                     // empty id
+            ("app-gnome-x-12\\x.scope", nil),             // bad escape in RANDOM
+            ("app-gnome-bad\\xZZ-1.scope", nil),          // bad escape in id
+            ("app-gnome-\\x2fusr\\x2fbin\\x2fx-1.scope", nil), // path-like id rejected
+            ("app-gnome-\\xff-1.scope", nil),             // not UTF-8
+            ("app@.service", nil),
+            ("application-x-1.scope", nil),
+            ("dbus-:1.2-org.gnome.Maps@0.service", nil),
+        ]
+        for c in cases {
+            let fake = FakeProc().process(100, cgroup: prefix + c.unit + "\n")
+            let expected = c.id.map { app($0) } ?? app("/usr/bin/app")
+            XCTAssertEqual(resolve(fake), expected, c.unit)
+        }
+    }
+
+    func testLastMatchingComponentWins() {
+        let cg = "0::/user.slice/user@1000.service/app.slice/app-gnome-org.outer.App-1.scope/app-org.inner.App@2.service/sub\n"
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: cg)), app("org.inner.App"))
+    }
+
+    func testUnifiedLineAmongHybridLines() {
+        let cg = "12:pids:/user.slice\n1:name=systemd:/user.slice/app-v1.only-1.scope\n0::/user.slice/app.slice/app-org.unified.App-5.scope\n"
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: cg)), app("org.unified.App"))
+    }
+
+    func testCgroupPathWithColons() {
+        let cg = "0::/app.slice/app-dbus\\x2d:1.2\\x2dorg.x.slice/app-org.colon:id-3.scope\n"
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: cg)), app("org.colon:id"))
+    }
+
+    // MARK: snap and flatpak
+
+    func testSnap() {
+        let cg = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/snap.firefox.firefox-c1b9d2c6-7d0e-4a7b.scope\n"
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: cg, exe: "/snap/firefox/123/usr/lib/firefox/firefox")),
+                       app("firefox", sandboxed: true, exe: "/snap/firefox/123/usr/lib/firefox/firefox"))
+        let svc = "0::/system.slice/snap.my-daemon.daemon.service\n"
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: svc)), app("my-daemon", sandboxed: true))
+        let v1 = "1:name=systemd:/user.slice/snap.chromium.chromium-1.scope\n"
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: v1)), app("chromium", sandboxed: true))
+        // Snap wins over an enclosing app unit.
+        let both = "0::/app.slice/app-gnome-org.x.Y-1.scope/snap.foo.bar-2.scope\n"
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: both)), app("foo", sandboxed: true))
+        // Not snap: no name or no dot after it.
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: "0::/snap..x.scope\n")), app("/usr/bin/app"))
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: "0::/snap.foo\n")), app("/usr/bin/app"))
+    }
+
+    func testFlatpakWinsOverCgroup() {
+        let info = """
+        [Application]
+        name=org.gnome.Maps
+        runtime=runtime/org.gnome.Platform/x86_64/46
+
+        [Instance]
+        instance-id=1234
+        """
+        let cg = "0::/user.slice/app.slice/app-flatpak-org.gnome.Maps-1234.scope\n"
+        let fake = FakeProc().process(100, cgroup: cg, exe: "/app/bin/gnome-maps", flatpakInfo: info)
+        XCTAssertEqual(resolve(fake), app("org.gnome.Maps", sandboxed: true, exe: "/app/bin/gnome-maps"))
+        // Also wins over a snap-looking cgroup.
+        let fake2 = FakeProc().process(100, cgroup: "0::/snap.x.y.scope\n", flatpakInfo: info)
+        XCTAssertEqual(resolve(fake2), app("org.gnome.Maps", sandboxed: true))
+    }
+
+    func testFlatpakInfoParsing() {
+        let cases: [(String, String?)] = [
+            ("[Application]\nname=a.b.C\n", "a.b.C"),
+            ("[Application]\n  name = a.b.C  \n", "a.b.C"),
+            ("[Context]\nname=wrong\n[Application]\nruntime=x\nname=right\n", "right"),
+            ("[Runtime]\nname=org.freedesktop.Platform\n", nil),
+            ("[Application]\nname=\n", nil),
+            ("", nil),
+        ]
+        for (text, expected) in cases {
+            let fake = FakeProc().process(100, flatpakInfo: text)
+            if let expected {
+                XCTAssertEqual(resolve(fake), app(expected, sandboxed: true), text)
+            } else {
+                // A sandbox marker we cannot understand refuses rather than guesses.
+                guard case .failure(.unreadable) = resolve(fake) else {
+                    XCTFail("expected unreadable for \(text.debugDescription)"); continue
+                }
+            }
+        }
+    }
+
+    // MARK: stat and PID reuse
+
+    func testCommWithParensAndSpaces() {
+        let fake = FakeProc().process(100, comm: "evil) (S 1 2 3) 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9", start: 777)
+        XCTAssertEqual(AppIdentityResolver.parseStartTime(Array(FakeProc.stat(pid: 1, comm: "a) (b", start: 31).utf8)), 31)
+        XCTAssertEqual(resolve(fake), app("/usr/bin/app"))
+    }
+
+    func testMissingPidIsGone() {
+        let fake = FakeProc().process(100)
+        XCTAssertEqual(resolve(fake, 101), .failure(.processGone))
+        XCTAssertEqual(AppIdentityResolver(procRoot: "/proc").resolve(pid: 0x7FFF_FFF0), .failure(.processGone))
+    }
+
+    func testMalformedStatIsUnreadable() {
+        let fake = FakeProc().process(100)
+        fake.dir.write("100/stat", "100 (x) S 1 2\n")
+        guard case .failure(.unreadable) = resolve(fake) else { return XCTFail("expected unreadable") }
+    }
+
+    func testPidReuseIsDetected() {
+        let fake = FakeProc().process(100, start: 1000)
+        var resolver = AppIdentityResolver(procRoot: fake.root)
+        resolver.betweenReads = { fake.setStart(100, 2000) }
+        XCTAssertEqual(resolver.resolve(pid: 100), .failure(.pidReused))
+    }
+
+    func testProcessVanishingDuringResolveIsGone() {
+        let fake = FakeProc().process(100)
+        var resolver = AppIdentityResolver(procRoot: fake.root)
+        resolver.betweenReads = { try? FileManager.default.removeItem(atPath: fake.dir.sub("100")) }
+        XCTAssertEqual(resolver.resolve(pid: 100), .failure(.processGone))
+    }
+
+    // MARK: the real /proc
+
+    func testRealProcSelf() throws {
+        let result = AppIdentityResolver().resolve(pid: UInt32(getpid()))
+        let resolved = try result.get()
+        let exe = try readLink("/proc/self/exe")
+        XCTAssertEqual(resolved.executable, exe)
+        XCTAssertFalse(resolved.sandboxed)
+        let cgroup = (try readFileString("/proc/self/cgroup")) ?? ""
+        if resolved.appID.hasPrefix("/") {
+            XCTAssertEqual(resolved.appID, exe)
+        } else {
+            // Running inside a desktop session's app unit.
+            XCTAssertTrue(cgroup.contains("app-"), cgroup)
+        }
+        let stat = try XCTUnwrap(try readFileBytes("/proc/self/stat"))
+        XCTAssertNotNil(AppIdentityResolver.parseStartTime(stat))
+    }
+}

@@ -1,2 +1,0 @@
-import XCTest
-final class GeoSystemTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }

@@ -1,2 +1,0 @@
-import XCTest
-final class IntegrationTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }

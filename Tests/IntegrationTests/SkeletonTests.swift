@@ -1,0 +1,165 @@
+import XCTest
+import Foundation
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+/// The walking skeleton through a real dbus-daemon: name, properties, the
+/// standard interfaces, argument checking, command line and exit behaviour.
+final class SkeletonTests: XCTestCase {
+    var stack: Stack!
+
+    override func setUpWithError() throws {
+        stack = try Stack()
+    }
+
+    override func tearDown() {
+        stack?.stop()
+        stack = nil
+    }
+
+    func testIntrospectOutputMatchesCommittedXML() throws {
+        let committed = try String(contentsOfFile: TestPaths.sourceRoot + "/interfaces/org.geoconsent.GeoConsent1.xml",
+                                   encoding: .utf8)
+        let r = try ChildProcess.run(TestPaths.binDir + "/geoconsentd", ["--introspect"])
+        XCTAssertEqual(r.status, 0)
+        XCTAssertEqual(r.output, committed,
+                       "interfaces/org.geoconsent.GeoConsent1.xml drifted: regenerate with geoconsentd --introspect")
+        // The live object serves the same client interface, plus the standard ones.
+        let p = try stack.peer()
+        let xml = try p.geo("Introspect", interface: ObjectServer.introspectable).get().first?.stringValue ?? ""
+        let start = committed.range(of: "  <interface name=\"org.geoconsent.GeoConsent1\">")!
+        let end = committed.range(of: "  </interface>\n", range: start.upperBound..<committed.endIndex)!
+        XCTAssertTrue(xml.contains(String(committed[start.lowerBound..<end.upperBound])))
+        for std in ["org.freedesktop.DBus.Properties", "org.freedesktop.DBus.Peer", "org.freedesktop.DBus.Introspectable"] {
+            XCTAssertTrue(xml.contains("<interface name=\"\(std)\">"), std)
+        }
+        // Parents list their children, so `busctl tree` finds the object.
+        let root = try p.call(GeoConsentAPI.busName, "/", ObjectServer.introspectable, "Introspect").get()
+        XCTAssertTrue(root.first?.stringValue?.contains("<node name=\"org\"/>") ?? false)
+    }
+
+    func testBusctlIntrospectShowsInterfaceAndProperties() throws {
+        let r = try stack.bus.busctl(["introspect", GeoConsentAPI.busName, GeoConsentAPI.objectPath])
+        XCTAssertEqual(r.status, 0, r.output)
+        for word in ["org.geoconsent.GeoConsent1", ".RequestOneTimeAuthorization", ".Version", ".Enabled",
+                     ".GpsdConnected", ".InUse", ".LocationUpdated", "emits-change writable"] {
+            XCTAssertTrue(r.output.contains(word), "missing \(word) in:\n\(r.output)")
+        }
+    }
+
+    func testProperties() throws {
+        let p = try stack.peer()
+        let all = try p.geo("GetAll", [.string(GeoConsentAPI.interfaceName)], interface: ObjectServer.properties).get()
+        let dict = all.first?.vardictValue ?? [:]
+        XCTAssertEqual(dict["Version"], .string("0.1.0"))
+        XCTAssertEqual(dict["Enabled"], .bool(true))
+        XCTAssertEqual(dict["GpsdConnected"], .bool(false), "no session needs gpsd yet")
+        XCTAssertEqual(dict["InUse"], .bool(false))
+        XCTAssertEqual(p.property("Version"), .string("0.1.0"))
+        XCTAssertDBusError(p.geo("Set", [.string(GeoConsentAPI.interfaceName), .string("GpsdConnected"), .variant(.bool(true))],
+                                 interface: ObjectServer.properties), DBusError.propertyReadOnlyName)
+        XCTAssertDBusError(p.geo("Get", [.string(GeoConsentAPI.interfaceName), .string("Nope")], interface: ObjectServer.properties),
+                           DBusError.unknownPropertyName)
+        XCTAssertDBusError(p.geo("Set", [.string(GeoConsentAPI.interfaceName), .string("Enabled"), .variant(.string("no"))],
+                                 interface: ObjectServer.properties), DBusError.invalidArgsName)
+        XCTAssertNoThrow(try p.geo("Ping", interface: ObjectServer.peer).get())
+    }
+
+    func testWrongSignatureAndUnknownMethodGetStandardErrorsAndDaemonKeepsServing() throws {
+        let p = try stack.peer()
+        XCTAssertDBusError(p.geo("RequestOneTimeAuthorization", [.string("x")]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.geo("RequestOneTimeAuthorization"), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.geo("GetAuthorization", [.uint32(1)]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.geo("NoSuchMethod"), DBusError.unknownMethodName)
+        XCTAssertDBusError(p.geo("GetAuthorization", interface: "org.example.Nope"), DBusError.unknownInterfaceName)
+        XCTAssertDBusError(p.call(GeoConsentAPI.busName, "/no/such/object", GeoConsentAPI.interfaceName, "GetAuthorization"),
+                           DBusError.unknownObjectName)
+        // Known option keys of the wrong type, or a bad value: InvalidArgs. Unknown keys: ignored.
+        XCTAssertDBusError(p.tap(["accuracy": .uint32(1)]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.tap(["accuracy": .string("exact")]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.tap(["reason": .bool(true)]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.geo("RequestLocation", [.vardict(["timeout": .string("5")])]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.geo("StartUpdates", [.vardict(["distance-filter": .double(-1)])]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.geo("ResetConsent", [.string("x"), .vardict(["uid": .string("0")])]), DBusError.invalidArgsName)
+        XCTAssertDBusError(p.tap(["some-future-key": .uint32(7)]), GeoConsentAPI.ErrorName.noAgent)
+        // Still serving, and still the same process.
+        let auth = try p.geo("GetAuthorization").get()
+        XCTAssertEqual(auth.first, .uint32(0))
+        XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    func testGetAuthorizationNamesTheCallerFromCredentials() throws {
+        let p = try stack.peer()
+        let r = try p.geo("GetAuthorization").get()
+        XCTAssertEqual(r.count, 2)
+        let d = r[1].vardictValue ?? [:]
+        // The test process has no Flatpak, Snap or app unit: its executable's absolute path.
+        let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        XCTAssertEqual(d["app-id"], .string(exe))
+        XCTAssertEqual(d["temporary"], .bool(false))
+        XCTAssertEqual(d["accuracy"], .string("none"))
+        XCTAssertEqual(d["one-time-approved"], .bool(false))
+    }
+
+    func testCtlStatusTextAndJSON() throws {
+        let text = try stack.ctl(["status"])
+        XCTAssertEqual(text.status, 0, text.output)
+        XCTAssertTrue(text.output.contains("Version: 0.1.0"), text.output)
+        XCTAssertTrue(text.output.contains("gpsd connected: no"), text.output)
+        let json = try stack.ctl(["--json", "status"])
+        XCTAssertEqual(json.status, 0, json.output)
+        let obj = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
+        XCTAssertEqual(obj?["version"] as? String, "0.1.0")
+        XCTAssertEqual(obj?["enabled"] as? Bool, true)
+        XCTAssertEqual(obj?["gpsd_connected"] as? Bool, false)
+        let usage = try stack.ctl(["frobnicate"])
+        XCTAssertEqual(usage.status, 2)
+    }
+
+    func testExitsZeroOnSIGTERMAndSIGINT() throws {
+        stack.daemon.signal(SIGTERM)
+        XCTAssertEqual(stack.daemon.waitForExit(timeout: 5), 0)
+        try stack.restartDaemon()
+        stack.daemon.signal(SIGINT)
+        XCTAssertEqual(stack.daemon.waitForExit(timeout: 5), 0)
+        XCTAssertTrue(stack.daemon.log().contains("<6>"), "sd-daemon priority prefixes")
+    }
+
+    func testNameTakenBusUnreachableAndBadConfigEachExitWithOneClearLine() throws {
+        let exe = TestPaths.binDir + "/geoconsentd"
+        let dir = try TempDir()
+        let taken = try runWithStderr(exe, ["--bus", stack.bus.address, "--config", "/dev/null", "--state-dir", dir.path])
+        XCTAssertEqual(taken.status, 1)
+        XCTAssertTrue(taken.output.contains("already owned"), taken.output)
+        XCTAssertEqual(taken.output.split(separator: "\n").count, 1, taken.output)
+
+        let unreachable = try runWithStderr(exe, ["--bus", "unix:path=\(dir.path)/no-bus", "--config", "/dev/null",
+                                                     "--state-dir", dir.path])
+        XCTAssertEqual(unreachable.status, 1)
+        XCTAssertTrue(unreachable.output.contains("cannot connect"), unreachable.output)
+        XCTAssertEqual(unreachable.output.split(separator: "\n").count, 1, unreachable.output)
+
+        let conf = dir.file("bad.conf")
+        try "[daemon]\nprompt-timeout = 30\nfrobnicate = yes\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        let bad = try runWithStderr(exe, ["--bus", stack.bus.address, "--config", conf, "--state-dir", dir.path])
+        XCTAssertEqual(bad.status, 1)
+        XCTAssertTrue(bad.output.contains("\(conf):3:"), bad.output)
+        XCTAssertEqual(bad.output.split(separator: "\n").count, 1, bad.output)
+
+        let usage = try ChildProcess.run(exe, ["--frobnicate"])
+        XCTAssertEqual(usage.status, 2)
+        let help = try ChildProcess.run(exe, ["--help"])
+        XCTAssertEqual(help.status, 0)
+        XCTAssertTrue(help.output.contains("--bus system|session|ADDRESS"))
+        XCTAssertTrue(stack.daemon.isRunning, "the first daemon kept its name")
+    }
+}
+
+/// Runs a program to completion; returns its status and what it wrote to stderr.
+func runWithStderr(_ exe: String, _ args: [String], timeout: Double = 10) throws -> (status: Int32?, output: String) {
+    let dir = try TempDir()
+    let log = dir.file("stderr")
+    let r = try ChildProcess.run(exe, args, timeout: timeout, logPath: log)
+    return (r.status, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+}

@@ -1,0 +1,145 @@
+import XCTest
+import Foundation
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+/// A private bus, a gpsd fed over UDP and the real daemon, torn down after the test.
+final class Stack {
+    let bus: TestBus
+    let gpsd: GpsdInstance
+    private(set) var daemon: DaemonInstance
+    let peers = PeerLoop()
+    let stateDir: TempDir
+    let configText: String
+
+    init(config: String = "", stateDir: TempDir? = nil) throws {
+        bus = try TestBus()
+        gpsd = try GpsdInstance()
+        self.stateDir = try stateDir ?? TempDir()
+        configText = config
+        daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port, configText: config,
+                                    stateDir: self.stateDir.path)
+    }
+
+    /// Stops the daemon and starts it again on the same bus and state directory.
+    func restartDaemon(config: String? = nil) throws {
+        daemon.stop()
+        daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port, configText: config ?? configText,
+                                    stateDir: stateDir.path)
+    }
+
+    func stop() {
+        daemon.stop()
+        gpsd.stop()
+        bus.stop()
+    }
+
+    func peer() throws -> BusPeer { try peers.connect(bus.address) }
+
+    /// Runs geoconsentctl against this stack's bus, optionally as another user.
+    func ctl(_ args: [String], asUID uid: UInt32? = nil, timeout: Double = 20) throws -> (status: Int32?, output: String) {
+        let exe = TestPaths.binDir + "/geoconsentctl"
+        if let uid {
+            return try ChildProcess.run("/usr/bin/setpriv",
+                                        ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", exe, "--bus", bus.address] + args,
+                                        timeout: timeout)
+        }
+        return try ChildProcess.run(exe, ["--bus", bus.address] + args, timeout: timeout)
+    }
+}
+
+extension BusPeer {
+    /// Calls a method of the daemon's client interface.
+    @discardableResult
+    func geo(_ member: String, _ args: [DBusValue] = [], interface: String = GeoConsentAPI.interfaceName,
+             timeout: Double = 30) -> Result<[DBusValue], DBusError> {
+        call(GeoConsentAPI.busName, GeoConsentAPI.objectPath, interface, member, args, timeout: timeout)
+    }
+
+    func geoAsync(_ member: String, _ args: [DBusValue] = [], timeout: Double = 120) -> PendingCall {
+        callAsync(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName, member, args, timeout: timeout)
+    }
+
+    /// `RequestOneTimeAuthorization` with `options`; returns the status or the error.
+    func tap(_ options: [String: DBusValue] = [:], timeout: Double = 30) -> Result<UInt32, DBusError> {
+        geo("RequestOneTimeAuthorization", [.vardict(options)], timeout: timeout).map { $0.first?.uint32Value ?? 999 }
+    }
+
+    func property(_ name: String) -> DBusValue? {
+        try? geo("Get", [.string(GeoConsentAPI.interfaceName), .string(name)], interface: ObjectServer.properties)
+            .get().first?.unwrapped
+    }
+}
+
+/// A consent agent inside the test: records what it is asked and answers as told.
+final class TestAgent {
+    enum Behaviour {
+        case answer(String)
+        case never
+        case wrongType
+        case error
+    }
+
+    static let path = "/org/geoconsent/test/Agent"
+    struct Confirm {
+        var requestID: String
+        var appID: String
+        var kind: String
+        var details: [String: DBusValue]
+    }
+
+    let peer: BusPeer
+    var behaviour: Behaviour
+    private(set) var confirms: [Confirm] = []
+    private(set) var cancels: [String] = []
+    private(set) var held: [String: MethodCall] = [:]
+
+    init(peer: BusPeer, behaviour: Behaviour) {
+        self.peer = peer
+        self.behaviour = behaviour
+        peer.server.export(self, at: TestAgent.path, interfaces: [TestAgent.interface])
+    }
+
+    static let interface = Interface<TestAgent>(GeoConsentAPI.agent, methods: [
+        "Confirm": { a, call in a.confirm(call) },
+        "Cancel": { a, call in
+            a.cancels.append(call.arguments[0].stringValue ?? "")
+            call.reply()
+        },
+    ])
+
+    private func confirm(_ call: MethodCall) {
+        let args = call.arguments
+        let c = Confirm(requestID: args[0].stringValue ?? "", appID: args[1].stringValue ?? "",
+                        kind: args[2].stringValue ?? "", details: args[3].vardictValue ?? [:])
+        confirms.append(c)
+        switch behaviour {
+        case .answer(let d): call.reply([.string(d)])
+        case .never: held[c.requestID] = call
+        case .wrongType:
+            // Bypass the declared out-signature: answer with a uint32.
+            if let r = call.message.makeReturn() {
+                try? r.append([.uint32(1)])
+                peer.connection.send(r)
+            }
+        case .error: call.fail(.failed("the agent broke"))
+        }
+    }
+
+    /// Answers a held prompt now.
+    func answer(_ requestID: String, _ decision: String) {
+        held.removeValue(forKey: requestID)?.reply([.string(decision)])
+    }
+
+    func register() -> Result<[DBusValue], DBusError> {
+        peer.geo("RegisterAgent", [.objectPath(TestAgent.path)])
+    }
+}
+
+func XCTAssertDBusError<T>(_ r: Result<T, DBusError>, _ name: String, file: StaticString = #filePath, line: UInt = #line) {
+    switch r {
+    case .success(let v): XCTFail("expected \(name), got success \(v)", file: file, line: line)
+    case .failure(let e): XCTAssertEqual(e.name, name, "message: \(e.message)", file: file, line: line)
+    }
+}

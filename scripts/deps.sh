@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# deps.sh: install the Debian packages geoconsent needs to build, test and
+# `make run`, and nothing else. Safe to re-run: packages already installed are
+# left alone, and `apt-get update` runs only when something is missing.
+#
+#   libdbus-1-dev libgps-dev pkg-config   build (CDBus, CGPS system libraries)
+#   gpsd                                  tests and `make run` start private gpsds
+#   dbus-daemon dbus-bin                  private test buses (dbus-daemon, dbus-send)
+#   systemd                               busctl (test harness, hints); in a
+#                                         container it is just a package, not init
+#   python3                               tools/gen-nmea-track.py, scripts/run-stack.sh
+#
+# gpsd-clients (gpspipe, gpsfake) is deliberately not needed: it pulls in GTK.
+set -euo pipefail
+
+PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+    [[ $status == installed ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+    echo "deps: all present (${PKGS[*]})"
+    exit 0
+fi
+
+SUDO=()
+if ((EUID != 0)); then
+    command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    SUDO=(sudo)
+fi
+
+# Was something already serving gpsd's default port before we install gpsd?
+port_2947_busy() { (exec 3<>/dev/tcp/127.0.0.1/2947) 2>/dev/null; }
+busy_before=no
+port_2947_busy && busy_before=yes
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The gpsd package may start its service (gpsd.socket, or /etc/init.d/gpsd in
+# a container without systemd). That is harmless: our tests and `make run`
+# never use the fixed port 2947, they pick free ports. We leave such a gpsd
+# alone (it belongs to the system, not to us) and just say so.
+if [[ $busy_before == no ]] && port_2947_busy; then
+    echo "deps: note: installing gpsd started a system gpsd on 127.0.0.1:2947;" \
+         "geoconsent's tests do not use it (they use free ports). Stop it with" \
+         "'systemctl stop gpsd.socket gpsd' or 'service gpsd stop' if unwanted."
+fi
+echo "deps: done"
