@@ -14,7 +14,7 @@ SWIFT ?= swift
 RELEASE_FLAGS := -c release --static-swift-stdlib
 RELEASE_BIN = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)
 
-.PHONY: all deps build release test run clean introspection
+.PHONY: all deps build release test run bench clean introspection
 
 all: build
 
@@ -30,6 +30,14 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	@# The benchmark once with tiny counts, so it cannot rot (no timing is asserted).
+	$(SWIFT) build --product geoconsent-bench
+	"$$($(SWIFT) build --show-bin-path)/geoconsent-bench" --quick --json .build/bench-quick.json
+
+# Performance against floors measured in the same run (README "Performance").
+bench: release
+	@bash scripts/deps.sh --bench
+	"$(RELEASE_BIN)/geoconsent-bench" --json bench.json
 
 run: release
 	bash scripts/run-stack.sh "$(RELEASE_BIN)"

@@ -32,6 +32,8 @@ let package = Package(
         // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
         .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
+        // make bench: the real stack against floors measured in the same run.
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoConsentAPI"]),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),

@@ -14,6 +14,8 @@
 set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd)
+# make bench also counts the idle daemon's system calls with strace.
+[[ ${1:-} == --bench ]] && PKGS+=(strace)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -102,7 +102,9 @@ public final class EventLoop {
         }
     }
 
-    /// One iteration: deferred work, then one `poll`, then due timers.
+    /// One iteration: deferred work, one `poll`, ready handlers, due timers,
+    /// and the deferred work they queued (so that, for example, libdbus
+    /// dispatches a reply that just arrived before this returns).
     /// `timeoutMillis` bounds the wait (nil: until something happens).
     public func runOnce(timeoutMillis: Int32?) {
         runDeferred()
@@ -129,6 +131,7 @@ public final class EventLoop {
             }
         }
         runDueTimers()
+        runDeferred()
     }
 
     private func runDeferred() {

@@ -36,6 +36,8 @@ public final class BusPeer {
     let peers: PeerLoop
     /// Every signal received, in order.
     public private(set) var signals: [Message] = []
+    /// Monotonic arrival time (ns) of each signal in `signals`, taken as libdbus dispatches it.
+    public private(set) var signalTimes: [UInt64] = []
 
     init(address: String, peers: PeerLoop) throws {
         self.peers = peers
@@ -43,7 +45,10 @@ public final class BusPeer {
         connection.attach(to: peers.loop)
         server = ObjectServer(connection: connection)
         server.onOtherMessage = { [weak self] m in
-            if m.type == .signal { self?.signals.append(m) }
+            if m.type == .signal {
+                self?.signals.append(m)
+                self?.signalTimes.append(EventLoop.monotonicNanos())
+            }
             return m.type == .signal
         }
     }
@@ -94,6 +99,12 @@ public final class BusPeer {
     }
 
     public func signals(named member: String) -> [Message] { signals.filter { $0.member == member } }
+
+    /// Forgets received signals (long benchmarks).
+    public func clearSignals() {
+        signals.removeAll(keepingCapacity: true)
+        signalTimes.removeAll(keepingCapacity: true)
+    }
 
     public func addMatch(_ rule: String) throws { try connection.addMatch(rule) }
 

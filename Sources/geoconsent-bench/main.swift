@@ -1,0 +1,395 @@
+import Foundation
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+// make bench: the real stack (private bus, gpsd fed over UDP, the release
+// daemon) measured against floors taken in the same run. See README "Performance".
+
+setvbuf(stdout, nil, _IOLBF, 0)
+let quick = CommandLine.arguments.contains("--quick")
+let jsonPath: String = {
+    if let i = CommandLine.arguments.firstIndex(of: "--json"), i + 1 < CommandLine.arguments.count {
+        return CommandLine.arguments[i + 1]
+    }
+    return "bench.json"
+}()
+if CommandLine.arguments.contains("--help") {
+    print("usage: geoconsent-bench [--quick] [--json FILE]\n  --quick  tiny counts (make test runs this so the benchmark cannot rot)")
+    exit(0)
+}
+
+struct Counts {
+    var fixes = 200, fanout = [1, 100, 1000], fanoutRounds = 20, calls = 2000, pipelined = 5000
+    var churn = 10_000, sessions = 10_000, idleSeconds = 10.0
+    static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
+                              churn: 50, sessions: 100, idleSeconds: 1)
+}
+let counts = quick ? Counts.quick : Counts()
+
+// Many connections: raise the descriptor limit to the hard maximum.
+var limit = rlimit()
+getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+limit.rlim_cur = limit.rlim_max
+setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+
+let bus = try TestBus()
+let gpsd = try GpsdInstance()
+try gpsd.waitUntilListening(timeout: 5)
+let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port,
+                                configText: "[daemon]\ngpsd-linger = 0.5\n")
+let peers = PeerLoop()
+var rows: [Row] = []
+let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
+
+func fail(_ why: String) -> Never {
+    print("bench: \(why)")
+    print("---- daemon log ----\n\(daemon.log())")
+    daemon.stop(); gpsd.stop(); bus.stop()
+    exit(1)
+}
+
+@discardableResult
+func must(_ r: Result<[DBusValue], DBusError>, _ what: String) -> [DBusValue] {
+    switch r {
+    case .success(let v): return v
+    case .failure(let e): fail("\(what): \(e)")
+    }
+}
+
+// An agent that allows once, so the first tap is approved and later taps are silent.
+final class AllowAgent {
+    static let interface = Interface<AllowAgent>(GeoConsentAPI.agent, methods: [
+        "Confirm": { _, call in call.reply([.string("allow-once")]) },
+        "Cancel": { _, call in call.reply() },
+    ])
+}
+let agentPeer = try peers.connect(bus.address)
+let agent = AllowAgent()
+agentPeer.server.export(agent, at: "/bench/Agent", interfaces: [AllowAgent.interface])
+must(agentPeer.call(dest, path, iface, "RegisterAgent", [.objectPath("/bench/Agent")]), "RegisterAgent")
+
+func tap(_ p: BusPeer) {
+    let r = must(p.call(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]), "tap")
+    guard r.first == .uint32(4) else { fail("tap returned \(r)") }
+}
+
+// NMEA epochs with unique receiver times, one second apart.
+var epochIndex = 0
+let baseDate = Date(timeIntervalSince1970: 1_800_000_000)
+func nextEpoch() -> (sentences: [String], micros: UInt64, iso: String) {
+    epochIndex += 1
+    let date = baseDate.addingTimeInterval(Double(epochIndex))
+    let lat = 52.52 + Double(epochIndex % 500) * 1e-4
+    let s = NMEA.epoch(at: date, lat: lat, lon: 13.405, altitude: 40, speedKnots: 10, course: 90)
+    let iso = ISO8601DateFormatter().string(from: date).replacingOccurrences(of: "Z", with: "")
+    return (s, UInt64(date.timeIntervalSince1970) * 1_000_000, iso)
+}
+
+func timestamp(of m: Message) -> UInt64? {
+    m.arguments().first?.vardictValue?["timestamp"]?.uint64Value
+}
+
+// MARK: 1. Fix latency
+
+print("bench: fix latency (\(counts.fixes) fixes)")
+let client = try peers.connect(bus.address)
+tap(client)
+must(client.call(dest, path, iface, "StartUpdates", [.vardict([:])]), "StartUpdates")
+// Warm up: gpsd connects, learns the cycle.
+do {
+    var warm = 0
+    for _ in 0..<40 where warm < 5 {
+        let e = nextEpoch()
+        let before = client.signals.count
+        gpsd.send(e.sentences)
+        peers.pump(timeout: 0.3) { client.signals.dropFirst(before).contains { timestamp(of: $0) == e.micros } }
+        if client.signals.dropFirst(before).contains(where: { timestamp(of: $0) == e.micros }) { warm += 1 }
+    }
+    if warm < 5 { fail("no fixes reach the client during warm-up") }
+}
+var daemonLatency = Sample()
+for _ in 0..<counts.fixes {
+    let e = nextEpoch()
+    let before = client.signals.count
+    let t0 = nowNanos()
+    gpsd.send(e.sentences)
+    var arrival: UInt64?
+    peers.pump(timeout: 2) {
+        for i in before..<client.signals.count where timestamp(of: client.signals[i]) == e.micros {
+            arrival = client.signalTimes[i]
+            return true
+        }
+        return false
+    }
+    if let arrival { daemonLatency.add(micros(arrival - t0)) }
+    peers.settle(0.005)
+}
+must(client.call(dest, path, iface, "StopUpdates"), "StopUpdates")
+
+// Floor: a direct gpsd JSON client on a raw socket, timed the same way.
+func gpsdFloor() -> Sample {
+    var sample = Sample()
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = gpsd.port.bigEndian
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let ok = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard ok == 0 else { fail("cannot connect to gpsd directly") }
+    defer { close(fd) }
+    let watch = "?WATCH={\"enable\":true,\"json\":true}\n"
+    _ = watch.withCString { write(fd, $0, strlen($0)) }
+    var pending = ""
+    /// Reads lines until a TPV with this epoch's time; returns when the chunk holding it was read.
+    func waitForTPV(_ iso: String, timeout: Double) -> UInt64? {
+        let deadline = nowNanos() + UInt64(timeout * 1e9)
+        while nowNanos() < deadline {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&p, 1, 50) > 0 else { continue }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = read(fd, &chunk, chunk.count)
+            guard n > 0 else { return nil }
+            let stamp = nowNanos()
+            pending += String(decoding: chunk[..<n], as: UTF8.self)
+            var found = false
+            // gpsd ends lines with CRLF, which Swift sees as one Character.
+            while let nl = pending.firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) {
+                let line = pending[..<nl]
+                if line.contains("\"class\":\"TPV\"") && line.contains("\"time\":\"\(iso)") { found = true }
+                pending.removeSubrange(...nl)
+            }
+            if found { return stamp }
+        }
+        return nil
+    }
+    for _ in 0..<5 { let e = nextEpoch(); gpsd.send(e.sentences); _ = waitForTPV(e.iso, timeout: 0.5) }
+    for _ in 0..<counts.fixes {
+        let e = nextEpoch()
+        let t0 = nowNanos()
+        gpsd.send(e.sentences)
+        if let t1 = waitForTPV(e.iso, timeout: 2) { sample.add(micros(t1 - t0)) }
+        usleep(5000)
+    }
+    return sample
+}
+let gpsdLatency = gpsdFloor()
+if gpsdLatency.count == 0 { fail("the direct gpsd client saw no TPV") }
+
+// Floor: a bare unicast signal from one connection to another through the same bus.
+func signalFloor(receivers: [BusPeer], rounds: Int) -> (first: Sample, last: Sample) {
+    let sender = try! peers.connect(bus.address)
+    var first = Sample(), last = Sample()
+    let payload: [DBusValue] = [LocationDictionary.encode(.init(latitude: 52.52, longitude: 13.405, mode: .threeD,
+                                                                altitude: 40, horizontalAccuracy: 5, speed: 5, course: 90,
+                                                                timestamp: 1), accuracy: .full)]
+    for _ in 0..<rounds {
+        let before = receivers.map { $0.signals.count }
+        let t0 = nowNanos()
+        for r in receivers {
+            sender.server.emit(path: "/bench", interface: "org.geoconsent.Bench", member: "LocationUpdated", payload,
+                               destination: r.uniqueName)
+        }
+        let ok = peers.pump(timeout: 10) { zip(receivers, before).allSatisfy { $0.signals.count > $1 } }
+        if !ok { fail("bare signals did not all arrive") }
+        let times = zip(receivers, before).map { $0.signalTimes[$1] }
+        first.add(micros(times.min()! - t0))
+        last.add(micros(times.max()! - t0))
+        peers.settle(0.005)
+    }
+    sender.connection.close()
+    return (first, last)
+}
+let oneSignal = signalFloor(receivers: [client], rounds: counts.fixes)
+client.connection.close()
+rows.append(Row(section: "fix latency", name: "NMEA sent -> LocationUpdated p50", value: daemonLatency.p50, unit: "µs",
+                floorName: "gpsd JSON client + bare signal p50", floor: gpsdLatency.p50 + oneSignal.first.p50,
+                target: .ratioAtMost(1.2)))
+rows.append(Row(section: "fix latency", name: "NMEA sent -> LocationUpdated p99", value: daemonLatency.p99, unit: "µs",
+                floorName: "gpsd JSON client + bare signal p99", floor: gpsdLatency.p99 + oneSignal.first.p99))
+rows.append(Row(section: "fix latency", name: "floor: NMEA -> direct gpsd client p50", value: gpsdLatency.p50, unit: "µs"))
+rows.append(Row(section: "fix latency", name: "floor: bare unicast signal p50", value: oneSignal.first.p50, unit: "µs"))
+
+// MARK: 2. Fan-out
+
+for n in counts.fanout {
+    print("bench: fan-out to \(n) sessions")
+    var subs: [BusPeer] = []
+    for _ in 0..<n { subs.append(try peers.connect(bus.address)) }
+    // Taps and StartUpdates pipelined: the app is approved already, so these are silent.
+    var calls = subs.map { $0.callAsync(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]) }
+    peers.pump(timeout: 60) { calls.allSatisfy(\.isDone) }
+    calls = subs.map { $0.callAsync(dest, path, iface, "StartUpdates", [.vardict([:])]) }
+    peers.pump(timeout: 60) { calls.allSatisfy(\.isDone) }
+    if calls.contains(where: { if case .failure = $0.result { return true } else { return false } }) { fail("StartUpdates failed") }
+    var first = Sample(), last = Sample(), sentAt: UInt64 = 0
+    for round in 0..<(counts.fanoutRounds + 2) {
+        let e = nextEpoch()
+        let before = subs.map { $0.signals.count }
+        sentAt = nowNanos()
+        gpsd.send(e.sentences)
+        var arrivals: [UInt64] = []
+        let ok = peers.pump(timeout: 10) {
+            arrivals = []
+            for (p, b) in zip(subs, before) {
+                guard let i = (b..<p.signals.count).first(where: { timestamp(of: p.signals[$0]) == e.micros }) else { return false }
+                arrivals.append(p.signalTimes[i])
+            }
+            return true
+        }
+        if !ok { continue }   // a fix gpsd dropped (warm-up): not counted
+        if round >= 2 {
+            first.add(micros(arrivals.min()! - sentAt))
+            last.add(micros(arrivals.max()! - sentAt))
+        }
+        peers.settle(0.01)
+    }
+    let floor = signalFloor(receivers: subs, rounds: counts.fanoutRounds)
+    rows.append(Row(section: "fan-out \(n)", name: "first arrival p50", value: first.p50, unit: "µs",
+                    floorName: "gpsd client + first bare signal", floor: gpsdLatency.p50 + floor.first.p50))
+    rows.append(Row(section: "fan-out \(n)", name: "last arrival p50", value: last.p50, unit: "µs",
+                    floorName: "gpsd client + last of \(n) bare signals", floor: gpsdLatency.p50 + floor.last.p50,
+                    target: n == 100 ? .ratioAtMost(1.3) : nil))
+    for s in subs { s.connection.close() }
+    peers.settle(0.2)
+}
+
+// MARK: 3. Calls
+
+print("bench: calls")
+let caller = try peers.connect(bus.address)
+tap(caller)
+// A fix in the cache for RequestLocation: updates on for a moment.
+must(caller.call(dest, path, iface, "StartUpdates", [.vardict([:])]), "StartUpdates")
+do {
+    var got = false
+    for _ in 0..<20 where !got {
+        let e = nextEpoch()
+        gpsd.send(e.sentences)
+        got = peers.pump(timeout: 0.3) { caller.signals.contains { timestamp(of: $0) == e.micros } }
+    }
+    if !got { fail("no fix for the cache") }
+}
+must(caller.call(dest, path, iface, "StopUpdates"), "StopUpdates")
+
+func roundTrips(_ label: String, _ destination: String, _ p: String, _ i: String, _ member: String,
+                _ args: [DBusValue]) -> (seq: Sample, perSecond: Double) {
+    var seq = Sample()
+    for _ in 0..<counts.calls {
+        let t0 = nowNanos()
+        let call = caller.callAsync(destination, p, i, member, args)
+        peers.pump(timeout: 10) { call.isDone }
+        guard case .success? = call.result else { fail("\(label) failed: \(String(describing: call.result))") }
+        seq.add(micros(nowNanos() - t0))
+    }
+    let t0 = nowNanos()
+    let all = (0..<counts.pipelined).map { _ in caller.callAsync(destination, p, i, member, args) }
+    peers.pump(timeout: 120) { all.allSatisfy(\.isDone) }
+    let rate = Double(counts.pipelined) / (Double(nowNanos() - t0) / 1e9)
+    return (seq, rate)
+}
+let tapCalls = roundTrips("tap", dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])])
+let locCalls = roundTrips("RequestLocation", dest, path, iface, "RequestLocation", [.vardict(["max-age": .double(1e6)])])
+let ping = roundTrips("Ping", dest, path, ObjectServer.peer, "Ping", [])
+let getID = roundTrips("GetId", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId", [])
+rows.append(Row(section: "calls", name: "pre-approved tap p50", value: tapCalls.seq.p50, unit: "µs",
+                floorName: "Peer.Ping p50", floor: ping.seq.p50, target: .ratioAtMost(1.3)))
+rows.append(Row(section: "calls", name: "pre-approved tap p99", value: tapCalls.seq.p99, unit: "µs",
+                floorName: "Peer.Ping p99", floor: ping.seq.p99))
+rows.append(Row(section: "calls", name: "cached RequestLocation p50", value: locCalls.seq.p50, unit: "µs",
+                floorName: "Peer.Ping p50", floor: ping.seq.p50))
+rows.append(Row(section: "calls", name: "cached RequestLocation p99", value: locCalls.seq.p99, unit: "µs",
+                floorName: "Peer.Ping p99", floor: ping.seq.p99))
+rows.append(Row(section: "calls", name: "tap pipelined", value: tapCalls.perSecond, unit: "calls/s",
+                floorName: "Peer.Ping pipelined", floor: ping.perSecond, target: .ratioAtLeast(0.8)))
+rows.append(Row(section: "calls", name: "RequestLocation pipelined", value: locCalls.perSecond, unit: "calls/s",
+                floorName: "Peer.Ping pipelined", floor: ping.perSecond))
+rows.append(Row(section: "calls", name: "floor: bus GetId p50", value: getID.seq.p50, unit: "µs"))
+rows.append(Row(section: "calls", name: "floor: bus GetId pipelined", value: getID.perSecond, unit: "calls/s"))
+
+// MARK: 4. Churn
+
+print("bench: churn (\(counts.churn) cycles)")
+let rssBeforeChurn = rssKiB(daemon.pid)
+let churnStart = nowNanos()
+for _ in 0..<counts.churn {
+    let p = try peers.connect(bus.address)
+    tap(p)
+    must(p.call(dest, path, iface, "RequestLocation", [.vardict(["max-age": .double(1e6)])]), "RequestLocation (churn)")
+    p.connection.close()
+}
+let churnRate = Double(counts.churn) / (Double(nowNanos() - churnStart) / 1e9)
+peers.settle(0.5)
+let sessionsLeft = (must(caller.call(dest, path, iface, "ListSessions"), "ListSessions").first?.arrayValue ?? [])
+    .filter { $0.structFields?.first?.stringValue != caller.uniqueName }.count
+let rssAfterChurn = rssKiB(daemon.pid)
+rows.append(Row(section: "churn", name: "connect+tap+RequestLocation+disconnect", value: churnRate, unit: "cycles/s"))
+rows.append(Row(section: "churn", name: "sessions left", value: Double(sessionsLeft), unit: "", target: .atMost(0)))
+rows.append(Row(section: "churn", name: "daemon RSS growth", value: rssAfterChurn - rssBeforeChurn, unit: "KiB"))
+
+// MARK: 5. Memory and idle
+
+print("bench: memory with \(counts.sessions) sessions, idle")
+caller.connection.close()
+peers.settle(3)   // lazy last-used write and gpsd linger are over
+let rssIdle = rssKiB(daemon.pid)
+var many: [BusPeer] = []
+var batch: [BusPeer.PendingCall] = []
+for i in 0..<counts.sessions {
+    let p = try peers.connect(bus.address)
+    many.append(p)
+    batch.append(p.callAsync(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]))
+    if batch.count == 200 || i == counts.sessions - 1 {
+        peers.pump(timeout: 60) { batch.allSatisfy(\.isDone) }
+        batch.removeAll()
+    }
+}
+let rssMany = rssKiB(daemon.pid)
+for p in many { p.connection.close() }
+many.removeAll()
+peers.settle(3)
+let rssAfterMany = rssKiB(daemon.pid)
+
+// Idle: nothing connected but the agent. First CPU time and wake-ups alone
+// (strace itself would cause both), then system calls under strace.
+let cpu0 = cpuTicks(daemon.pid), ctx0 = contextSwitches(daemon.pid)
+Thread.sleep(forTimeInterval: counts.idleSeconds)
+let cpu1 = cpuTicks(daemon.pid), ctx1 = contextSwitches(daemon.pid)
+var straceCount: Double = .nan
+if let strace = TestPaths.findExecutable("strace", candidates: ["/usr/bin/strace"]) {
+    let dir = try TempDir()
+    let out = dir.file("strace.txt")
+    let r = try ChildProcess.run(strace, ["-c", "-f", "-o", out, "-p", "\(daemon.pid)"], timeout: counts.idleSeconds + 1)
+    _ = r
+    // strace exits when killed at the timeout; its summary may be written then.
+    if let text = try? String(contentsOfFile: out, encoding: .utf8) {
+        straceCount = text.split(separator: "\n").last { $0.contains("total") }
+            .flatMap { Double($0.split(separator: " ").dropFirst(2).first ?? "") } ?? 0
+    } else {
+        straceCount = 0
+    }
+}
+let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+rows.append(Row(section: "memory", name: "daemon RSS idle", value: rssIdle / 1024, unit: "MiB", target: .atMost(7)))
+rows.append(Row(section: "memory", name: "RSS per session (\(counts.sessions) sessions)", value: (rssMany - rssIdle) * 1024 / Double(counts.sessions),
+                unit: "B", target: .atMost(1024)))
+rows.append(Row(section: "memory", name: "RSS after the sessions left", value: rssAfterMany / 1024, unit: "MiB"))
+rows.append(Row(section: "idle", name: "CPU time over \(fmt(counts.idleSeconds)) s idle", value: (cpu1 - cpu0) / ticks * 1000, unit: "ms"))
+rows.append(Row(section: "idle", name: "wake-ups (context switches) over idle", value: ctx1 - ctx0, unit: "", target: .atMost(0)))
+if straceCount.isFinite {
+    rows.append(Row(section: "idle", name: "system calls over idle (strace)", value: straceCount, unit: "", target: .atMost(0)))
+}
+
+daemon.stop()
+gpsd.stop()
+bus.stop()
+
+print("")
+printTable(rows)
+let data = json(rows, extra: ["date": ISO8601DateFormatter().string(from: Date()), "quick": quick,
+                              "counts": ["fixes": counts.fixes, "fanout": counts.fanout, "calls": counts.calls,
+                                         "pipelined": counts.pipelined, "churn": counts.churn, "sessions": counts.sessions]])
+FileManager.default.createFile(atPath: jsonPath, contents: data)
+print("\nbench: wrote \(jsonPath)")

@@ -1,0 +1,666 @@
+import XCTest
+import Foundation
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Consent rules through the real bus: a private dbus-daemon, gpsd and the real
+/// geoconsentd, with clients and agents as separate bus connections of this
+/// process (so they all share one app-id: this test bundle's executable).
+final class ConsentBusTests: XCTestCase {
+    var stack: Stack!
+
+    /// What the corrupt-state test puts into the state directory before the daemon starts.
+    static let garbageConsents = "this is not\ta consents file\n\u{1}\u{2}garbage"
+    static let garbageEnabled = "enabled=maybe\n"
+
+    override func setUpWithError() throws {
+        if name.contains("testPromptTimeout") {
+            stack = try Stack(config: "[daemon]\nprompt-timeout = 1\n")
+        } else if name.contains("testCorruptStateFailsClosed") {
+            let dir = try TempDir()
+            try Self.garbageConsents.write(toFile: dir.file("consents"), atomically: true, encoding: .utf8)
+            try Self.garbageEnabled.write(toFile: dir.file("enabled"), atomically: true, encoding: .utf8)
+            stack = try Stack(stateDir: dir)
+        } else {
+            stack = try Stack()
+        }
+    }
+
+    override func tearDown() {
+        stack?.stop()
+        stack = nil
+    }
+
+    /// This process's app-id as the daemon resolves it (no Flatpak, Snap or app unit here).
+    var selfAppID: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "?"
+    }
+
+    var ctlPath: String { TestPaths.binDir + "/geoconsentctl" }
+
+    /// A peer serving a `TestAgent`, registered for this uid.
+    func registeredAgent(_ behaviour: TestAgent.Behaviour, file: StaticString = #filePath,
+                         line: UInt = #line) throws -> TestAgent {
+        let agent = TestAgent(peer: try stack.peer(), behaviour: behaviour)
+        XCTAssertNoThrow(try agent.register().get(), file: file, line: line)
+        return agent
+    }
+
+    @discardableResult
+    func waitForConfirms(_ agent: TestAgent, _ n: Int, timeout: Double = 10,
+                         file: StaticString = #filePath, line: UInt = #line) -> Bool {
+        let ok = stack.peers.pump(timeout: timeout) { agent.confirms.count >= n }
+        XCTAssertTrue(ok, "the agent got \(agent.confirms.count) Confirm calls, expected \(n)", file: file, line: line)
+        return ok
+    }
+
+    @discardableResult
+    func waitFor(_ call: BusPeer.PendingCall, timeout: Double = 10,
+                 file: StaticString = #filePath, line: UInt = #line) -> Result<[DBusValue], DBusError>? {
+        stack.peers.pump(timeout: timeout) { call.isDone }
+        XCTAssertTrue(call.isDone, "no reply in \(timeout) s", file: file, line: line)
+        return call.result
+    }
+
+    /// The first PropertiesChanged carrying `Enabled` that `peer` received after index `from`.
+    func waitForEnabledChange(_ peer: BusPeer, from: Int, timeout: Double = 5) -> Message? {
+        func find() -> Message? {
+            peer.signals.dropFirst(from).first {
+                $0.member == "PropertiesChanged" && $0.arguments().dropFirst().first?.vardictValue?["Enabled"] != nil
+            }
+        }
+        stack.peers.pump(timeout: timeout) { find() != nil }
+        return find()
+    }
+
+    func requireRoot() throws {
+        guard getuid() == 0 else {
+            throw XCTSkip("needs root: runs clients as uid 65534 with setpriv (run the tests as root to cover this)")
+        }
+    }
+
+    // MARK: 1. Two connections of one app
+
+    func testSecondConnectionOfTheSameAppTapsSilentlyAfterOneConfirmation() throws {
+        let agent = try registeredAgent(.answer("allow-once"))
+        let first = try stack.peer()
+        let second = try stack.peer()
+        XCTAssertNotEqual(first.uniqueName, second.uniqueName)
+
+        let before = UInt64(Date().timeIntervalSince1970 * 1e6)
+        XCTAssertEqual(try first.tap(["reason": .string("show the map"), "app-name": .string("Consent Test App"),
+                                      "accuracy": .string("full"), "parent-window": .string("x11:4711")]).get(), 4)
+        XCTAssertEqual(agent.confirms.count, 1)
+        let c = try XCTUnwrap(agent.confirms.first)
+        XCTAssertEqual(c.kind, "one-time")
+        XCTAssertEqual(c.appID, selfAppID)
+        XCTAssertFalse(c.requestID.isEmpty)
+        XCTAssertEqual(c.details["app-name"], .string("Consent Test App"))
+        XCTAssertEqual(c.details["reason"], .string("show the map"))
+        XCTAssertEqual(c.details["accuracy"], .string("full"))
+        XCTAssertEqual(c.details["pid"], .uint32(UInt32(getpid())))
+        XCTAssertEqual(c.details["sandboxed"], .bool(false))
+        XCTAssertEqual(c.details["executable"], .string(selfAppID))
+        XCTAssertEqual(c.details["parent-window"], .string("x11:4711"))
+
+        // The other connection is another session of the same app: the confirmation covers it.
+        XCTAssertEqual(try second.tap(["reason": .string("again")]).get(), 4)
+        stack.peers.settle(0.1)
+        XCTAssertEqual(agent.confirms.count, 1, "the second tap must not prompt")
+
+        let list = try first.consentRecords()
+        XCTAssertEqual(list.count, 1)
+        let e = try XCTUnwrap(list.first)
+        XCTAssertEqual(e.uid, getuid())
+        XCTAssertEqual(e.appID, selfAppID)
+        XCTAssertEqual(Set(e.record.keys), ["decision", "decision-accuracy", "one-time-approved", "one-time-accuracy",
+                                            "decided-at", "last-used"], "every key always present")
+        XCTAssertEqual(e.record["one-time-approved"], .bool(true))
+        XCTAssertEqual(e.record["one-time-accuracy"], .string("full"))
+        XCTAssertEqual(e.record["decision"], .string(""))
+        XCTAssertGreaterThanOrEqual(e.record["decided-at"]?.uint64Value ?? 0, before)
+        XCTAssertGreaterThanOrEqual(e.record["last-used"]?.uint64Value ?? 0, before)
+
+        // Both sessions hold a temporary grant.
+        for p in [first, second] {
+            let a = try p.consentAuthorization()
+            XCTAssertEqual(a.status, 4)
+            XCTAssertEqual(a.details["temporary"], .bool(true))
+            XCTAssertEqual(a.details["one-time-approved"], .bool(true))
+        }
+    }
+
+    // MARK: 2. A second user
+
+    func testAnotherUserCannotSeeUseOrResetRootsConsent() throws {
+        try requireRoot()
+        let nobody: UInt32 = 65534
+        // The harness must let that uid run the tool and reach the bus.
+        let exeCheck = try ChildProcess.run("/usr/bin/setpriv", ["--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups",
+                                                                 "/usr/bin/test", "-x", ctlPath])
+        XCTAssertEqual(exeCheck.status, 0, "uid \(nobody) cannot execute \(ctlPath): check the directory permissions")
+
+        let agent = try registeredAgent(.answer("allow-once"))
+        let root = try stack.peer()
+        XCTAssertEqual(try root.tap().get(), 4)
+        XCTAssertEqual(try root.consentRecords().count, 1)
+
+        // Consents: root's stay invisible to the other uid.
+        let rootJSON = try stack.ctl(["--json", "consents"])
+        XCTAssertEqual(rootJSON.status, 0)
+        XCTAssertTrue(rootJSON.output.contains(selfAppID), rootJSON.output)
+        let theirs = try stack.ctl(["--json", "consents"], asUID: nobody)
+        XCTAssertEqual(theirs.status, 0, "uid \(nobody) could not list consents (is the bus socket reachable?)")
+        XCTAssertEqual(theirs.output.trimmingCharacters(in: .whitespacesAndNewlines), "[]")
+
+        // Sessions: root's session is not listed for them.
+        let sessions = try stack.ctl(["--json", "sessions"], asUID: nobody)
+        XCTAssertEqual(sessions.status, 0)
+        XCTAssertFalse(sessions.output.contains(root.uniqueName), sessions.output)
+        XCTAssertFalse(sessions.output.contains("\"uid\":0"), sessions.output)
+
+        // Root's agent does not answer for them.
+        let locate = try stack.consentCtl(["locate", "--timeout", "2"], asUID: nobody)
+        XCTAssertEqual(locate.status, 1, locate.stderr)
+        XCTAssertTrue(locate.stderr.contains("no consent agent"), locate.stderr)
+        stack.peers.settle(0.2)
+        XCTAssertEqual(agent.confirms.count, 1, "root's agent must never be asked about another uid's app")
+
+        // Nor may they reset root's record.
+        let reset = try stack.consentCtl(["reset", selfAppID, "--uid", "0"], asUID: nobody)
+        XCTAssertEqual(reset.status, 1, reset.stderr)
+        XCTAssertTrue(reset.stderr.contains("AccessDenied"), reset.stderr)
+        XCTAssertEqual(try root.consentRecords().count, 1, "root's record survives")
+        XCTAssertEqual(try root.consentAuthorization().status, 4)
+
+        // Root sees their session while it lives: their own agent grants their `watch`.
+        let logs = try TempDir()
+        let theirAgent = try ChildProcess(executable: "/usr/bin/setpriv",
+                                          arguments: ["--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups", ctlPath,
+                                                      "--bus", stack.bus.address, "agent", "--auto", "allow-once"],
+                                          logPath: logs.file("agent.log"), captureStdout: true)
+        defer { theirAgent.stop() }
+        let registered = theirAgent.readStdoutLine(timeout: 10) ?? ""
+        XCTAssertTrue(registered.contains("registered for uid \(nobody)"), registered + consentTail(logs.file("agent.log")))
+        let watch = try ChildProcess(executable: "/usr/bin/setpriv",
+                                     arguments: ["--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups", ctlPath,
+                                                 "--bus", stack.bus.address, "watch"],
+                                     logPath: logs.file("watch.log"))
+        defer { watch.stop() }
+        var theirSession: ConsentSessionEntry?
+        stack.peers.pump(timeout: 10) {
+            theirSession = (try? root.consentSessions())?.first { $0.uid == nobody && $0.updates }
+            return theirSession != nil
+        }
+        let s = try XCTUnwrap(theirSession, "root does not see uid \(nobody)'s session; watch log: "
+                                            + consentTail(logs.file("watch.log")))
+        XCTAssertEqual(s.appID, ctlPath)
+        XCTAssertEqual(s.status, 4)
+        XCTAssertEqual(agent.confirms.count, 1, "their prompt went to their agent")
+        // Root's own view of root's sessions is still there too.
+        XCTAssertTrue(try root.consentSessions().contains { $0.name == root.uniqueName })
+
+        watch.stop()
+        let gone = stack.peers.pump(timeout: 10) {
+            !((try? root.consentSessions()) ?? []).contains { $0.name == s.name }
+        }
+        XCTAssertTrue(gone, "the session must end when its connection leaves the bus")
+    }
+
+    // MARK: 3. Client leaves mid-prompt
+
+    func testClientDisconnectingMidPromptCancelsThePrompt() throws {
+        let agent = try registeredAgent(.never)
+        let client = try stack.peer()
+        let tap = client.consentTapAsync(["reason": .string("leaving soon")])
+        guard waitForConfirms(agent, 1) else { return }
+        let id = agent.confirms[0].requestID
+        XCTAssertFalse(tap.isDone, "the tap waits for the decision")
+
+        client.connection.close()
+        let cancelled = stack.peers.pump(timeout: 10) { agent.cancels.contains(id) }
+        XCTAssertTrue(cancelled, "the agent was not told that request \(id) was withdrawn (cancels: \(agent.cancels))")
+        // A late answer to the withdrawn prompt does nothing.
+        agent.answer(id, "allow-once")
+
+        let other = try stack.peer()
+        XCTAssertEqual(try other.consentRecords().count, 0)
+        XCTAssertFalse(try other.consentSessions().contains { $0.name == client.uniqueName })
+
+        // Still serving: a new session prompts afresh, and gets its answer.
+        agent.behaviour = .answer("allow-once")
+        XCTAssertEqual(try other.tap().get(), 4)
+        XCTAssertEqual(agent.confirms.count, 2)
+        XCTAssertNotEqual(agent.confirms[1].requestID, id)
+        XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    // MARK: 4. Eavesdropper
+
+    func testAnotherConnectionCannotReceiveUnicastAuthorizationChanged() throws {
+        let eavesdropper = try stack.peer()
+        try eavesdropper.addMatch("type='signal'")
+        try? eavesdropper.addMatch("type='signal',eavesdrop='true'")   // may be refused; must not help either way
+        try? eavesdropper.addMatch("type='signal',interface='\(GeoConsentAPI.interfaceName)',eavesdrop='true'")
+
+        let agent = try registeredAgent(.answer("allow-once"))
+        let client = try stack.peer()
+        XCTAssertEqual(try client.tap().get(), 4)
+        let changed = client.waitForSignal("AuthorizationChanged", timeout: 5)
+        XCTAssertEqual(changed?.arguments().first, .uint32(4))
+        XCTAssertEqual(changed?.destination, client.uniqueName, "sent unicast")
+        XCTAssertEqual(agent.confirms.count, 1)
+
+        stack.peers.settle(0.5)
+        // Control: the match rule works (it sees the bus's broadcast NameOwnerChanged).
+        XCTAssertFalse(eavesdropper.signals(named: "NameOwnerChanged").isEmpty,
+                       "the eavesdropper's match rule delivered nothing at all")
+        XCTAssertEqual(eavesdropper.signals(named: "AuthorizationChanged").count, 0,
+                       "another connection received a session's AuthorizationChanged")
+        XCTAssertTrue(eavesdropper.signals.allSatisfy { $0.interface != GeoConsentAPI.interfaceName })
+    }
+
+    // MARK: 5. Prompt timeout
+
+    func testPromptTimeoutReturnsNotDeterminedCancelsAndIgnoresLateAnswer() throws {
+        let agent = try registeredAgent(.never)
+        let client = try stack.peer()
+        let start = Date()
+        let tap = client.consentTapAsync(["reason": .string("nobody answers")])
+        guard waitForConfirms(agent, 1) else { return }
+        let id = agent.confirms[0].requestID
+        let r = waitFor(tap, timeout: 10)
+        let elapsed = Date().timeIntervalSince(start)
+        XCTAssertEqual(try r?.get().first, .uint32(0))
+        XCTAssertGreaterThan(elapsed, 0.8, "replied before the 1 s prompt timeout")
+        XCTAssertLessThan(elapsed, 4, "the 1 s prompt timeout was not applied")
+        let cancelled = stack.peers.pump(timeout: 5) { agent.cancels.contains(id) }
+        XCTAssertTrue(cancelled, "no Cancel for timed-out request \(id)")
+        XCTAssertEqual(try client.consentRecords().count, 0)
+
+        // The user answers after all: too late, nothing changes.
+        agent.answer(id, "allow-once")
+        stack.peers.settle(0.3)
+        XCTAssertEqual(try client.consentRecords().count, 0)
+        let a = try client.consentAuthorization()
+        XCTAssertEqual(a.status, 0)
+        XCTAssertEqual(a.details["accuracy"], .string("none"))
+        XCTAssertEqual(client.signals(named: "AuthorizationChanged").count, 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: stack.stateDir.file("consents"))
+                       && ((try? String(contentsOfFile: stack.stateDir.file("consents"), encoding: .utf8)) ?? "")
+                           .contains(selfAppID), "a timed-out prompt stored something")
+        XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    // MARK: 6. Standard prompt, persistence, reset, deny, then the button
+
+    func testStandardPromptPersistsAcrossRestartThenResetDenyAndOneTimeButton() throws {
+        let agent = try registeredAgent(.answer("allow-while-using"))
+        let client = try stack.peer()
+        XCTAssertEqual(try client.consentWhenInUse(["reason": .string("navigation")]).get(), 4)
+        XCTAssertEqual(agent.confirms.last?.kind, "when-in-use")
+        XCTAssertEqual(client.waitForSignal("AuthorizationChanged", timeout: 5)?.arguments().first, .uint32(4))
+        let file = try String(contentsOfFile: stack.stateDir.file("consents"), encoding: .utf8)
+        XCTAssertTrue(file.contains("when-in-use"), file)
+        XCTAssertTrue(file.contains(selfAppID), file)
+
+        try stack.restartDaemon()
+        let fresh = try stack.peer()
+        let a = try fresh.consentAuthorization()
+        XCTAssertEqual(a.status, 4, "the stored when-in-use decision applies after a restart, no agent needed")
+        XCTAssertEqual(a.details["temporary"], .bool(false))
+        XCTAssertEqual(a.details["accuracy"], .string("full"))
+
+        // Forget it: back to not determined, announced to the live session.
+        let mark = fresh.signals.count
+        XCTAssertNoThrow(try fresh.geo("ResetConsent", [.string(selfAppID), .vardict([:])]).get())
+        XCTAssertEqual(fresh.waitForSignal("AuthorizationChanged", from: mark, timeout: 5)?.arguments().first, .uint32(0))
+        XCTAssertEqual(try fresh.consentAuthorization().status, 0)
+        XCTAssertEqual(try fresh.consentRecords().count, 0)
+
+        // Don't Allow on the standard prompt: persisted `denied`.
+        agent.behaviour = .answer("deny")
+        XCTAssertNoThrow(try agent.register().get(), "the restarted daemon knows no agent yet")
+        XCTAssertEqual(try fresh.consentWhenInUse().get(), 2)
+        XCTAssertEqual(agent.confirms.last?.kind, "when-in-use")
+        let denied = try String(contentsOfFile: stack.stateDir.file("consents"), encoding: .utf8)
+        XCTAssertTrue(denied.contains("denied"), denied)
+        XCTAssertEqual(try fresh.consentRecords().first?.record["decision"], .string("denied"))
+        // Asking again is answered from the record, without a prompt.
+        XCTAssertEqual(try fresh.consentWhenInUse().get(), 2)
+        XCTAssertEqual(agent.confirms.count, 2)
+
+        // The button after Don't Allow: a one-time grant for this session only.
+        agent.behaviour = .answer("allow-once")
+        XCTAssertEqual(try fresh.tap().get(), 4)
+        XCTAssertEqual(agent.confirms.count, 3)
+        XCTAssertEqual(agent.confirms.last?.kind, "one-time")
+        let t = try fresh.consentAuthorization()
+        XCTAssertEqual(t.status, 4)
+        XCTAssertEqual(t.details["temporary"], .bool(true))
+        XCTAssertEqual(t.details["one-time-approved"], .bool(true))
+        let record = try XCTUnwrap(fresh.consentRecords().first?.record)
+        XCTAssertEqual(record["decision"], .string("denied"), "denied and one-time-approved stand together")
+        XCTAssertEqual(record["one-time-approved"], .bool(true))
+        let other = try stack.peer()
+        XCTAssertEqual(try other.consentAuthorization().status, 2, "another session is still denied")
+    }
+
+    // MARK: 7. Enabled
+
+    func testDisablingLocationBroadcastsEndsGrantsAndPersists() throws {
+        let agent = try registeredAgent(.answer("allow-once"))
+        let client = try stack.peer()
+        XCTAssertEqual(try client.tap().get(), 4)
+        let watcher = try stack.peer()
+        try watcher.addMatch("type='signal',interface='org.freedesktop.DBus.Properties'")
+        let admin = try stack.peer()
+
+        let mark = client.signals.count
+        XCTAssertNoThrow(try admin.consentSetEnabled(false).get())
+        let pc = waitForEnabledChange(watcher, from: 0)
+        XCTAssertEqual(pc?.arguments().first, .string(GeoConsentAPI.interfaceName))
+        XCTAssertEqual(pc?.arguments().dropFirst().first?.vardictValue?["Enabled"], .bool(false))
+        XCTAssertNotNil(pc, "no PropertiesChanged(Enabled) reached a peer that only added a match rule")
+        XCTAssertNil(pc?.destination, "PropertiesChanged is a broadcast")
+        XCTAssertEqual(client.waitForSignal("AuthorizationChanged", from: mark, timeout: 5)?.arguments().first, .uint32(1))
+        XCTAssertEqual(try client.consentAuthorization().status, 1)
+        XCTAssertEqual(try client.consentAuthorization().details["accuracy"], .string("none"))
+        XCTAssertEqual(try client.tap().get(), 1)
+        XCTAssertEqual(try stack.peer().tap().get(), 1, "a new session is restricted too")
+        XCTAssertEqual(agent.confirms.count, 1, "restricted: no prompt")
+        XCTAssertDBusError(client.geo("StartUpdates", [.vardict([:])]), GeoConsentAPI.ErrorName.notAuthorized)
+
+        try stack.restartDaemon()
+        let after = try stack.peer()
+        XCTAssertEqual(after.property("Enabled"), .bool(false), "Enabled is kept across restarts")
+        XCTAssertEqual(try after.tap().get(), 1)
+
+        let pcMark = watcher.signals.count
+        XCTAssertNoThrow(try admin.consentSetEnabled(true).get())
+        XCTAssertEqual(after.property("Enabled"), .bool(true))
+        XCTAssertEqual(waitForEnabledChange(watcher, from: pcMark)?.arguments().dropFirst().first?.vardictValue?["Enabled"],
+                       .bool(true), "switching on is broadcast too")
+        // The stored confirmation applies again: a silent grant.
+        XCTAssertEqual(try after.tap().get(), 4)
+        XCTAssertEqual(agent.confirms.count, 1)
+    }
+
+    func testNonRootCannotSetEnabled() throws {
+        try requireRoot()
+        let p = try stack.peer()
+        let r = try consentRun("/usr/bin/setpriv",
+                               ["--reuid=65534", "--regid=65534", "--clear-groups",
+                                TestPaths.findExecutable("busctl") ?? "/usr/bin/busctl", "--address=\(stack.bus.address)",
+                                "set-property", GeoConsentAPI.busName, GeoConsentAPI.objectPath,
+                                GeoConsentAPI.interfaceName, "Enabled", "b", "false"])
+        XCTAssertNotNil(r.status)
+        XCTAssertNotEqual(r.status, 0, "uid 65534 switched location off")
+        XCTAssertTrue(r.stderr.contains("Only root") || r.stderr.contains("Access denied")
+                      || r.stderr.contains("AccessDenied"), r.stderr)
+        XCTAssertEqual(p.property("Enabled"), .bool(true))
+        // The same check through the client library's error name, as this (root) process cannot
+        // be another uid: the ctl tool as 65534 reports the D-Bus error name.
+        let ctl = try stack.consentCtl(["disable"], asUID: 65534)
+        XCTAssertEqual(ctl.status, 1, ctl.stderr)
+        XCTAssertTrue(ctl.stderr.contains(DBusError.accessDeniedName), ctl.stderr)
+        XCTAssertEqual(p.property("Enabled"), .bool(true))
+    }
+
+    // MARK: 8. Corrupt state
+
+    func testCorruptStateFailsClosed() throws {
+        let p = try stack.peer()
+        XCTAssertEqual(p.property("Enabled"), .bool(false), "an unreadable enabled file means location off")
+        XCTAssertEqual(try p.consentRecords().count, 0)
+        XCTAssertEqual(try p.tap().get(), 1, "restricted while off")
+
+        let names = try FileManager.default.contentsOfDirectory(atPath: stack.stateDir.path)
+        let consentsAside = names.filter { $0.hasPrefix("consents.corrupt-") }
+        let enabledAside = names.filter { $0.hasPrefix("enabled.corrupt-") }
+        XCTAssertEqual(consentsAside.count, 1, "\(names)")
+        XCTAssertEqual(enabledAside.count, 1, "\(names)")
+        if let f = consentsAside.first {
+            XCTAssertEqual(try String(contentsOfFile: stack.stateDir.file(f), encoding: .utf8), Self.garbageConsents)
+        }
+        if let f = enabledAside.first {
+            XCTAssertEqual(try String(contentsOfFile: stack.stateDir.file(f), encoding: .utf8), Self.garbageEnabled)
+        }
+        let log = stack.daemon.log()
+        XCTAssertTrue(log.contains("consents.corrupt-"), log)
+        XCTAssertTrue(log.contains("enabled.corrupt-"), log)
+        XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    // MARK: 9. Agent faults
+
+    func testAgentWrongReplyTypeOrErrorGrantsNothing() throws {
+        let agent = try registeredAgent(.wrongType)
+        let client = try stack.peer()
+        XCTAssertEqual(try client.tap().get(), 0)
+        XCTAssertEqual(agent.confirms.count, 1)
+        XCTAssertEqual(try client.consentRecords().count, 0)
+        XCTAssertEqual(try client.consentAuthorization().status, 0)
+        XCTAssertEqual(try client.consentWhenInUse().get(), 0)
+        XCTAssertEqual(agent.confirms.count, 2)
+
+        agent.behaviour = .error
+        XCTAssertEqual(try client.tap().get(), 0)
+        XCTAssertEqual(try client.consentWhenInUse().get(), 0)
+        XCTAssertEqual(agent.confirms.count, 4, "nothing stored: every request prompts again")
+        XCTAssertEqual(try client.consentRecords().count, 0)
+        let a = try client.consentAuthorization()
+        XCTAssertEqual(a.status, 0)
+        XCTAssertEqual(a.details["accuracy"], .string("none"))
+        XCTAssertEqual(a.details["one-time-approved"], .bool(false))
+        XCTAssertEqual(client.signals(named: "AuthorizationChanged").count, 0)
+        XCTAssertDBusError(client.geo("RequestLocation", [.vardict([:])]), GeoConsentAPI.ErrorName.notAuthorized)
+        // An answer that is not a decision for the kind counts as no answer too.
+        agent.behaviour = .answer("allow-while-using")
+        XCTAssertEqual(try client.tap().get(), 0, "allow-while-using is no answer to the button")
+        agent.behaviour = .answer("yes please")
+        XCTAssertEqual(try client.consentWhenInUse().get(), 0)
+        XCTAssertEqual(try client.consentRecords().count, 0)
+    }
+
+    func testAgentLeavingMidPromptAndReregistration() throws {
+        let first = try registeredAgent(.never)
+        let firstName = first.peer.uniqueName
+        let client = try stack.peer()
+        let tap = client.consentTapAsync()
+        guard waitForConfirms(first, 1) else { return }
+
+        let watcher = try stack.peer()
+        try watcher.addMatch("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(firstName)'")
+        first.peer.connection.close()
+        let r = waitFor(tap, timeout: 10)
+        XCTAssertEqual(try r?.get().first, .uint32(0), "a vanished agent is no answer")
+        XCTAssertEqual(try client.consentRecords().count, 0)
+        XCTAssertEqual(try client.consentAuthorization().status, 0)
+        // Once the bus has announced the departure, the uid is free for a new agent.
+        XCTAssertNotNil(watcher.waitForSignal("NameOwnerChanged", timeout: 5))
+        let second = TestAgent(peer: try stack.peer(), behaviour: .answer("allow-once"))
+        XCTAssertNoThrow(try second.register().get())
+        XCTAssertEqual(try client.tap().get(), 4)
+        XCTAssertEqual(second.confirms.count, 1)
+    }
+
+    func testOneAgentPerUidAndObjectPathChecked() throws {
+        let first = try registeredAgent(.answer("allow-once"))
+        let second = TestAgent(peer: try stack.peer(), behaviour: .answer("deny"))
+        XCTAssertDBusError(second.register(), GeoConsentAPI.ErrorName.agentExists)
+        // Registering again from the same connection and path is harmless.
+        XCTAssertNoThrow(try first.register().get())
+        // Not an object path (sent as a string): InvalidArgs, and nothing registered.
+        let bad = try stack.peer()
+        XCTAssertDBusError(bad.geo("RegisterAgent", [.string("not an object path")]), DBusError.invalidArgsName)
+        XCTAssertDBusError(bad.geo("RegisterAgent", []), DBusError.invalidArgsName)
+        // The first agent still answers.
+        let client = try stack.peer()
+        XCTAssertEqual(try client.tap().get(), 4)
+        XCTAssertEqual(first.confirms.count, 1)
+        XCTAssertEqual(second.confirms.count, 0)
+        // Unregistering frees the uid.
+        XCTAssertNoThrow(try first.peer.geo("UnregisterAgent", [.objectPath(TestAgent.path)]).get())
+        XCTAssertNoThrow(try second.register().get())
+    }
+
+    // MARK: 10. Joined prompts
+
+    func testJoinedPromptOneConfirmForTwoConnections() throws {
+        let agent = try registeredAgent(.never)
+        let a = try stack.peer()
+        let b = try stack.peer()
+
+        // A Don't Allow applies to every waiting session: a queued (not joined) request
+        // would be evaluated afresh and prompt a second time.
+        let denyA = a.consentTapAsync()
+        guard waitForConfirms(agent, 1) else { return }
+        let denyB = b.consentTapAsync()
+        XCTAssertDBusError(b.tap(), GeoConsentAPI.ErrorName.promptPending)
+        agent.answer(agent.confirms[0].requestID, "deny")
+        XCTAssertEqual(try waitFor(denyA)?.get().first, .uint32(0))
+        XCTAssertEqual(try waitFor(denyB)?.get().first, .uint32(0))
+        stack.peers.settle(0.1)
+        XCTAssertEqual(agent.confirms.count, 1, "one prompt for both sessions")
+        XCTAssertEqual(try a.consentRecords().count, 0, "Don't Allow on the button stores nothing")
+
+        let tapA = a.consentTapAsync(["reason": .string("first")])
+        guard waitForConfirms(agent, 2) else { return }
+        let tapB = b.consentTapAsync(["reason": .string("second")])
+        // b's second tap is processed after its first: PromptPending proves the first one joined.
+        XCTAssertDBusError(b.tap(), GeoConsentAPI.ErrorName.promptPending)
+        XCTAssertDBusError(a.tap(), GeoConsentAPI.ErrorName.promptPending)
+        stack.peers.settle(0.2)
+        XCTAssertEqual(agent.confirms.count, 2, "the second connection's tap must join the open prompt")
+        XCTAssertFalse(tapA.isDone)
+        XCTAssertFalse(tapB.isDone)
+
+        agent.answer(agent.confirms[1].requestID, "allow-once")
+        XCTAssertEqual(try waitFor(tapA)?.get().first, .uint32(4))
+        XCTAssertEqual(try waitFor(tapB)?.get().first, .uint32(4))
+        XCTAssertEqual(agent.confirms.count, 2)
+        XCTAssertEqual(a.waitForSignal("AuthorizationChanged", timeout: 5)?.arguments().first, .uint32(4))
+        XCTAssertEqual(b.waitForSignal("AuthorizationChanged", timeout: 5)?.arguments().first, .uint32(4))
+        XCTAssertTrue(agent.cancels.isEmpty)
+    }
+
+    // MARK: 11. The command-line agent
+
+    func testCtlAgentAutoAllowOnceAnswersAndConsentsListsTheApp() throws {
+        let logs = try TempDir()
+        let ctlAgent = try ChildProcess(executable: ctlPath,
+                                        arguments: ["--bus", stack.bus.address, "agent", "--auto", "allow-once"],
+                                        logPath: logs.file("agent.log"), captureStdout: true)
+        defer { ctlAgent.stop() }
+        let banner = ctlAgent.readStdoutLine(timeout: 10) ?? ""
+        XCTAssertTrue(banner.contains("Consent agent registered"), banner + consentTail(logs.file("agent.log")))
+        // It holds the uid's agent slot.
+        XCTAssertDBusError(TestAgent(peer: try stack.peer(), behaviour: .never).register(),
+                           GeoConsentAPI.ErrorName.agentExists)
+
+        let client = try stack.peer()
+        XCTAssertEqual(try client.tap(["app-name": .string("Consent CLI Test"), "accuracy": .string("reduced")]).get(), 4)
+        let answered = ctlAgent.readStdoutLine(timeout: 5) ?? ""
+        XCTAssertTrue(answered.contains(selfAppID) && answered.hasSuffix("-> allow-once"), answered)
+
+        let out = try stack.ctl(["consents"])
+        XCTAssertEqual(out.status, 0, out.output)
+        let row = out.output.split(separator: "\n").first { $0.contains(selfAppID) }
+        XCTAssertNotNil(row, out.output)
+        XCTAssertTrue(row?.contains("reduced") ?? false, "the BUTTON column shows the confirmed accuracy: \(out.output)")
+        XCTAssertTrue(out.output.hasPrefix("UID"), out.output)
+
+        ctlAgent.stop()
+        XCTAssertEqual(ctlAgent.exitCode, 0, "the agent exits 0 on SIGTERM")
+        // Its slot is free again once it has left.
+        let replacement = TestAgent(peer: try stack.peer(), behaviour: .never)
+        var registered = false
+        stack.peers.pump(timeout: 5) {
+            registered = (try? replacement.register().get()) != nil
+            return registered
+        }
+        XCTAssertTrue(registered)
+    }
+}
+
+// MARK: - Helpers (private to this file)
+
+fileprivate struct ConsentEntry {
+    var uid: UInt32
+    var appID: String
+    var record: [String: DBusValue]
+}
+
+fileprivate struct ConsentSessionEntry {
+    var name: String
+    var uid: UInt32
+    var appID: String
+    var status: UInt32
+    var updates: Bool
+}
+
+private extension BusPeer {
+    func consentRecords() throws -> [ConsentEntry] {
+        let r = try geo("ListConsents").get()
+        return (r.first?.arrayValue ?? []).compactMap { e in
+            guard let f = e.structFields, f.count == 3, let uid = f[0].uint32Value, let app = f[1].stringValue,
+                  let rec = f[2].vardictValue else { return nil }
+            return ConsentEntry(uid: uid, appID: app, record: rec)
+        }
+    }
+
+    func consentSessions() throws -> [ConsentSessionEntry] {
+        let r = try geo("ListSessions").get()
+        return (r.first?.arrayValue ?? []).compactMap { e in
+            guard let f = e.structFields, f.count == 5, let name = f[0].stringValue, let uid = f[1].uint32Value,
+                  let app = f[2].stringValue, let status = f[3].uint32Value, let updates = f[4].boolValue else { return nil }
+            return ConsentSessionEntry(name: name, uid: uid, appID: app, status: status, updates: updates)
+        }
+    }
+
+    func consentAuthorization() throws -> (status: UInt32, details: [String: DBusValue]) {
+        let r = try geo("GetAuthorization").get()
+        return (r.first?.uint32Value ?? 999, r.dropFirst().first?.vardictValue ?? [:])
+    }
+
+    func consentTapAsync(_ options: [String: DBusValue] = [:]) -> PendingCall {
+        geoAsync("RequestOneTimeAuthorization", [.vardict(options)])
+    }
+
+    func consentWhenInUse(_ options: [String: DBusValue] = [:]) -> Result<UInt32, DBusError> {
+        geo("RequestWhenInUseAuthorization", [.vardict(options)]).map { $0.first?.uint32Value ?? 999 }
+    }
+
+    func consentSetEnabled(_ value: Bool) -> Result<[DBusValue], DBusError> {
+        geo("Set", [.string(GeoConsentAPI.interfaceName), .string("Enabled"), .variant(.bool(value))],
+            interface: ObjectServer.properties)
+    }
+}
+
+private extension Stack {
+    /// geoconsentctl as another uid, with its stderr too.
+    func consentCtl(_ args: [String], asUID uid: UInt32, timeout: Double = 20) throws
+        -> (status: Int32?, stdout: String, stderr: String) {
+        try consentRun("/usr/bin/setpriv",
+                       ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", TestPaths.binDir + "/geoconsentctl",
+                        "--bus", bus.address] + args, timeout: timeout)
+    }
+}
+
+/// Runs a program to completion: status (nil on timeout), stdout and stderr.
+private func consentRun(_ exe: String, _ args: [String], timeout: Double = 20) throws
+    -> (status: Int32?, stdout: String, stderr: String) {
+    let dir = try TempDir()
+    let log = dir.file("stderr")
+    let r = try ChildProcess.run(exe, args, timeout: timeout, logPath: log)
+    return (r.status, r.output, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+}
+
+private func consentTail(_ path: String) -> String {
+    "\n--- \(path):\n" + ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "(unreadable)")
+}
