@@ -1,0 +1,189 @@
+import XCTest
+import Glibc
+import GeoDBus
+import GeoTestSupport
+
+/// An object with one echo method of each signature, declared as a table.
+final class Echo {
+    var lastSender = ""
+    static func interface(_ signatures: [String]) -> Interface<Echo> {
+        Interface("org.geoconsent.Test.Echo",
+                  methods: signatures.enumerated().map { i, sig in
+                      MethodEntry("Echo\(i)", in: [Arg("value", sig)], out: [Arg("value", sig)]) { echo, call in
+                          echo.lastSender = call.sender
+                          call.reply(call.arguments)
+                      }
+                  } + [
+                      MethodEntry("Later", in: [Arg("seconds", "d")], out: [Arg("done", "b")]) { _, call in
+                          // A reply sent after the handler returned.
+                          let loop = LaterLoop.loop!
+                          loop.schedule(after: call.arguments[0].doubleValue ?? 0) { call.reply([.bool(true)]) }
+                      },
+                      MethodEntry("Shout", in: [Arg("to", "s")]) { echo, call in
+                          _ = echo
+                          call.reply()
+                      },
+                  ],
+                  signals: [SignalEntry("Said", [Arg("what", "s")])],
+                  properties: [PropertyEntry("Count", "u", get: { _ in .uint32(7) })])
+    }
+}
+
+enum LaterLoop { static var loop: EventLoop? }
+
+final class DBusLayerTests: XCTestCase {
+    var bus: TestBus!
+    var peers: PeerLoop!
+
+    override func setUpWithError() throws {
+        bus = try TestBus()
+        peers = PeerLoop()
+        LaterLoop.loop = peers.loop
+    }
+
+    override func tearDown() {
+        bus?.stop()
+    }
+
+    static let values: [DBusValue] = [
+        .byte(255), .bool(true), .bool(false), .int16(-32768), .uint16(65535), .int32(-7), .uint32(4_000_000_000),
+        .int64(Int64.min), .uint64(UInt64.max), .double(-1.5e-300), .double(.infinity),
+        .string(""), .string("grüße, 世界 \u{1F30D}"), .objectPath("/org/geoconsent/GeoConsent1"), .signature("a{sv}(iu)"),
+        .array(element: "s", []), .array(element: "i", [.int32(1), .int32(2)]),
+        .array(element: "as", [.strings(["a", "b"]), .strings([])]),
+        .dict(key: "s", value: "v", []),
+        .vardict(["latitude": .double(52.52), "fix": .string("3d"), "nested": .vardict(["t": .uint64(1)])]),
+        .dict(key: "u", value: "as", [.init(.uint32(1), .strings(["x"]))]),
+        .structure([.uint32(1), .string("app"), .vardict(["b": .bool(true)])]),
+        .array(element: "(susub)", [.structure([.string(":1.1"), .uint32(0), .string("/usr/bin/x"), .uint32(4), .bool(true)])]),
+        .variant(.variant(.int32(3))),
+        .variant(.array(element: "y", (0..<200).map { .byte(UInt8($0)) })),
+    ]
+
+    func testEveryTypeRoundTripsThroughARealBus() throws {
+        let server = try peers.connect(bus.address)
+        let client = try peers.connect(bus.address)
+        let echo = Echo()
+        server.server.export(echo, at: "/echo", interfaces: [Echo.interface(Self.values.map(\.signature))])
+        for (i, v) in Self.values.enumerated() {
+            let r = client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Echo\(i)", [v])
+            XCTAssertEqual(try r.get(), [v], "\(v.signature)")
+        }
+        XCTAssertEqual(echo.lastSender, client.uniqueName, "the sender is the caller's unique name")
+    }
+
+    func testSignatureChecksAndStandardErrors() throws {
+        let server = try peers.connect(bus.address)
+        let client = try peers.connect(bus.address)
+        let echo = Echo()   // exported objects are held weakly: the test keeps it alive
+        server.server.export(echo, at: "/echo", interfaces: [Echo.interface(["s"])])
+        defer { withExtendedLifetime(echo) {} }
+        func error(_ r: Result<[DBusValue], DBusError>) -> String? {
+            if case .failure(let e) = r { return e.name } else { return nil }
+        }
+        XCTAssertEqual(error(client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Echo0", [.uint32(1)])),
+                       DBusError.invalidArgsName)
+        XCTAssertEqual(error(client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Echo0", [])),
+                       DBusError.invalidArgsName)
+        XCTAssertEqual(error(client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Nope", [])),
+                       DBusError.unknownMethodName)
+        XCTAssertEqual(error(client.call(server.uniqueName, "/echo", "org.example.Other", "Echo0", [.string("x")])),
+                       DBusError.unknownInterfaceName)
+        XCTAssertEqual(error(client.call(server.uniqueName, "/nowhere", "org.geoconsent.Test.Echo", "Echo0", [.string("x")])),
+                       DBusError.unknownObjectName)
+        // Without an interface the member is looked up in every interface.
+        XCTAssertEqual(try client.call(server.uniqueName, "/echo", nil, "Echo0", [.string("x")]).get(), [.string("x")])
+        // Properties: Get, GetAll, Set of a read-only one.
+        XCTAssertEqual(try client.call(server.uniqueName, "/echo", ObjectServer.properties, "Get",
+                                       [.string("org.geoconsent.Test.Echo"), .string("Count")]).get(), [.variant(.uint32(7))])
+        XCTAssertEqual(try client.call(server.uniqueName, "/echo", ObjectServer.properties, "GetAll",
+                                       [.string("org.geoconsent.Test.Echo")]).get(), [.vardict(["Count": .uint32(7)])])
+        XCTAssertEqual(error(client.call(server.uniqueName, "/echo", ObjectServer.properties, "Set",
+                                         [.string("org.geoconsent.Test.Echo"), .string("Count"), .variant(.uint32(1))])),
+                       DBusError.propertyReadOnlyName)
+        // Still serving.
+        XCTAssertEqual(try client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Echo0", [.string("y")]).get(),
+                       [.string("y")])
+    }
+
+    func testLaterRepliesUnicastSignalsAndCallTimeouts() throws {
+        let server = try peers.connect(bus.address)
+        let client = try peers.connect(bus.address)
+        let other = try peers.connect(bus.address)
+        try other.addMatch("type='signal'")
+        let echo = Echo()   // exported objects are held weakly: the test keeps it alive
+        server.server.export(echo, at: "/echo", interfaces: [Echo.interface(["s"])])
+        defer { withExtendedLifetime(echo) {} }
+        // A reply sent 0.2 s after the handler returned arrives.
+        let t0 = EventLoop.monotonicNanos()
+        XCTAssertEqual(try client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Later", [.double(0.2)]).get(),
+                       [.bool(true)])
+        XCTAssertGreaterThanOrEqual(EventLoop.monotonicNanos() - t0, 190_000_000)
+        // A call whose reply comes too late fails with NoReply, and the loop keeps going.
+        let r = client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Later", [.double(2)], timeout: 0.3)
+        if case .failure(let e) = r { XCTAssertEqual(e.name, DBusError.noReplyName) } else { XCTFail("expected NoReply") }
+        // A unicast signal reaches its destination only, even with a catch-all match rule elsewhere.
+        server.server.emit(path: "/echo", interface: "org.geoconsent.Test.Echo", member: "Said", [.string("hi")],
+                           destination: client.uniqueName)
+        XCTAssertNotNil(client.waitForSignal("Said", timeout: 5))
+        peers.settle(0.2)
+        XCTAssertTrue(other.signals(named: "Said").isEmpty, "unicast signal leaked to another connection")
+        // A broadcast reaches the matching connection.
+        server.server.emit(path: "/echo", interface: "org.geoconsent.Test.Echo", member: "Said", [.string("all")])
+        XCTAssertNotNil(other.waitForSignal("Said", timeout: 5))
+    }
+
+    func testInvalidValuesAreRefusedBeforeLibdbusSeesThem() throws {
+        let m = try Message.methodCall(destination: "org.example", path: "/", interface: "org.example", member: "M")
+        for bad: DBusValue in [.objectPath("no/slash"), .objectPath("/trailing/"), .signature("a"), .string("nul\u{0}inside"),
+                               .array(element: "s", [.int32(1)]), .structure([]),
+                               .dict(key: "s", value: "v", [.init(.string("k"), .string("not a variant"))])] {
+            XCTAssertThrowsError(try m.append([bad]), "\(bad)")
+        }
+        XCTAssertThrowsError(try Message.methodCall(destination: nil, path: "bad", interface: nil, member: "M"))
+        XCTAssertThrowsError(try Message.methodCall(destination: nil, path: "/", interface: "no", member: "M"))
+        XCTAssertThrowsError(try Message.methodCall(destination: nil, path: "/", interface: nil, member: "1bad"))
+        // Nesting deeper than D-Bus allows (64 levels in all, 32 of arrays).
+        var deep: DBusValue = .int32(1)
+        for _ in 0..<40 { deep = .array(element: deep.signature, [deep]) }
+        XCTAssertThrowsError(try m.append([deep]))
+    }
+
+    func testIntrospectionComesFromTheTable() {
+        let xml = Introspection.xml(interfaces: [Echo.interface(["s", "a{sv}"]).description], children: ["child"])
+        XCTAssertTrue(xml.hasPrefix("<!DOCTYPE node PUBLIC"))
+        XCTAssertTrue(xml.contains("<method name=\"Echo1\">\n      <arg name=\"value\" type=\"a{sv}\" direction=\"in\"/>"))
+        XCTAssertTrue(xml.contains("<signal name=\"Said\">\n      <arg name=\"what\" type=\"s\"/>"))
+        XCTAssertTrue(xml.contains("<property name=\"Count\" type=\"u\" access=\"read\"/>"))
+        XCTAssertTrue(xml.contains("<node name=\"child\"/>"))
+    }
+
+    func testEventLoopTimersOrderAndCancel() {
+        let loop = EventLoop()
+        var fired: [Int] = []
+        loop.schedule(after: 0.03) { fired.append(3) }
+        loop.schedule(after: 0.01) { fired.append(1) }
+        let cancelled = loop.schedule(after: 0.02) { fired.append(2) }
+        loop.cancelTimer(cancelled)
+        loop.later { fired.append(0) }
+        let deadline = EventLoop.monotonicNanos() + 1_000_000_000
+        while fired.count < 3 && EventLoop.monotonicNanos() < deadline { loop.runOnce(timeoutMillis: 50) }
+        XCTAssertEqual(fired, [0, 1, 3])
+    }
+
+    func testEventLoopWatchesDescriptorsAndStops() {
+        let loop = EventLoop()
+        var fds: [Int32] = [-1, -1]
+        makeNonBlockingPipe(&fds)
+        defer { close(fds[0]); close(fds[1]) }
+        var got: [UInt8] = []
+        loop.watch(fd: fds[0], events: .readable) { _ in
+            var b: UInt8 = 0
+            while read(fds[0], &b, 1) == 1 { got.append(b) }
+            loop.stop()
+        }
+        loop.schedule(after: 0.01) { var b: UInt8 = 42; _ = write(fds[1], &b, 1) }
+        loop.run()
+        XCTAssertEqual(got, [42])
+    }
+}

@@ -1,2 +1,0 @@
-import XCTest
-final class GeoDBusTestsPlaceholder: XCTestCase { func testPlaceholder() { XCTAssertTrue(true) } }
