@@ -48,3 +48,89 @@ introspection: build
 
 clean:
 	rm -rf .build
+
+# ---------------------------------------------------------------------------
+# make install / uninstall (README "Install").
+#
+#   make install PREFIX=/usr DESTDIR=/tmp/stage     a package's staging tree
+#   sudo make install                               /usr/local, straight onto this machine
+#   make install BINDIR_SRC=.build/debug ...        install binaries built elsewhere
+#                                                    (no build, no deps: tests use this)
+#
+# Without BINDIR_SRC, install depends on `release` and installs its binaries.
+# Paths: binaries and man pages under PREFIX; the systemd unit, gpsd drop-ins
+# and sysusers.d entry under PREFIX/lib (systemd searches /usr/local/lib too);
+# the bus activation file and introspection XML under PREFIX/share/dbus-1; the
+# bus policy under PREFIX/share/dbus-1/system.d only when PREFIX is /usr (the
+# system bus reads that and /etc/dbus-1/system.d, never /usr/local), else
+# under SYSCONFDIR/dbus-1/system.d; the default config in
+# SYSCONFDIR/geoconsent, never overwriting an existing one.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DBUSDATADIR ?= $(PREFIX)/share/dbus-1
+ifeq ($(PREFIX),/usr)
+DBUSPOLICYDIR ?= $(DBUSDATADIR)/system.d
+else
+DBUSPOLICYDIR ?= $(SYSCONFDIR)/dbus-1/system.d
+endif
+INSTALL ?= install
+BINDIR_SRC ?=
+ifeq ($(strip $(BINDIR_SRC)),)
+INSTALL_NEEDS := release
+INSTALL_FROM = $(RELEASE_BIN)
+else
+INSTALL_NEEDS :=
+INSTALL_FROM = $(BINDIR_SRC)
+endif
+
+.PHONY: install uninstall
+
+install: $(INSTALL_NEEDS)
+	@test -x "$(INSTALL_FROM)/geoconsentd" -a -x "$(INSTALL_FROM)/geoconsentctl" || \
+	  { echo "install: no geoconsentd/geoconsentctl in '$(INSTALL_FROM)'" >&2; exit 1; }
+	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)/gpsd.service.d" \
+	  "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(DBUSPOLICYDIR)" \
+	  "$(DESTDIR)$(DBUSDATADIR)/system-services" "$(DESTDIR)$(DBUSDATADIR)/interfaces" \
+	  "$(DESTDIR)$(SYSCONFDIR)/geoconsent/conf.d" \
+	  "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" "$(DESTDIR)$(MANDIR)/man8"
+	$(INSTALL) -m 0755 "$(INSTALL_FROM)/geoconsentd" "$(INSTALL_FROM)/geoconsentctl" "$(DESTDIR)$(BINDIR)/"
+	sed 's|^ExecStart=/usr/bin/geoconsentd|ExecStart=$(BINDIR)/geoconsentd|' systemd/geoconsentd.service \
+	  > "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp"
+	$(INSTALL) -m 0644 "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp" "$(DESTDIR)$(UNITDIR)/geoconsentd.service"
+	rm -f "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp"
+	$(INSTALL) -m 0644 systemd/gpsd.service.d/geoconsent.conf "$(DESTDIR)$(UNITDIR)/gpsd.service.d/geoconsent.conf"
+	$(INSTALL) -m 0644 systemd/gpsd.socket.d/geoconsent.conf "$(DESTDIR)$(UNITDIR)/gpsd.socket.d/geoconsent.conf"
+	$(INSTALL) -m 0644 systemd/geoconsent.sysusers "$(DESTDIR)$(SYSUSERSDIR)/geoconsent.conf"
+	$(INSTALL) -m 0644 dbus-policy/org.geoconsent.GeoConsent1.conf "$(DESTDIR)$(DBUSPOLICYDIR)/"
+	$(INSTALL) -m 0644 dbus-policy/org.geoconsent.GeoConsent1.service "$(DESTDIR)$(DBUSDATADIR)/system-services/"
+	$(INSTALL) -m 0644 interfaces/org.geoconsent.GeoConsent1.xml "$(DESTDIR)$(DBUSDATADIR)/interfaces/"
+	$(INSTALL) -m 0644 man/geoconsentctl.1 "$(DESTDIR)$(MANDIR)/man1/"
+	$(INSTALL) -m 0644 man/geoconsent.conf.5 "$(DESTDIR)$(MANDIR)/man5/"
+	$(INSTALL) -m 0644 man/geoconsentd.8 "$(DESTDIR)$(MANDIR)/man8/"
+	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf" ]; then \
+	  echo "install: keeping $(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
+	else \
+	  echo "$(INSTALL) -m 0644 config/geoconsent.conf $(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
+	  $(INSTALL) -m 0644 config/geoconsent.conf "$(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
+	fi
+	@if [ -z "$(DESTDIR)" ]; then \
+	  echo "install: now run: systemd-sysusers; systemctl daemon-reload; systemctl reload dbus;"; \
+	  echo "         systemctl restart gpsd.socket gpsd.service  (README \"Install\")"; \
+	fi
+
+# Removes what install put there, except the config (yours) and the state.
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/geoconsentd" "$(DESTDIR)$(BINDIR)/geoconsentctl" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service" \
+	  "$(DESTDIR)$(UNITDIR)/gpsd.service.d/geoconsent.conf" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d/geoconsent.conf" \
+	  "$(DESTDIR)$(SYSUSERSDIR)/geoconsent.conf" \
+	  "$(DESTDIR)$(DBUSPOLICYDIR)/org.geoconsent.GeoConsent1.conf" \
+	  "$(DESTDIR)$(DBUSDATADIR)/system-services/org.geoconsent.GeoConsent1.service" \
+	  "$(DESTDIR)$(DBUSDATADIR)/interfaces/org.geoconsent.GeoConsent1.xml" \
+	  "$(DESTDIR)$(MANDIR)/man1/geoconsentctl.1" "$(DESTDIR)$(MANDIR)/man5/geoconsent.conf.5" \
+	  "$(DESTDIR)$(MANDIR)/man8/geoconsentd.8"
+	-rmdir "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" 2>/dev/null

@@ -10,10 +10,21 @@
 #                                         container it is just a package, not init
 #   python3                               tools/gen-nmea-track.py, scripts/run-stack.sh
 #
+# `deps.sh --bench` (make bench) adds:
+#   strace                                geoconsent-bench counts the idle
+#                                         daemon's system calls with it
+#
 # gpsd-clients (gpspipe, gpsfake) is deliberately not needed: it pulls in GTK.
 set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd)
+for arg in "$@"; do
+    case $arg in
+        --bench) PKGS+=(strace) ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
+        *) echo "deps: unknown argument $arg (usage: deps.sh [--bench])" >&2; exit 2 ;;
+    esac
+done
 # make bench also counts the idle daemon's system calls with strace.
 [[ ${1:-} == --bench ]] && PKGS+=(strace)
 

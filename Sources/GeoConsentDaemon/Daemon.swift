@@ -25,6 +25,9 @@ public final class Daemon {
     var updateOptions: [CallID: UpdateOptions] = [:]
     var locationOptions: [CallID: LocationOptions] = [:]
     private var nextCallID: CallID = 1
+    /// Prompts already withdrawn with `Agent.Cancel` whose `Confirm` call is still
+    /// pending, so its timeout does not send a second `Cancel`.
+    private var withdrawn: Set<String> = []
     private var lazySaveTimer: EventLoop.Token?
     private var exitStatus: Int32 = 0
 
@@ -251,6 +254,7 @@ public final class Daemon {
             Log.info("asking agent \(r.agentName) about \(r.appID) (\(r.kind.rawValue), request \(r.requestID))")
             connection.call(m, timeout: r.timeout) { [weak self] result in
                 guard let self else { return }
+                let alreadyWithdrawn = self.withdrawn.remove(r.requestID) != nil
                 let answer: AgentAnswer
                 switch result {
                 case .success(let reply):
@@ -261,9 +265,9 @@ public final class Daemon {
                     }
                 case .failure(let e):
                     answer = .noAnswer(e.description)
-                    if e.name == DBusError.noReplyName {
+                    if e.name == DBusError.noReplyName && !alreadyWithdrawn {
                         // Timed out: withdraw the prompt on the agent's side too.
-                        self.cancel(r.agentName, r.agentPath, r.requestID)
+                        self.sendCancel(r.agentName, r.agentPath, r.requestID)
                     }
                 }
                 Log.info("request \(r.requestID) for \(r.appID): \(answer)")
@@ -274,7 +278,13 @@ public final class Daemon {
         }
     }
 
+    /// The core withdrew a prompt (its clients left, location was switched off).
     private func cancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
+        withdrawn.insert(requestID)
+        sendCancel(agentName, agentPath, requestID)
+    }
+
+    private func sendCancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
         guard let m = try? Message.methodCall(destination: agentName, path: agentPath,
                                               interface: GeoConsentAPI.agentInterfaceName, member: "Cancel"),
               (try? m.append([.string(requestID)])) != nil else { return }

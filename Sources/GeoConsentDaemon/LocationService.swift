@@ -95,7 +95,10 @@ final class LocationService {
         call.reply()
         if let last = lastFix, EventLoop.monotonicNanos() &- last.at < 5_000_000_000 {
             deliver(last.fix, to: session)
-        } else if !gpsdConnected && outage {
+        }
+        // During an outage say so, even after a cached fix: no next fix can come,
+        // and the episode's LocationError went out before this session subscribed.
+        if !gpsdConnected && outage {
             emit(session, "LocationError", [.string(GeoConsentAPI.ErrorName.gpsUnavailable),
                                             .string("gpsd at \(gpsdLabel) cannot be reached; retrying")])
         }

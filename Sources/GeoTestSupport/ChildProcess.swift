@@ -29,7 +29,8 @@ import Glibc
 /// so a failing or crashing test leaves no daemons behind. Only a SIGKILL of
 /// the test process itself escapes this.
 ///
-/// Thread-safe: all state is behind a lock.
+/// Thread-safe: all state is behind locks (stdout reads have their own, so
+/// `signal`/`stop` work while another thread waits for output).
 public final class ChildProcess: @unchecked Sendable {
     /// The child's process id (also its process group id).
     public let pid: pid_t
@@ -40,7 +41,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// Where the child's stderr (and stdout, unless captured) goes.
     public let logPath: String
 
-    private let lock = NSLock()
+    private let lock = NSLock()             // process state
+    private let stdoutLock = NSLock()       // stdout buffer (reads may block a while)
     private var exitStatus: Int32?          // set once reaped
     private var stdoutFD: Int32 = -1        // read end of the stdout pipe, or -1
     private var stdoutBuffer: [UInt8] = []
@@ -141,7 +143,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// Returns nil on timeout, or at end of file with nothing left, or when
     /// stdout is not captured. A final line without `\n` is returned at EOF.
     public func readStdoutLine(timeout: Double) -> String? {
-        lock.lock(); defer { lock.unlock() }
+        stdoutLock.lock(); defer { stdoutLock.unlock() }
         guard stdoutFD >= 0 else { return nil }
         let deadline = monotonicNow() + timeout
         while true {
@@ -165,7 +167,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// Reads captured stdout until end of file (the child closed it or exited)
     /// or until `timeout`; returns what was read, including any partial line.
     public func readAllStdout(timeout: Double) -> String {
-        lock.lock(); defer { lock.unlock() }
+        stdoutLock.lock(); defer { stdoutLock.unlock() }
         guard stdoutFD >= 0 else { return "" }
         let deadline = monotonicNow() + timeout
         while !stdoutEOF {

@@ -185,7 +185,7 @@ public enum NMEA {
 
     /// Parses `ddmm.mmmm` + hemisphere (or `dddmm.mmmm`) into signed degrees.
     public static func parseCoordinate(_ field: String, hemisphere: String) -> Double? {
-        guard let dot = field.firstIndex(of: ".") ?? Optional(field.endIndex) else { return nil }
+        let dot = field.firstIndex(of: ".") ?? field.endIndex
         let degDigits = field.distance(from: field.startIndex, to: dot) - 2
         guard degDigits >= 1, let deg = Double(field.prefix(degDigits)),
               let min = Double(field.dropFirst(degDigits)) else { return nil }

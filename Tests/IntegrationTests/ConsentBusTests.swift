@@ -294,6 +294,17 @@ final class ConsentBusTests: XCTestCase {
                        && ((try? String(contentsOfFile: stack.stateDir.file("consents"), encoding: .utf8)) ?? "")
                            .contains(selfAppID), "a timed-out prompt stored something")
         XCTAssertTrue(stack.daemon.isRunning)
+
+        // A prompt withdrawn because its client left is cancelled once, not again at its timeout.
+        let leaving = try stack.peer()
+        _ = leaving.consentTapAsync()
+        guard waitForConfirms(agent, 2) else { return }
+        let second = agent.confirms[1].requestID
+        leaving.connection.close()
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { agent.cancels.contains(second) })
+        stack.peers.settle(1.3)
+        XCTAssertEqual(agent.cancels.filter { $0 == second }.count, 1, "Cancel sent twice for request \(second)")
+        XCTAssertEqual(agent.cancels.count, 2)
     }
 
     // MARK: 6. Standard prompt, persistence, reset, deny, then the button

@@ -137,7 +137,8 @@ final class LocationBusTests: XCTestCase {
         // Warm up: gpsd binds its UDP port and learns the end of the cycle; the
         // daemon connects on the first request. (gpsd's very first reports of a
         // new source can be partial: a GGA alone, no time yet.)
-        _ = locate(p, feed, maxAge: 0)
+        let warm = locate(p, feed, maxAge: 0)
+        print("LocationBusTests: first RequestLocation after the daemon connected -> \(warm ?? [:])")
         // Now a fresh fix, after the request.
         guard let d = locate(p, feed, maxAge: 0) else { return }
         print("LocationBusTests: RequestLocation -> \(d)")
@@ -243,7 +244,7 @@ final class LocationBusTests: XCTestCase {
             let dt = secondsNow() - t0
             let d = try r.get().first?.vardictValue ?? [:]
             XCTAssertEqual(d.timestamp, last, "the newest cached fix")
-            XCTAssertLessThan(dt, 0.25, "served from the cache")
+            XCTAssertLessThan(dt, 1.0, "served from the cache (gpsd is silent: anything else would be a Timeout)")
             stack.peers.settle(0.5)
         }
         XCTAssertEqual(propertyBool(p, "GpsdConnected"), true)
@@ -257,6 +258,14 @@ final class LocationBusTests: XCTestCase {
             XCTAssertGreaterThan(dt, 0.45, "waited for the timeout")
             XCTAssertLessThan(dt, 2.0)
         }
+
+        // InUse while a RequestLocation is pending, and not after it failed.
+        let watcher = try stack.peer()
+        let pendingCall = p.requestLocation(maxAge: 0, timeout: 0.5)
+        stack.peers.settle(0.1)
+        XCTAssertEqual(propertyBool(watcher, "InUse"), true, "a RequestLocation is pending")
+        XCTAssertDBusError(wait(pendingCall), GeoConsentAPI.ErrorName.timeout)
+        XCTAssertEqual(propertyBool(watcher, "InUse"), false)
 
         // gpsd gone, nothing cached qualifies: GpsUnavailable as soon as the connection fails.
         stack.gpsd.kill()
@@ -313,10 +322,12 @@ final class LocationBusTests: XCTestCase {
         XCTAssertLessThan(secondsNow() - t0, 1.0)
         let q = try tappedClient()
         XCTAssertNoThrow(try q.geo("StartUpdates", [.vardict([:])]).get())
+        // (It may first get the cached fix, which is younger than 5 s.)
         let qErr = q.waitForSignal("LocationError", timeout: 3)
         XCTAssertEqual(qErr?.arguments().first, .string("org.geoconsent.GeoConsent1.Error.GpsUnavailable"),
                        "StartUpdates while gpsd is down")
-        XCTAssertTrue(q.locations().isEmpty)
+        XCTAssertLessThanOrEqual(q.locations().count, 1, "at most the cached fix")
+        let qMark = q.signals.count
 
         try stack.gpsd.restart()
         let back = p.signals.count
@@ -330,7 +341,7 @@ final class LocationBusTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(errors, 1)
         // And they keep coming, to both sessions.
         let more = p.signals.count
-        XCTAssertTrue(stack.peers.pump(timeout: 5) { p.locations(from: more).count >= 3 && q.locations().count >= 3 })
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { p.locations(from: more).count >= 3 && q.locations(from: qMark).count >= 3 })
     }
 
     // MARK: 4. Filters per session, no eavesdropping, InUse
@@ -666,13 +677,12 @@ final class LocationBusTests: XCTestCase {
         XCTAssertEqual(propertyBool(p, "GpsdConnected"), true)
 
         XCTAssertNoThrow(try p.geo("StopUpdates").get())
-        XCTAssertEqual(propertyBool(p, "GpsdConnected"), true, "lingers a little")
         guard let off = pollProperty(p, "GpsdConnected", equals: false, timeout: 3) else {
             return XCTFail("gpsd still connected 3 s after StopUpdates with gpsd-linger = 0.3")
         }
         print(String(format: "LocationBusTests: GpsdConnected false %.0f ms after StopUpdates (linger 0.3 s)", off * 1000))
         XCTAssertLessThan(off, 2.0)
-        XCTAssertGreaterThan(off, 0.2)
+        XCTAssertGreaterThan(off, 0.2, "it lingered")
 
         let from = p.signals.count
         XCTAssertNoThrow(try p.geo("StartUpdates", [.vardict([:])]).get())
