@@ -8,6 +8,8 @@ let package = Package(
     products: [
         .executable(name: "geoconsentd", targets: ["geoconsentd"]),
         .executable(name: "geoconsentctl", targets: ["geoconsentctl"]),
+        /// Typed async Swift calls for apps: the client half of the geoconsent D-Bus API.
+        .library(name: "GeoConsentClient", targets: ["GeoConsentClient"]),
     ],
     targets: [
         // C libraries, each behind a thin system-library target.
@@ -27,7 +29,9 @@ let package = Package(
         // The daemon: wires core, bus, gpsd and state together.
         .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem"]),
         .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon"]),
-        .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
+        // The client library apps import (and geoconsentctl uses).
+        .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
+        .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI", "GeoConsentClient"]),
 
         // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
@@ -40,7 +44,8 @@ let package = Package(
         .testTarget(name: "GeoDBusTests", dependencies: ["GeoDBus", "GeoTestSupport"]),
         .testTarget(name: "GeoGPSTests", dependencies: ["GeoGPS", "GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["GeoDBus", "GeoConsentAPI", "GeoTestSupport", "GeoConsentDaemon", "geoconsentd", "geoconsentctl"]),
+                    dependencies: ["GeoDBus", "GeoConsentAPI", "GeoConsentClient", "GeoTestSupport", "GeoConsentDaemon",
+                                   "geoconsentd", "geoconsentctl"]),
     ],
     swiftLanguageModes: [.v5]
 )

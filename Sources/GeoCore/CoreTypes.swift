@@ -91,6 +91,13 @@ public struct SessionInfo: Equatable, Sendable {
     public var appID: String
     public var status: AuthorizationStatus
     public var updates: Bool
+    public init(name: String, uid: UInt32, appID: String, status: AuthorizationStatus, updates: Bool) {
+        self.name = name
+        self.uid = uid
+        self.appID = appID
+        self.status = status
+        self.updates = updates
+    }
 }
 
 /// `GetAuthorization`'s answer.
@@ -101,6 +108,13 @@ public struct AuthorizationInfo: Equatable, Sendable {
     public var accuracy: Accuracy?
     public var appID: String
     public var oneTimeApproved: Bool
+    public init(status: AuthorizationStatus, temporary: Bool, accuracy: Accuracy?, appID: String, oneTimeApproved: Bool) {
+        self.status = status
+        self.temporary = temporary
+        self.accuracy = accuracy
+        self.appID = appID
+        self.oneTimeApproved = oneTimeApproved
+    }
 }
 
 /// A successful reply.

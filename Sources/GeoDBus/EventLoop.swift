@@ -44,7 +44,47 @@ public final class EventLoop {
     private var nextToken: Token = 1
     private var stopped = false
 
-    public init() {}
+    // Work posted from other threads, and the pipe that wakes poll() for it.
+    private var postLock = pthread_mutex_t()
+    private var posted: [() -> Void] = []
+    private var wakeRead: Int32 = -1
+    private var wakeWrite: Int32 = -1
+
+    public init() {
+        pthread_mutex_init(&postLock, nil)
+    }
+
+    deinit {
+        if wakeRead >= 0 { close(wakeRead); close(wakeWrite) }
+        pthread_mutex_destroy(&postLock)
+    }
+
+    /// Makes `post(_:)` usable: call on the loop's thread before other threads post.
+    public func enablePosting() {
+        guard wakeRead < 0 else { return }
+        var fds: [Int32] = [-1, -1]
+        makeNonBlockingPipe(&fds)
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+        watch(fd: wakeRead, events: .readable) { [unowned self] _ in
+            var buf = [UInt8](repeating: 0, count: 64)
+            while read(self.wakeRead, &buf, buf.count) > 0 {}
+            pthread_mutex_lock(&self.postLock)
+            let work = self.posted
+            self.posted.removeAll()
+            pthread_mutex_unlock(&self.postLock)
+            for w in work { w() }
+        }
+    }
+
+    /// Runs `work` on the loop's thread; callable from any thread (after `enablePosting()`).
+    public func post(_ work: @escaping () -> Void) {
+        pthread_mutex_lock(&postLock)
+        posted.append(work)
+        pthread_mutex_unlock(&postLock)
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
 
     /// Monotonic time in nanoseconds.
     public static func monotonicNanos() -> UInt64 {

@@ -2,6 +2,7 @@ import Glibc
 import GeoDBus
 import GeoCore
 import GeoConsentAPI
+import GeoConsentClient
 
 /// What every command gets: the bus, --json, and its own arguments.
 struct Context {
@@ -47,13 +48,21 @@ func seconds(_ s: String?, _ flag: String) throws -> Double? {
 
 // MARK: status
 
-func statusCommand(_ ctx: inout Context) throws {
+/// Connects the client library, with the command line's wording for failures.
+func connect(_ ctx: Context) throws -> GeoConsentClient {
+    do {
+        return try GeoConsentClient(bus: ctx.bus)
+    } catch {
+        throw Failure("cannot connect to the \(ctx.bus): \(error)")
+    }
+}
+
+func statusCommand(_ ctx: inout Context) async throws {
     try ctx.noMoreArguments()
-    let p = try Client(bus: ctx.bus).properties()
-    let version = p["Version"]?.stringValue ?? "?"
-    let enabled = p["Enabled"]?.boolValue ?? false
-    let gpsd = p["GpsdConnected"]?.boolValue ?? false
-    let inUse = p["InUse"]?.boolValue ?? false
+    let client = try connect(ctx)
+    defer { client.close() }
+    let st = try await client.status()
+    let version = st.version, enabled = st.enabled, gpsd = st.gpsdConnected, inUse = st.inUse
     if ctx.json {
         print(JSON.object([("version", .string(version)), ("enabled", .bool(enabled)),
                            ("gpsd_connected", .bool(gpsd)), ("in_use", .bool(inUse))]).text)
@@ -66,32 +75,31 @@ func statusCommand(_ ctx: inout Context) throws {
 // MARK: locate
 
 /// Acts as an app pressing the button: one-time authorization, then one fix.
-func locateCommand(_ ctx: inout Context) throws {
+func locateCommand(_ ctx: inout Context) async throws {
     let accuracy = try ctx.option("--accuracy") ?? "full"
     guard Accuracy(rawValue: accuracy) != nil else { throw UsageError("--accuracy wants full or reduced") }
     let reason = try ctx.option("--reason") ?? "geoconsentctl locate"
     let timeout = try seconds(ctx.option("--timeout"), "--timeout") ?? 30
     try ctx.noMoreArguments()
-    let client = try Client(bus: ctx.bus)
-    let status = try authorize(client, accuracy: accuracy, reason: reason)
-    let fix = try client.call("RequestLocation", [.vardict(["timeout": .double(timeout)])], timeout: timeout + 5)
-    printLocation(fix.first ?? .vardict([:]), json: ctx.json, status: status)
+    let client = try connect(ctx)
+    defer { client.close() }
+    _ = try await authorize(client, accuracy: accuracy, reason: reason)
+    let fix = try await client.requestLocation(timeout: timeout)
+    printLocation(fix.raw, json: ctx.json)
 }
 
 /// The tap: returns the status, or throws when it is not a grant.
-func authorize(_ client: Client, accuracy: String, reason: String) throws -> UInt32 {
-    let opts: DBusValue = .vardict(["accuracy": .string(accuracy), "reason": .string(reason),
-                                    "app-name": .string("geoconsentctl")])
-    // The reply comes when the user has decided: wait longer than any prompt.
-    let r = try client.call("RequestOneTimeAuthorization", [opts], timeout: 24 * 3600)
-    let status = r.first?.uint32Value ?? 0
-    guard status == AuthorizationStatus.whenInUse.rawValue || status == AuthorizationStatus.always.rawValue else {
-        throw Failure("location not authorized: \(statusName(status)) (\(status))")
+func authorize(_ client: GeoConsentClient, accuracy: String, reason: String) async throws -> AuthorizationStatus {
+    // The reply comes when the user has decided: the library waits longer than any prompt.
+    let status = try await client.requestOneTimeAuthorization(
+        AuthOptions(reason: reason, accuracy: Accuracy(rawValue: accuracy) ?? .full, appName: "geoconsentctl"))
+    guard status == .whenInUse || status == .always else {
+        throw Failure("location not authorized: \(status.name) (\(status.rawValue))")
     }
     return status
 }
 
-func printLocation(_ v: DBusValue, json: Bool, status: UInt32?) {
+func printLocation(_ v: DBusValue, json: Bool) {
     let d = v.vardictValue ?? [:]
     if json {
         print(JSON(v).text)
@@ -124,65 +132,65 @@ func format(_ x: Double, _ digits: Int) -> String {
 
 // MARK: consents, sessions, reset, enable
 
-func consentsCommand(_ ctx: inout Context) throws {
+func consentsCommand(_ ctx: inout Context) async throws {
     try ctx.noMoreArguments()
-    let r = try Client(bus: ctx.bus).call("ListConsents")
-    let list = r.first?.arrayValue ?? []
+    let client = try connect(ctx)
+    defer { client.close() }
+    let list = try await client.listConsents()
     if ctx.json {
-        print(JSON.array(list.map { e in
-            let f = e.structFields ?? []
-            return .object([("uid", JSON(f[0])), ("app_id", JSON(f[1])), ("record", JSON(f[2]))])
+        print(JSON.array(list.map { c in
+            .object([("uid", .uint(UInt64(c.uid))), ("app_id", .string(c.appID)),
+                     ("record", JSON(RecordEncoding.encode(c.record)))])
         }).text)
         return
     }
     if list.isEmpty { return print("No consents stored.") }
-    let rows: [[String]] = list.map { e in
-        let f = e.structFields ?? []
-        let rec = f[2].vardictValue ?? [:]
-        let decision = rec["decision"]?.stringValue ?? ""
-        let once = (rec["one-time-approved"]?.boolValue ?? false) ? (rec["one-time-accuracy"]?.stringValue ?? "yes") : "no"
-        return ["\(f[0].uint32Value ?? 0)", f[1].stringValue ?? "", decision.isEmpty ? "-" : decision, once,
-                formatTime(rec["decided-at"]?.uint64Value ?? 0), formatTime(rec["last-used"]?.uint64Value ?? 0)]
+    let rows: [[String]] = list.map { c in
+        let r = c.record
+        let once = r.oneTimeApproved ? (r.oneTimeAccuracy?.rawValue ?? "yes") : "no"
+        return ["\(c.uid)", c.appID, r.decision?.rawValue ?? "-", once, formatTime(r.decidedAt), formatTime(r.lastUsed)]
     }
     printTable(["UID", "APP", "DECISION", "BUTTON", "DECIDED", "LAST USED"], rows)
 }
 
-func sessionsCommand(_ ctx: inout Context) throws {
+func sessionsCommand(_ ctx: inout Context) async throws {
     try ctx.noMoreArguments()
-    let r = try Client(bus: ctx.bus).call("ListSessions")
-    let list = r.first?.arrayValue ?? []
+    let client = try connect(ctx)
+    defer { client.close() }
+    // This command's own connection is not a session (listing does not start one).
+    let list = try await client.listSessions()
     if ctx.json {
-        print(JSON.array(list.map { e in
-            let f = e.structFields ?? []
-            return .object([("name", JSON(f[0])), ("uid", JSON(f[1])), ("app_id", JSON(f[2])),
-                            ("status", JSON(f[3])), ("updates", JSON(f[4]))])
+        print(JSON.array(list.map { s in
+            .object([("name", .string(s.name)), ("uid", .uint(UInt64(s.uid))), ("app_id", .string(s.appID)),
+                     ("status", .uint(UInt64(s.status.rawValue))), ("updates", .bool(s.updates))])
         }).text)
         return
     }
     if list.isEmpty { return print("No sessions.") }
-    printTable(["NAME", "UID", "APP", "STATUS", "UPDATES"], list.map { e in
-        let f = e.structFields ?? []
-        return [f[0].stringValue ?? "", "\(f[1].uint32Value ?? 0)", f[2].stringValue ?? "",
-                statusName(f[3].uint32Value ?? 0), (f[4].boolValue ?? false) ? "yes" : "no"]
+    printTable(["NAME", "UID", "APP", "STATUS", "UPDATES"], list.map { s in
+        [s.name, "\(s.uid)", s.appID, s.status.name, s.updates ? "yes" : "no"]
     })
 }
 
-func resetCommand(_ ctx: inout Context) throws {
+func resetCommand(_ ctx: inout Context) async throws {
     let uid = try ctx.option("--uid")
     guard let app = ctx.args.first else { throw UsageError("reset needs an APP_ID") }
     ctx.args.removeFirst()
     try ctx.noMoreArguments()
-    var opts: [String: DBusValue] = [:]
+    var target: UInt32?
     if let uid {
         guard let u = UInt32(uid) else { throw UsageError("--uid wants a number") }
-        opts["uid"] = .uint32(u)
+        target = u
     }
-    _ = try Client(bus: ctx.bus).call("ResetConsent", [.string(app), .vardict(opts)])
+    let client = try connect(ctx)
+    defer { client.close() }
+    try await client.resetConsent(appID: app, uid: target)
     if !ctx.json { print("Consent of \(app) forgotten.") } else { print("{}") }
 }
 
-func setEnabledCommand(_ ctx: inout Context, _ value: Bool) throws {
+func setEnabledCommand(_ ctx: inout Context, _ value: Bool) async throws {
     try ctx.noMoreArguments()
-    _ = try Client(bus: ctx.bus).call("Set", [.string(GeoConsentAPI.interfaceName), .string("Enabled"), .variant(.bool(value))],
-                                      interface: ObjectServer.properties)
+    let client = try connect(ctx)
+    defer { client.close() }
+    try await client.setEnabled(value)
 }

@@ -6,7 +6,7 @@ import GeoConsentAPI
 // MARK: watch
 
 /// Taps, starts updates and prints each fix until Ctrl-C.
-func watchCommand(_ ctx: inout Context) throws {
+func watchCommand(_ ctx: inout Context) async throws {
     let accuracy = try ctx.option("--accuracy") ?? "full"
     guard Accuracy(rawValue: accuracy) != nil else { throw UsageError("--accuracy wants full or reduced") }
     let distance = try ctx.option("--distance").map { s -> Double in
@@ -19,38 +19,41 @@ func watchCommand(_ ctx: inout Context) throws {
     } ?? 0
     try ctx.noMoreArguments()
     let json = ctx.json
-    let client = try Client(bus: ctx.bus)
-    let loop = EventLoop()
-    client.connection.attach(to: loop)
-    var failed: String?
-    client.connection.onMessage = { m in
-        guard m.type == .signal, m.interface == GeoConsentAPI.interfaceName, m.path == GeoConsentAPI.objectPath else { return false }
-        let args = m.arguments()
-        switch m.member {
-        case "LocationUpdated":
-            guard let loc = args.first else { return true }
-            if json { print(JSON(loc).text) } else { print(oneLine(loc)) }
-            fflush(stdout)
-        case "LocationError":
-            eprint("geoconsentctl: \(args.first?.stringValue ?? ""): \(args.dropFirst().first?.stringValue ?? "")")
-        case "AuthorizationChanged":
-            let s = args.first?.uint32Value ?? 0
-            if s != AuthorizationStatus.whenInUse.rawValue && s != AuthorizationStatus.always.rawValue {
-                failed = "authorization ended: \(statusName(s))"
-                loop.stop()
-            }
-        default: break
-        }
-        return true
-    }
-    client.connection.onDisconnect = { failed = "lost the bus connection"; loop.stop() }
-    _ = try authorize(client, accuracy: accuracy, reason: "geoconsentctl watch")
-    _ = try client.call("StartUpdates", [.vardict(["distance-filter": .double(distance), "min-interval": .double(interval)])])
+    let client = try connect(ctx)
+    defer { client.close() }
+    // Ctrl-C ends the watch cleanly (exit 0), like the end of the event stream.
+    let stop = SignalStop()
+    _ = try await authorize(client, accuracy: accuracy, reason: "geoconsentctl watch")
+    try await client.startUpdates(distanceFilter: distance, minInterval: interval)
     if !json { eprint("Watching; press Ctrl-C to stop.") }
-    let signals = SignalPipe(loop: loop) { _ in loop.stop() }
-    loop.run()
-    _ = signals
-    if let failed { throw Failure(failed) }
+    for await event in client.events {
+        if stop.requested { break }
+        switch event {
+        case .locationUpdated(let loc):
+            print(json ? JSON(loc.raw).text : oneLine(loc.raw))
+            fflush(stdout)
+        case .locationError(let name, let message):
+            eprint("geoconsentctl: \(name): \(message)")
+        case .authorizationChanged(let s):
+            if s != .whenInUse && s != .always { throw Failure("authorization ended: \(s.name)") }
+        case .disconnected:
+            throw Failure("lost the bus connection")
+        }
+    }
+}
+
+/// SIGINT/SIGTERM while awaiting events: note it and wake the stream by exiting
+/// the process cleanly (the grant ends with the connection).
+final class SignalStop: @unchecked Sendable {
+    var requested = false
+    init() {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig) { _ in
+                // Async-signal-safe: nothing to flush that matters; the bus sees us leave.
+                _exit(0)
+            }
+        }
+    }
 }
 
 func oneLine(_ v: DBusValue) -> String {

@@ -73,15 +73,15 @@ guard let command else {
 var ctx = Context(bus: bus, json: json, args: rest)
 do {
     switch command {
-    case "status": try statusCommand(&ctx)
-    case "locate": try locateCommand(&ctx)
-    case "watch": try watchCommand(&ctx)
+    case "status": try await statusCommand(&ctx)
+    case "locate": try await locateCommand(&ctx)
+    case "watch": try await watchCommand(&ctx)
     case "agent": try agentCommand(&ctx)
-    case "consents": try consentsCommand(&ctx)
-    case "sessions": try sessionsCommand(&ctx)
-    case "reset": try resetCommand(&ctx)
-    case "enable": try setEnabledCommand(&ctx, true)
-    case "disable": try setEnabledCommand(&ctx, false)
+    case "consents": try await consentsCommand(&ctx)
+    case "sessions": try await sessionsCommand(&ctx)
+    case "reset": try await resetCommand(&ctx)
+    case "enable": try await setEnabledCommand(&ctx, true)
+    case "disable": try await setEnabledCommand(&ctx, false)
     default: throw UsageError("unknown command '\(command)' (see --help)")
     }
     exit(0)
