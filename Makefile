@@ -119,7 +119,8 @@ install: $(INSTALL_NEEDS)
 	fi
 	@if [ -z "$(DESTDIR)" ]; then \
 	  echo "install: now run: systemd-sysusers; systemctl daemon-reload; systemctl reload dbus;"; \
-	  echo "         systemctl restart gpsd.socket gpsd.service  (README \"Install\")"; \
+	  echo "         systemctl stop gpsd.service gpsd.socket geoconsentd.service; systemctl start gpsd.socket"; \
+	  echo "         (README \"Install\")"; \
 	fi
 
 # Removes what install put there, except the config (yours) and the state.

@@ -14,6 +14,15 @@
 #   strace                                geoconsent-bench counts the idle
 #                                         daemon's system calls with it
 #
+# `deps.sh --desktop` (desktop/test-desktop.sh, run by make test) adds:
+#   xvfb xdotool                          a headless X server, and clicks in it
+#   python3-gi python3-gi-cairo           PyGObject (GTK, GDK, GDBus) and its
+#   gir1.2-gtk-3.0                        cairo glue, for desktop/geoconsent-agent,
+#                                         desktop/location-button-demo and the
+#                                         screenshots (GDK reads the screen:
+#                                         no imagemagick or xwd needed)
+#   fonts-dejavu-core                     so text renders
+#
 # gpsd-clients (gpspipe, gpsfake) is deliberately not needed: it pulls in GTK.
 set -euo pipefail
 
@@ -21,8 +30,9 @@ PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 syst
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;
+        --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core) ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
-        *) echo "deps: unknown argument $arg (usage: deps.sh [--bench])" >&2; exit 2 ;;
+        *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop])" >&2; exit 2 ;;
     esac
 done
 # make bench also counts the idle daemon's system calls with strace.

@@ -301,7 +301,7 @@ final class ServiceTests: XCTestCase {
         // They vanish with the last process in them, so stopping the children
         // (also on failure, by the harness's registry) cleans up everything.
         let holder = try ChildProcess(executable: unshare,
-                                      arguments: ["--ipc", "--", "/bin/sh", "-c",
+                                      arguments: ["--net", "--ipc", "--", "/bin/sh", "-c",
                                                   "\(ip) link set lo up && echo up && exec sleep 600"],
                                       logPath: dir.file("holder.log"), captureStdout: true)
         defer { holder.stop() }
@@ -383,7 +383,7 @@ final class ServiceTests: XCTestCase {
         let dest = stage.path
         let log = stage.file("make.log")
         let r = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "install", "DESTDIR=\(dest)", "PREFIX=/usr",
-                                            "BINDIR_SRC=\(TestPaths.binDir)"], timeout: 120, logPath: log)
+                                            "BINDIR_SRC=\(TestPaths.binDir)"], timeout: 120, logPath: log, environment: cleanMake)
         XCTAssertEqual(r.status, 0, "make install failed:\n\(r.output)\(tailOf(log))")
 
         let expected = [
@@ -446,14 +446,14 @@ final class ServiceTests: XCTestCase {
         // A second install keeps the admin's config.
         try "[daemon]\nprompt-timeout = 5\n".write(toFile: dest + "/etc/geoconsent/geoconsent.conf", atomically: true, encoding: .utf8)
         let again = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "install", "DESTDIR=\(dest)", "PREFIX=/usr",
-                                                "BINDIR_SRC=\(TestPaths.binDir)"], timeout: 120, logPath: log)
+                                                "BINDIR_SRC=\(TestPaths.binDir)"], timeout: 120, logPath: log, environment: cleanMake)
         XCTAssertEqual(again.status, 0, tailOf(log))
         XCTAssertEqual(try String(contentsOfFile: dest + "/etc/geoconsent/geoconsent.conf", encoding: .utf8),
                        "[daemon]\nprompt-timeout = 5\n")
 
         // uninstall removes everything but the config.
         let un = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "uninstall", "DESTDIR=\(dest)", "PREFIX=/usr"],
-                                      timeout: 60, logPath: log)
+                                      timeout: 60, logPath: log, environment: cleanMake)
         XCTAssertEqual(un.status, 0, tailOf(log))
         let left = fm.enumerator(atPath: dest)?.compactMap { $0 as? String }
             .filter { !isDirectory(dest + "/" + $0) && !$0.hasPrefix("sysroot") && !$0.hasSuffix(".log") } ?? []
@@ -467,7 +467,7 @@ final class ServiceTests: XCTestCase {
         let stage = try TempDir()
         let log = stage.file("make.log")
         let r = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "install", "DESTDIR=\(stage.path)",
-                                            "BINDIR_SRC=\(TestPaths.binDir)"], timeout: 120, logPath: log)
+                                            "BINDIR_SRC=\(TestPaths.binDir)"], timeout: 120, logPath: log, environment: cleanMake)
         XCTAssertEqual(r.status, 0, tailOf(log))
         let unit = try String(contentsOfFile: stage.path + "/usr/local/lib/systemd/system/geoconsentd.service", encoding: .utf8)
         XCTAssertTrue(unit.contains("\nExecStart=/usr/local/bin/geoconsentd\n"))
@@ -547,6 +547,9 @@ final class ServiceTests: XCTestCase {
     // MARK: - helpers
 
     private var setpriv: String { TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv" }
+
+    /// `make` run from inside `make test` must not inherit the outer make's flags and variables.
+    let cleanMake = ["MAKEFLAGS": "", "MAKELEVEL": "", "MFLAGS": ""]
 
     fileprivate static let nobody = ServiceUser(name: "nobody", uid: 65534, gid: 65534)
     fileprivate static let rootUser = ServiceUser(name: "root", uid: 0, gid: 0)

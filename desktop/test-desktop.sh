@@ -1,0 +1,364 @@
+#!/usr/bin/env bash
+# test-desktop.sh [BIN_DIR]: the desktop end-to-end test, in a real X server.
+#
+#   Xvfb on a display number it picks itself (-displayfd), 800x600
+#   scripts/run-stack.sh BIN_DIR: private dbus-daemon, gpsd fed data/track.nmea
+#       (a drive through Berlin), the built geoconsentd
+#   desktop/geoconsent-agent (the graphical consent agent) on that bus
+#   desktop/location-button-demo (the app with the location button)
+#
+# and then, as a person would, with xdotool on real X input:
+#   1. the button is clicked; the consent dialog appears, naming the app;
+#   2. "Allow Once" is clicked; the fix appears in the app, inside the track's
+#      area; the dialog is gone;
+#   3. the button is clicked again: a fix, and no second prompt (one-time
+#      approval is remembered; the action runs on every press);
+#   4. two more apps ask at once (geoconsentctl locate: one-time; busctl:
+#      when-in-use): one dialog at a time, the second queued; the first app
+#      quits, so the daemon cancels its prompt and the dialog is withdrawn; the
+#      queued three-button dialog follows; "Don't Allow" is clicked and busctl
+#      gets status 2 (denied);
+#   5. the demo refuses --label none --icon none; other button styles render.
+#
+# Screenshots (PNG) go to DESKTOP_SCREENSHOTS (default docs/screenshots):
+#   location-button.png            the app before the press
+#   consent-prompt.png             the app and the one-time prompt above it
+#   location-result.png            the app showing the fix
+#   consent-prompt-when-in-use.png the standard prompt (three answers)
+#   button-styles.png              other CLLocationButton styles
+#
+# BIN_DIR holds geoconsentd, geoconsentctl and nmea-replay; default: $GEOCONSENT_BIN,
+# else `swift build --show-bin-path`. Missing Debian packages are installed
+# first (scripts/deps.sh --desktop). Every process started here is stopped at
+# the end, on failure too, by its PID. Logs are kept in the temp dir (and
+# printed) only when the test fails.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DESKTOP=$ROOT/desktop
+SHOTS=${DESKTOP_SCREENSHOTS:-$ROOT/docs/screenshots}
+PY=/usr/bin/python3   # Debian's: python3-gi lives in its dist-packages
+
+if (($# > 1)); then echo "usage: $0 [BIN_DIR]" >&2; exit 2; fi
+if (($# == 1)); then
+    BIN=$1
+elif [[ -n ${GEOCONSENT_BIN:-} ]]; then
+    BIN=$GEOCONSENT_BIN
+else
+    BIN=$(cd "$ROOT" && swift build --show-bin-path) || { echo "desktop: swift build --show-bin-path failed" >&2; exit 1; }
+fi
+[[ -d $BIN ]] || { echo "desktop: no such directory: $BIN" >&2; exit 2; }
+BIN=$(cd "$BIN" && pwd)
+
+bash "$ROOT/scripts/deps.sh" --desktop || { echo "desktop: installing the desktop packages failed" >&2; exit 1; }
+
+STARTED=$SECONDS
+PASSED=0
+TMP=$(mktemp -d /tmp/geoconsent-desktop.XXXXXX) || exit 1
+NAMES=()
+PIDS=()
+CLEANED=no
+FAILED=no
+
+say() { echo "desktop: $*"; }
+
+show_logs() {
+    local f
+    for f in "$TMP"/*.log "$TMP"/*.err; do
+        [[ -s $f ]] || continue
+        echo "---- $f ----" >&2
+        tail -n 30 "$f" >&2
+    done
+    echo "----" >&2
+}
+
+cleanup() {
+    [[ $CLEANED == yes ]] && return
+    CLEANED=yes
+    trap '' INT TERM HUP
+    local i pid alive
+    # Reverse start order: apps and clients, then the stack, then the X server.
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        kill -TERM "${PIDS[i]}" 2>/dev/null
+    done
+    # run-stack.sh needs up to ~3 s to stop its own children; give everyone 8 s.
+    for _ in $(seq 80); do
+        alive=no
+        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=yes; done
+        [[ $alive == no ]] && break
+        sleep 0.1
+    done
+    for i in "${!PIDS[@]}"; do
+        if kill -0 "${PIDS[i]}" 2>/dev/null; then
+            echo "desktop: ${NAMES[i]} (pid ${PIDS[i]}) ignored SIGTERM; killing" >&2
+            kill -KILL "${PIDS[i]}" 2>/dev/null
+        fi
+    done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+    if [[ $FAILED == yes ]]; then
+        show_logs
+        echo "desktop: logs kept in $TMP" >&2
+    else
+        rm -rf "$TMP"
+    fi
+}
+trap cleanup EXIT
+trap 'FAILED=yes; exit 130' INT
+trap 'FAILED=yes; exit 143' TERM
+trap 'FAILED=yes; exit 129' HUP
+
+fail() {
+    FAILED=yes
+    echo "desktop: FAIL: $*" >&2
+    echo "desktop: $PASSED passed, 1 failed ($((SECONDS - STARTED)) s)"
+    exit 1
+}
+pass() { PASSED=$((PASSED + 1)); say "ok $PASSED - $*"; }
+
+# start NAME CMD...: in the background, stdout to NAME.log, stderr to NAME.err.
+start() {
+    local name=$1
+    shift
+    "$@" </dev/null >"$TMP/$name.log" 2>"$TMP/$name.err" &
+    NAMES+=("$name")
+    PIDS+=($!)
+}
+pid_of() {
+    local i
+    for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == "$1" ]] && echo "${PIDS[i]}"; done | tail -n 1
+}
+alive() { kill -0 "$(pid_of "$1")" 2>/dev/null; }
+# stop NAME: SIGTERM, wait for it (it is our child), forget it.
+stop() {
+    local pid i
+    pid=$(pid_of "$1")
+    [[ -n $pid ]] || return 0
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    for i in "${!PIDS[@]}"; do [[ ${PIDS[i]} == "$pid" ]] && unset 'PIDS[i]' 'NAMES[i]'; done
+    PIDS=("${PIDS[@]}")
+    NAMES=("${NAMES[@]}")
+}
+
+# wait_for SECONDS WHAT CMD...: poll CMD every 0.1 s until it succeeds.
+wait_for() {
+    local limit=$1 what=$2 deadline
+    shift 2
+    deadline=$((SECONDS + limit))
+    until "$@"; do
+        ((SECONDS < deadline)) || fail "timed out after ${limit} s waiting for $what"
+        sleep 0.1
+    done
+}
+# has_line NAME REGEX: NAME's stdout has a line matching REGEX.
+has_line() { grep -Eq -- "$2" "$TMP/$1.log" 2>/dev/null; }
+line() { grep -E -- "$2" "$TMP/$1.log" 2>/dev/null | tail -n 1; }
+# field LINE KEY: the value of KEY=VALUE in LINE.
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+
+# Window helpers (xdotool finds windows by name; rectangles are x,y,w,h).
+find_window() { xdotool search --onlyvisible --name "$1" 2>/dev/null | head -n 1; }
+window_count() { xdotool search --onlyvisible --name "$1" 2>/dev/null | wc -l; }
+geometry() {   # WID -> "X Y W H"
+    local X Y WIDTH HEIGHT
+    eval "$(xdotool getwindowgeometry --shell "$1" | grep -E '^(X|Y|WIDTH|HEIGHT)=[0-9]+$')"
+    echo "$X $Y $WIDTH $HEIGHT"
+}
+# click_rect WID X,Y,W,H: a real (XTEST) click in the middle of that rectangle
+# of window WID.
+click_rect() {
+    local x y w h
+    IFS=, read -r x y w h <<<"$2"
+    xdotool mousemove --sync --window "$1" $((x + w / 2)) $((y + h / 2)) || fail "xdotool mousemove"
+    sleep 0.15
+    xdotool click 1 || fail "xdotool click"
+}
+shot() {   # shot NAME [X Y W H]
+    "$PY" "$DESKTOP/xvfb-helper" screenshot "$SHOTS/$1" "${@:2}" || fail "screenshot $1"
+}
+shot_window() {   # shot_window NAME WID [MARGIN]
+    local g m=${3:-0}
+    read -r -a g <<<"$(geometry "$2")"
+    shot "$1" $((g[0] - m)) $((g[1] - m)) $((g[2] + 2 * m)) $((g[3] + 2 * m))
+}
+
+mkdir -p "$SHOTS" || fail "cannot create $SHOTS"
+for exe in geoconsentd geoconsentctl nmea-replay; do
+    [[ -x $BIN/$exe ]] || fail "$BIN/$exe not found (build first)"
+done
+BUSCTL=$(command -v busctl) || fail "busctl not found (scripts/deps.sh)"
+
+# The track's area: the fix must lie inside it (with ~100 m to spare).
+read -r LAT0 LAT1 LON0 LON1 < <("$PY" - "$ROOT/data/track.nmea" <<'EOF'
+import sys
+lats, lons = [], []
+for line in open(sys.argv[1]):
+    f = line.split(",")
+    if f[0].endswith("GGA") and f[2] and f[4]:
+        lat = int(f[2][:2]) + float(f[2][2:]) / 60
+        lon = int(f[4][:3]) + float(f[4][3:]) / 60
+        lats.append(-lat if f[3] == "S" else lat)
+        lons.append(-lon if f[5] == "W" else lon)
+print(min(lats) - 0.001, max(lats) + 0.001, min(lons) - 0.0015, max(lons) + 0.0015)
+EOF
+)
+[[ -n ${LON1:-} ]] || fail "could not read data/track.nmea"
+in_track() {   # in_track LAT LON
+    "$PY" -c "import sys; la, lo = float(sys.argv[1]), float(sys.argv[2]); \
+sys.exit(0 if $LAT0 <= la <= $LAT1 and $LON0 <= lo <= $LON1 else 1)" "$1" "$2"
+}
+
+# GUI programs: X only, no session bus, accessibility bus or dconf, nothing
+# written to the caller's home.
+mkdir -m 0700 "$TMP/xdg-runtime" "$TMP/home"
+GUI_ENV=(env -u WAYLAND_DISPLAY -u DBUS_SESSION_BUS_ADDRESS GDK_BACKEND=x11 NO_AT_BRIDGE=1
+         GSETTINGS_BACKEND=memory XDG_RUNTIME_DIR="$TMP/xdg-runtime" HOME="$TMP/home"
+         XDG_CONFIG_HOME="$TMP/home/.config" XDG_CACHE_HOME="$TMP/home/.cache"
+         XDG_DATA_HOME="$TMP/home/.local/share" LANG=C.UTF-8 LC_ALL=C.UTF-8)
+
+# ---- Xvfb ------------------------------------------------------------------
+start xvfb Xvfb -displayfd 3 -screen 0 800x600x24 -nolisten tcp -noreset 3>"$TMP/display"
+wait_for 20 "Xvfb to report its display" bash -c "[[ -s '$TMP/display' ]] || ! kill -0 $(pid_of xvfb)"
+alive xvfb || fail "Xvfb exited"
+DISPLAY=:$(head -n 1 "$TMP/display")
+export DISPLAY
+GUI_ENV+=(DISPLAY="$DISPLAY")
+say "Xvfb on $DISPLAY"
+
+start backdrop "${GUI_ENV[@]}" "$PY" "$DESKTOP/xvfb-helper" backdrop '#4b5563'
+wait_for 20 "the backdrop" has_line backdrop '^backdrop ready'
+
+# ---- bus, gpsd, daemon -------------------------------------------------------
+start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
+wait_for 30 "scripts/run-stack.sh" bash -c "grep -q '^geoconsent stack is running' '$TMP/stack.log' || ! kill -0 $(pid_of stack)"
+has_line stack '^geoconsent stack is running' || fail "scripts/run-stack.sh did not start the stack"
+BUS=$(sed -n 's/^  bus      //p' "$TMP/stack.log")
+[[ $BUS == unix:* ]] || fail "no bus address from run-stack.sh"
+say "stack on $BUS"
+
+# ---- the agent and the app ---------------------------------------------------
+start agent "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
+wait_for 20 "the agent to register" has_line agent '^registered uid='
+pass "geoconsent-agent registered with the daemon"
+
+start demo "${GUI_ENV[@]}" "$PY" "$DESKTOP/location-button-demo" --bus "$BUS" \
+    --reason "Show where you are on the map"
+wait_for 20 "the demo window" has_line demo '^ready window='
+DEMO_WIN=$(find_window '^Location Button Demo$')
+[[ -n $DEMO_WIN ]] || fail "no window named 'Location Button Demo'"
+BUTTON=$(field "$(line demo '^ready window=')" button)
+[[ -n $BUTTON ]] || fail "the demo did not say where its button is"
+sleep 0.3   # let it paint
+shot_window location-button.png "$DEMO_WIN" 12
+pass "the app shows its location button (window $DEMO_WIN, button at $BUTTON)"
+
+# ---- 1. press: the prompt ---------------------------------------------------
+click_rect "$DEMO_WIN" "$BUTTON"
+wait_for 10 "the app to see the press" has_line demo '^press 1$'
+wait_for 20 "the consent dialog" has_line agent '^ready '
+READY=$(line agent '^ready ')
+REQ=$(awk '{print $2}' <<<"$READY")
+PROMPT=$(line agent "^prompt $REQ ")
+DEMO_EXE=$(readlink "/proc/$(pid_of demo)/exe")
+[[ $PROMPT == *"kind=one-time app-id=$DEMO_EXE "* ]] || fail "unexpected prompt: '$PROMPT' (app is $DEMO_EXE)"
+DLG=$(find_window '^Location request$')
+[[ -n $DLG && $DLG == "$(field "$READY" window)" ]] || fail "no visible 'Location request' window matching '$READY'"
+sleep 0.2
+shot consent-prompt.png
+pass "pressing the button opens a one-time prompt naming $DEMO_EXE (dialog $DLG)"
+
+# ---- 2. Allow Once: the fix --------------------------------------------------
+ALLOW=$(field "$READY" allow-once)
+[[ -n $ALLOW && -z $(field "$READY" allow-while-using) ]] || fail "one-time dialog buttons: '$READY'"
+click_rect "$DLG" "$ALLOW"
+wait_for 10 "the agent to answer" has_line agent "^answered $REQ allow-once$"
+wait_for 40 "the fix in the app" has_line demo '^(fix|error) press=1 '
+FIX=$(line demo '^(fix|error) press=1 ')
+[[ $FIX == fix* ]] || fail "the app got no fix: $FIX"
+LAT=$(field "$FIX" latitude)
+LON=$(field "$FIX" longitude)
+in_track "$LAT" "$LON" || fail "fix $LAT, $LON is outside the track ($LAT0..$LAT1, $LON0..$LON1)"
+[[ $(field "$FIX" accuracy-authorization) == full ]] || fail "expected a precise fix: $FIX"
+wait_for 5 "the dialog to close" bash -c "[[ -z \$(xdotool search --onlyvisible --name '^Location request\$' 2>/dev/null) ]]"
+sleep 0.4   # let it paint
+shot_window location-result.png "$DEMO_WIN" 12
+pass "Allow Once: the app shows the fix $LAT, $LON (inside the track) and the dialog is gone"
+
+# ---- 3. press again: no prompt, a fix ----------------------------------------
+click_rect "$DEMO_WIN" "$BUTTON"
+wait_for 40 "the second fix" has_line demo '^(fix|error) press=2 '
+FIX2=$(line demo '^(fix|error) press=2 ')
+[[ $FIX2 == fix* ]] || fail "second press: $FIX2"
+in_track "$(field "$FIX2" latitude)" "$(field "$FIX2" longitude)" || fail "second fix outside the track: $FIX2"
+(($(grep -c '^prompt ' "$TMP/agent.log") == 1)) || fail "the second press prompted again"
+pass "a second press gets a fix without a prompt"
+
+# ---- 4. queue and Cancel -----------------------------------------------------
+start locate "$BIN/geoconsentctl" --bus "$BUS" locate
+wait_for 20 "geoconsentctl's prompt" has_line agent '^prompt [^ ]+ kind=one-time app-id=.*/geoconsentctl '
+REQ_L=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=one-time app-id=.*/geoconsentctl ')")
+wait_for 10 "geoconsentctl's dialog" has_line agent "^ready $REQ_L "
+start busctl "$BUSCTL" --address="$BUS" --timeout=120 call org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 \
+    org.geoconsent.GeoConsent1 RequestWhenInUseAuthorization 'a{sv}' 2 \
+    reason s "Find restaurants near you" app-name s "Busy Maps"
+wait_for 20 "busctl's prompt to queue" has_line agent '^prompt [^ ]+ kind=when-in-use app-id=.*busctl queued=1$'
+REQ_B=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=when-in-use ')")
+sleep 0.3
+(($(window_count '^Location request$') == 1)) || fail "expected one dialog while the second prompt queues"
+has_line agent "^shown $REQ_B$" && fail "the queued prompt was shown at once"
+pass "a second prompt queues behind the open one"
+
+stop locate   # the app leaves: the daemon cancels its prompt
+wait_for 10 "the withdrawal" has_line agent "^withdrawn $REQ_L$"
+wait_for 10 "the queued dialog" has_line agent "^ready $REQ_B "
+READY_B=$(line agent "^ready $REQ_B ")
+DLG_B=$(find_window '^Location request$')
+[[ -n $DLG_B && $DLG_B == "$(field "$READY_B" window)" ]] || fail "no dialog for the queued prompt ($READY_B)"
+(($(window_count '^Location request$') == 1)) || fail "the withdrawn dialog is still on screen"
+[[ -n $(field "$READY_B" allow-while-using) && -n $(field "$READY_B" allow-once) && -n $(field "$READY_B" deny) ]] ||
+    fail "when-in-use dialog buttons: '$READY_B'"
+sleep 0.2
+shot consent-prompt-when-in-use.png
+pass "the app quit: its dialog was withdrawn (Cancel) and the queued three-button dialog followed"
+
+click_rect "$DLG_B" "$(field "$READY_B" deny)"
+wait_for 10 "the agent to answer" has_line agent "^answered $REQ_B deny$"
+wait_for 10 "busctl to return" bash -c "! kill -0 $(pid_of busctl) 2>/dev/null"
+[[ $(cat "$TMP/busctl.log") == "u 2" ]] || fail "busctl got '$(cat "$TMP/busctl.log" "$TMP/busctl.err")', expected 'u 2'"
+pass "Don't Allow answers the standard prompt with denied (status 2)"
+
+stop demo
+stop agent
+
+# ---- 5. button styles ----------------------------------------------------------
+"${GUI_ENV[@]}" "$PY" "$DESKTOP/location-button-demo" --bus "$BUS" --label none --icon none \
+    >"$TMP/refuse.log" 2>"$TMP/refuse.err"
+st=$?
+((st == 2)) && grep -q 'not both\|both none\|together' "$TMP/refuse.err" ||
+    fail "--label none --icon none: status $st, $(cat "$TMP/refuse.err")"
+STYLES=(
+    "--label share-my-current-location --icon arrow-outline --corner-radius 20 --font-size 12 --background #1c1c1e --tint #ffffff"
+    "--label send-current-location --icon none --corner-radius 4 --font-size 11 --background #34c759 --tint #000000"
+    "--label none --icon arrow-filled --corner-radius 24 --font-size 16 --background #ff3b30 --tint white"
+    "--label send-my-current-location --icon arrow-filled --corner-radius 0 --font-size 10 --background #ffffff --tint #007aff"
+)
+STYLE_SHOTS=()
+for i in "${!STYLES[@]}"; do
+    read -r -a opts <<<"${STYLES[i]}"
+    start "style$i" "${GUI_ENV[@]}" "$PY" "$DESKTOP/location-button-demo" --bus "$BUS" "${opts[@]}"
+    wait_for 20 "style $i" has_line "style$i" '^ready window='
+    W=$(field "$(line "style$i" '^ready window=')" window)
+    B=$(field "$(line "style$i" '^ready window=')" button)
+    read -r -a g <<<"$(geometry "$W")"
+    IFS=, read -r bx by bw bh <<<"$B"
+    sleep 0.3
+    "$PY" "$DESKTOP/xvfb-helper" screenshot "$TMP/style$i.png" $((g[0] + bx - 10)) $((g[1] + by - 8)) $((bw + 20)) $((bh + 16)) ||
+        fail "screenshot of style $i"
+    STYLE_SHOTS+=("$TMP/style$i.png")
+    stop "style$i"
+done
+"$PY" "$DESKTOP/xvfb-helper" montage "$SHOTS/button-styles.png" '#f6f5f4' "${STYLE_SHOTS[@]}" || fail "montage"
+pass "the demo refuses a button with neither label nor icon, and renders ${#STYLES[@]} other styles"
+
+say "screenshots in $SHOTS"
+say "$PASSED passed, 0 failed ($((SECONDS - STARTED)) s)"
