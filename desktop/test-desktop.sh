@@ -84,12 +84,12 @@ cleanup() {
     # run-stack.sh needs up to ~3 s to stop its own children; give everyone 8 s.
     for _ in $(seq 80); do
         alive=no
-        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=yes; done
+        for pid in "${PIDS[@]}"; do running "$pid" && alive=yes; done
         [[ $alive == no ]] && break
         sleep 0.1
     done
     for i in "${!PIDS[@]}"; do
-        if kill -0 "${PIDS[i]}" 2>/dev/null; then
+        if running "${PIDS[i]}"; then
             echo "desktop: ${NAMES[i]} (pid ${PIDS[i]}) ignored SIGTERM; killing" >&2
             kill -KILL "${PIDS[i]}" 2>/dev/null
         fi
@@ -127,13 +127,24 @@ pid_of() {
     local i
     for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == "$1" ]] && echo "${PIDS[i]}"; done | tail -n 1
 }
-alive() { kill -0 "$(pid_of "$1")" 2>/dev/null; }
-# stop NAME: SIGTERM, wait for it (it is our child), forget it.
+# running PID: the process exists and is not a zombie.
+running() {
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+    [[ -n $st && ${st:0:1} != Z ]]
+}
+alive() { local pid; pid=$(pid_of "$1"); [[ -n $pid ]] && running "$pid"; }
+# stop NAME: SIGTERM (SIGKILL after 5 s), reap it (it is our child), forget it.
 stop() {
     local pid i
     pid=$(pid_of "$1")
     [[ -n $pid ]] || return 0
     kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done
+    if running "$pid"; then
+        echo "desktop: $1 (pid $pid) ignored SIGTERM; killing" >&2
+        kill -KILL "$pid" 2>/dev/null
+    fi
     wait "$pid" 2>/dev/null
     for i in "${!PIDS[@]}"; do [[ ${PIDS[i]} == "$pid" ]] && unset 'PIDS[i]' 'NAMES[i]'; done
     PIDS=("${PIDS[@]}")
@@ -218,7 +229,8 @@ GUI_ENV=(env -u WAYLAND_DISPLAY -u DBUS_SESSION_BUS_ADDRESS GDK_BACKEND=x11 NO_A
 
 # ---- Xvfb ------------------------------------------------------------------
 start xvfb Xvfb -displayfd 3 -screen 0 800x600x24 -nolisten tcp -noreset 3>"$TMP/display"
-wait_for 20 "Xvfb to report its display" bash -c "[[ -s '$TMP/display' ]] || ! kill -0 $(pid_of xvfb)"
+xvfb_up() { [[ -s $TMP/display ]] || ! alive xvfb; }
+wait_for 20 "Xvfb to report its display" xvfb_up
 alive xvfb || fail "Xvfb exited"
 DISPLAY=:$(head -n 1 "$TMP/display")
 export DISPLAY
@@ -230,7 +242,8 @@ wait_for 20 "the backdrop" has_line backdrop '^backdrop ready'
 
 # ---- bus, gpsd, daemon -------------------------------------------------------
 start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
-wait_for 30 "scripts/run-stack.sh" bash -c "grep -q '^geoconsent stack is running' '$TMP/stack.log' || ! kill -0 $(pid_of stack)"
+stack_up() { has_line stack '^geoconsent stack is running' || ! alive stack; }
+wait_for 30 "scripts/run-stack.sh" stack_up
 has_line stack '^geoconsent stack is running' || fail "scripts/run-stack.sh did not start the stack"
 BUS=$(sed -n 's/^  bus      //p' "$TMP/stack.log")
 [[ $BUS == unix:* ]] || fail "no bus address from run-stack.sh"
@@ -249,7 +262,7 @@ DEMO_WIN=$(find_window '^Location Button Demo$')
 BUTTON=$(field "$(line demo '^ready window=')" button)
 [[ -n $BUTTON ]] || fail "the demo did not say where its button is"
 sleep 0.3   # let it paint
-shot_window location-button.png "$DEMO_WIN" 12
+shot_window location-button.png "$DEMO_WIN"
 pass "the app shows its location button (window $DEMO_WIN, button at $BUTTON)"
 
 # ---- 1. press: the prompt ---------------------------------------------------
@@ -279,9 +292,10 @@ LAT=$(field "$FIX" latitude)
 LON=$(field "$FIX" longitude)
 in_track "$LAT" "$LON" || fail "fix $LAT, $LON is outside the track ($LAT0..$LAT1, $LON0..$LON1)"
 [[ $(field "$FIX" accuracy-authorization) == full ]] || fail "expected a precise fix: $FIX"
-wait_for 5 "the dialog to close" bash -c "[[ -z \$(xdotool search --onlyvisible --name '^Location request\$' 2>/dev/null) ]]"
+no_dialog() { [[ -z $(find_window '^Location request$') ]]; }
+wait_for 5 "the dialog to close" no_dialog
 sleep 0.4   # let it paint
-shot_window location-result.png "$DEMO_WIN" 12
+shot_window location-result.png "$DEMO_WIN"
 pass "Allow Once: the app shows the fix $LAT, $LON (inside the track) and the dialog is gone"
 
 # ---- 3. press again: no prompt, a fix ----------------------------------------
@@ -323,7 +337,8 @@ pass "the app quit: its dialog was withdrawn (Cancel) and the queued three-butto
 
 click_rect "$DLG_B" "$(field "$READY_B" deny)"
 wait_for 10 "the agent to answer" has_line agent "^answered $REQ_B deny$"
-wait_for 10 "busctl to return" bash -c "! kill -0 $(pid_of busctl) 2>/dev/null"
+busctl_done() { ! alive busctl; }
+wait_for 10 "busctl to return" busctl_done
 [[ $(cat "$TMP/busctl.log") == "u 2" ]] || fail "busctl got '$(cat "$TMP/busctl.log" "$TMP/busctl.err")', expected 'u 2'"
 pass "Don't Allow answers the standard prompt with denied (status 2)"
 

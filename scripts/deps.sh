@@ -9,6 +9,10 @@
 #   systemd                               busctl (test harness, hints); in a
 #                                         container it is just a package, not init
 #   python3                               tools/gen-nmea-track.py, scripts/run-stack.sh
+#   iproute2 libglib2.0-bin groff-base    service tests: ip netns (gpsd lockdown),
+#                                         gdbus (policy tests as other uids),
+#                                         groff (man pages render without warnings)
+#   make                                  make install test
 #
 # `deps.sh --bench` (make bench) adds:
 #   strace                                geoconsent-bench counts the idle
@@ -26,7 +30,8 @@
 # gpsd-clients (gpspipe, gpsfake) is deliberately not needed: it pulls in GTK.
 set -euo pipefail
 
-PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd)
+PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
+      iproute2 libglib2.0-bin groff-base make)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;

@@ -357,9 +357,38 @@ public enum RequestNameResult: Sendable {
     case primaryOwner, alreadyOwner, taken
 }
 
-private final class Box<T> {
-    let value: T
-    init(_ value: T) { self.value = value }
+/// The completion of one pending call. libdbus calls it from the pending call's
+/// notify function, except when the connection drops: then libdbus finalizes
+/// the pending call without notifying (its synthesized error reply no longer
+/// matches a pending call), so the free function completes it instead, with
+/// `Disconnected`, on the loop. (Calls still pending when we close the
+/// connection ourselves are dropped silently, as before: their owner is leaving.)
+private final class PendingCompletion {
+    private var completion: ((Result<Message, DBusError>) -> Void)?
+    private weak var loop: EventLoop?
+    private let state: ConnectionState
+    init(_ completion: @escaping (Result<Message, DBusError>) -> Void, loop: EventLoop?, state: ConnectionState) {
+        self.completion = completion
+        self.loop = loop
+        self.state = state
+    }
+    func complete(_ result: Result<Message, DBusError>) {
+        guard let c = completion else { return }
+        completion = nil
+        c(result)
+    }
+    /// The pending call is being freed: if it never completed, it never will.
+    func finalize() {
+        guard let c = completion else { return }
+        completion = nil
+        if state.closedByUs { return }
+        loop?.later { c(.failure(DBusError(DBusError.disconnectedName, "the connection was closed before a reply came"))) }
+    }
+}
+
+/// Shared with the pending calls of a connection, which may outlive it.
+private final class ConnectionState {
+    var closedByUs = false
 }
 
 /// A private connection to a message bus, driven by an `EventLoop`.
@@ -371,6 +400,7 @@ public final class Connection {
     private var liveTimeouts: Set<OpaquePointer> = []
     private var drainScheduled = false
     private var closed = false
+    private let state = ConnectionState()
 
     /// Called for every incoming message that is not a reply to one of our calls.
     /// Return true when handled.
@@ -450,18 +480,21 @@ public final class Connection {
             loop?.later { completion(.failure(DBusError(DBusError.disconnectedName, "not connected"))) }
             return
         }
-        let box = Unmanaged.passRetained(Box(completion)).toOpaque()
+        let box = Unmanaged.passRetained(PendingCompletion(completion, loop: loop, state: state)).toOpaque()
         _ = dbus_pending_call_set_notify(pending, { p, data in
             guard let p, let data else { return }
-            let completion = Unmanaged<Box<(Result<Message, DBusError>) -> Void>>.fromOpaque(data).takeUnretainedValue().value
+            let completion = Unmanaged<PendingCompletion>.fromOpaque(data).takeUnretainedValue()
             guard let reply = dbus_pending_call_steal_reply(p) else {
-                completion(.failure(DBusError(DBusError.noReplyName, "no reply")))
+                completion.complete(.failure(DBusError(DBusError.noReplyName, "no reply")))
                 return
             }
             let msg = Message(adopting: reply)
-            if let e = msg.asError { completion(.failure(e)) } else { completion(.success(msg)) }
+            if let e = msg.asError { completion.complete(.failure(e)) } else { completion.complete(.success(msg)) }
         }, box, { data in
-            if let data { Unmanaged<Box<(Result<Message, DBusError>) -> Void>>.fromOpaque(data).release() }
+            guard let data else { return }
+            let completion = Unmanaged<PendingCompletion>.fromOpaque(data)
+            completion.takeUnretainedValue().finalize()
+            completion.release()
         })
         dbus_pending_call_unref(pending)
     }
@@ -590,6 +623,7 @@ public final class Connection {
     public func close() {
         guard !closed else { return }
         closed = true
+        state.closedByUs = true
         // Clear the callbacks first: closing may call them, and they point at self.
         dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
         dbus_connection_close(raw)

@@ -42,6 +42,7 @@ final class HostileDBusTests: XCTestCase {
         var byCategory: [String: Int] = [:]
         var silent: [String] = []
         var rssAfterWarmup = 0, fdsAfterWarmup = 0
+        var checkpoints: [Int] = [Hostile.rssKB(pid)]   // at 0, 25, 50, 75, 100 %
         let rssStart = Hostile.rssKB(pid), fdsStart = Hostile.fdCount(pid)
         let warmup = max(batch * 2, total / 10)
         let t0 = secondsNow()
@@ -52,8 +53,9 @@ final class HostileDBusTests: XCTestCase {
             var pending: [(BusPeer.PendingCall, String)] = []
             let n = min(batch, total - sent)
             for _ in 0..<n {
-                // The first batch carries a huge string, so the warm-up has seen one.
-                let item = fuzz.next(forceHuge: batchNo == 1 && pending.isEmpty)
+                // The first batch carries 8 huge strings, so the warm-up has grown malloc's
+                // heap for them (glibc raises its mmap threshold after the first free).
+                let item = fuzz.next(forceHuge: batchNo == 1 && pending.count < 8)
                 byCategory[item.category, default: 0] += 1
                 sent += 1
                 switch item.kind {
@@ -96,6 +98,7 @@ final class HostileDBusTests: XCTestCase {
                 rssAfterWarmup = Hostile.rssKB(pid)
                 fdsAfterWarmup = Hostile.fdCount(pid)
             }
+            if sent * 4 / total > checkpoints.count - 1 { checkpoints.append(Hostile.rssKB(pid)) }
         }
         let elapsed = secondsNow() - t0
         let rssEnd = Hostile.rssKB(pid), fdsEnd = Hostile.fdCount(pid)
@@ -124,7 +127,8 @@ final class HostileDBusTests: XCTestCase {
             + "victim session kept: true, grants: 0")
         let growth = rssEnd - rssAfterWarmup
         Hostile.report("dbus-fuzz", "saw RSS \(rssStart) kB at start, \(rssAfterWarmup) kB after warm-up (\(warmup) messages), "
-            + "\(rssEnd) kB at the end: \(growth >= 0 ? "+" : "")\(growth) kB over the last \(sent - warmup) messages; "
+            + "\(rssEnd) kB at the end: \(growth >= 0 ? "+" : "")\(growth) kB over the last \(sent - warmup) messages "
+            + "(at 0/25/50/75/100 %: \(checkpoints.map(String.init).joined(separator: "/")) kB); "
             + "descriptors \(fdsStart) / \(fdsAfterWarmup) / \(fdsEnd)")
         XCTAssertLessThanOrEqual(fdsEnd, fdsAfterWarmup + 2, "the daemon leaks descriptors")
         // Flat: huge strings pass through malloc, so allow some slack, but not per-message growth.
@@ -137,6 +141,38 @@ final class HostileDBusTests: XCTestCase {
               (try? m.append(args)) != nil else { return false }
         m.noReplyExpected = noReply
         return peer.connection.send(m)
+    }
+
+    // MARK: Regression: pending calls of a connection the bus drops
+
+    /// Found by this suite: when the bus dropped a connection (here for a message
+    /// nested deeper than it accepts), libdbus finalized the connection's pending
+    /// calls without calling their notify functions, so a `Connection.call`
+    /// completion never ran, not even at its timeout. Now it gets `Disconnected`.
+    func testPendingCallsCompleteWithDisconnectedWhenTheBusDropsTheConnection() throws {
+        let holder = HostileAgent(peer: try stack.peer(), .hold)
+        let p = try stack.peer()
+        let held = p.callAsync(holder.peer.uniqueName, HostileAgent.path, GeoConsentAPI.agentInterfaceName, "Confirm",
+                               [.string("1"), .string("a"), .string("one-time"), .vardict([:])], timeout: 20)
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { holder.held.count == 1 })
+        var v: DBusValue = .string("x")
+        for _ in 0..<70 { v = .variant(v) }
+        let t0 = secondsNow()
+        let dropped = p.callAsync(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
+                                  "GetAuthorization", [v], timeout: 20)
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { held.isDone && dropped.isDone }, "pending calls never completed")
+        let dt = secondsNow() - t0
+        XCTAssertFalse(p.connection.isConnected)
+        for c in [held, dropped] {
+            if case .failure(let e)? = c.result { XCTAssertEqual(e.name, DBusError.disconnectedName) }
+            else { XCTFail("expected Disconnected, got \(String(describing: c.result))") }
+        }
+        // Calls made after the drop fail at once too.
+        let after = p.callAsync(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName, "GetAuthorization")
+        XCTAssertTrue(stack.peers.pump(timeout: 2) { after.isDone })
+        XCTAssertTrue(holder.peer.pingDaemon())
+        Hostile.report("dbus-dropped-connection", "tried 2 pending calls on a connection the bus dropped (variant nesting 70), "
+            + "saw both complete with Disconnected after \(Hostile.ms(dt)) (before the fix: never, not even at the 20 s timeout)")
     }
 
     // MARK: The edges, one by one
@@ -194,19 +230,22 @@ final class HostileDBusTests: XCTestCase {
             .map { m in (try? m.append([tooDeep])) == nil } ?? false
         XCTAssertTrue(refused)
         lines.append("array nesting 33 -> refused locally (never sent)")
-        // Options nested as a{sv} inside a{sv} (each level a variant): 30 levels.
+        // Options nested as a{sv} inside a{sv}: each level is an array, a dict entry and a
+        // variant, 3 of the 64 levels of total nesting the bus accepts: 21 levels (63).
         var opts: DBusValue = .vardict(["reason": .string("x")])
-        for _ in 0..<30 { opts = .vardict(["reason": opts, "accuracy": .string("full")]) }
-        probe("a{sv} nested 30 deep as 'reason'", "RequestOneTimeAuthorization", [opts], expect: [invalid])
+        for _ in 0..<20 { opts = .vardict(["reason": opts, "accuracy": .string("full")]) }
+        probe("a{sv} nested 21 deep as 'reason' (depth 63)", "RequestOneTimeAuthorization", [opts], expect: [invalid])
         var nestedUnknown: DBusValue = .vardict([:])
-        for _ in 0..<30 { nestedUnknown = .vardict(["x-future": nestedUnknown]) }
-        probe("a{sv} nested 30 deep under an unknown key", "RequestOneTimeAuthorization", [nestedUnknown],
+        for _ in 0..<21 { nestedUnknown = .vardict(["x-future": nestedUnknown]) }
+        probe("a{sv} nested 21 deep under an unknown key (depth 63)", "RequestOneTimeAuthorization", [nestedUnknown],
               expect: [GeoConsentAPI.ErrorName.noAgent])
-        // Variants in variants: the bus itself limits the total depth; past it, it drops the sender.
-        for depth in [32, 63, 64, 65, 100] {
+        // Variants in variants up to the bus's limit of 64 levels in all; past it the bus
+        // drops the sender, and the daemon never sees the message.
+        for depth in [32, 62, 63, 100] {
             var v: DBusValue = .string("core")
             for _ in 0..<depth { v = .variant(v) }
             let p = try stack.peer()
+            let t0 = secondsNow()
             let r = p.call(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
                            "RequestOneTimeAuthorization", [.vardict(["reason": v])], timeout: 10)
             let outcome: String
@@ -214,9 +253,12 @@ final class HostileDBusTests: XCTestCase {
             case .success: outcome = "reply"
             case .failure(let e):
                 outcome = Hostile.shortError(e.name) + (p.connection.isConnected ? "" : " (the bus dropped the sender)")
+                if depth + 2 <= 63 { XCTAssertEqual(e.name, invalid, "variant depth \(depth)") }
+                else { XCTAssertEqual(e.name, DBusError.disconnectedName, "variant depth \(depth)") }
             }
+            XCTAssertLessThan(secondsNow() - t0, 5, "variant depth \(depth): the call hung")
             XCTAssertTrue(root.pingDaemon(), "daemon gone after variant depth \(depth)")
-            lines.append("variant nesting \(depth) -> \(outcome)")
+            lines.append("variant nesting \(depth) in a{sv} (total depth \(depth + 2)) -> \(outcome)")
         }
 
         // Wrong value types for every known option key.
@@ -552,14 +594,15 @@ struct DBusFuzzer {
         }
     }
 
-    /// Nesting near libdbus's limits: up to 32 arrays, 32 structs, 60 variants, or a{sv} in a{sv}.
+    /// Nesting near libdbus's limits: up to 32 arrays, 32 structs, 60 variants, or 20 a{sv} in a{sv}
+    /// (the bus accepts 64 levels in all, counting variants; past that it drops the sender).
     private mutating func deepValue() -> DBusValue {
         var v: DBusValue = randomBasic()
         switch rng.int(0...3) {
         case 0: for _ in 0..<rng.int(1...32) { v = .array(element: v.signature, rng.chance(0.3) ? [] : [v]) }
         case 1: for _ in 0..<rng.int(1...32) { v = .structure(rng.chance(0.5) ? [v] : [v, randomBasic()]) }
         case 2: for _ in 0..<rng.int(1...60) { v = .variant(v) }
-        default: for _ in 0..<rng.int(1...25) { v = .vardict([rng.pick(Self.optionKeys): v]) }
+        default: for _ in 0..<rng.int(1...20) { v = .vardict([rng.pick(Self.optionKeys): v]) }
         }
         return v
     }
