@@ -113,6 +113,23 @@ public enum LocationDictionary {
     }
 }
 
+extension LocationDictionary {
+    /// Decodes a location dictionary (clients); nil without latitude and longitude.
+    public static func decode(_ value: DBusValue) -> (fix: Fix, accuracy: Accuracy)? {
+        guard let d = value.vardictValue, let lat = d["latitude"]?.doubleValue,
+              let lon = d["longitude"]?.doubleValue else { return nil }
+        let fix = Fix(latitude: lat, longitude: lon, mode: FixMode(rawValue: d["fix"]?.stringValue ?? "") ?? .twoD,
+                      altitude: d["altitude"]?.doubleValue,
+                      ellipsoidalAltitude: d["ellipsoidal-altitude"]?.doubleValue,
+                      horizontalAccuracy: d["horizontal-accuracy"]?.doubleValue,
+                      verticalAccuracy: d["vertical-accuracy"]?.doubleValue,
+                      speed: d["speed"]?.doubleValue, speedAccuracy: d["speed-accuracy"]?.doubleValue,
+                      course: d["course"]?.doubleValue, courseAccuracy: d["course-accuracy"]?.doubleValue,
+                      timestamp: d["timestamp"]?.uint64Value)
+        return (fix, Accuracy(rawValue: d["accuracy-authorization"]?.stringValue ?? "") ?? .reduced)
+    }
+}
+
 /// Consent records and sessions as the management methods return them.
 public enum RecordEncoding {
     /// A consent record as `a{sv}`; every key always present.

@@ -3,44 +3,25 @@ import GeoDBus
 import GeoCore
 import GeoConsentAPI
 
-/// A fix as the daemon sends it (API.md "Location dictionary"). Values the
-/// receiver did not report are nil.
+/// A fix as the daemon sends it (API.md "Location dictionary"): the position
+/// (values the receiver did not report are nil) and the accuracy it was granted at.
 public struct Location: Equatable, Sendable {
-    public var latitude: Double
-    public var longitude: Double
-    public var altitude: Double?
-    public var ellipsoidalAltitude: Double?
-    public var horizontalAccuracy: Double?
-    public var verticalAccuracy: Double?
-    public var speed: Double?
-    public var speedAccuracy: Double?
-    public var course: Double?
-    public var courseAccuracy: Double?
-    /// Receiver time of the fix, microseconds since the Unix epoch.
-    public var timestamp: UInt64?
-    /// `2d` or `3d`.
-    public var fix: String
+    public var fix: Fix
+    /// `full`, or `reduced` (snapped to a grid cell).
     public var accuracy: Accuracy
     /// The dictionary as received, for keys newer than this library.
     public var raw: DBusValue
 
+    public var latitude: Double { fix.latitude }
+    public var longitude: Double { fix.longitude }
+    /// Receiver time of the fix, microseconds since the Unix epoch.
+    public var timestamp: UInt64? { fix.timestamp }
+
     /// Decodes a location dictionary; nil when latitude or longitude is missing.
     public init?(_ value: DBusValue) {
-        guard let d = value.vardictValue, let lat = d["latitude"]?.doubleValue,
-              let lon = d["longitude"]?.doubleValue else { return nil }
-        latitude = lat
-        longitude = lon
-        altitude = d["altitude"]?.doubleValue
-        ellipsoidalAltitude = d["ellipsoidal-altitude"]?.doubleValue
-        horizontalAccuracy = d["horizontal-accuracy"]?.doubleValue
-        verticalAccuracy = d["vertical-accuracy"]?.doubleValue
-        speed = d["speed"]?.doubleValue
-        speedAccuracy = d["speed-accuracy"]?.doubleValue
-        course = d["course"]?.doubleValue
-        courseAccuracy = d["course-accuracy"]?.doubleValue
-        timestamp = d["timestamp"]?.uint64Value
-        fix = d["fix"]?.stringValue ?? ""
-        accuracy = Accuracy(rawValue: d["accuracy-authorization"]?.stringValue ?? "") ?? .reduced
+        guard let (fix, accuracy) = LocationDictionary.decode(value) else { return nil }
+        self.fix = fix
+        self.accuracy = accuracy
         raw = value
     }
 }

@@ -9,6 +9,9 @@ final class CallerResolver {
     private let connection: Connection
     private let identity: AppIdentityResolver
     private var known: [String: Caller] = [:]
+    /// App-ids and executable paths, one copy each: thousands of sessions of one
+    /// app then share two strings instead of holding two each.
+    private var interned: Set<String> = []
     private var waiting: [String: [(Result<Caller, DBusError>) -> Void]] = [:]
 
     init(connection: Connection, identity: AppIdentityResolver) {
@@ -57,12 +60,20 @@ final class CallerResolver {
         }
         switch identity.resolve(pid: pid) {
         case .success(let app):
-            return .success(Caller(name: name, uid: uid, pid: pid, appID: app.appID,
-                                   sandboxed: app.sandboxed, executable: app.executable))
+            return .success(Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
+                                   sandboxed: app.sandboxed, executable: intern(app.executable)))
         case .failure(let e):
             Log.info("could not resolve the app of \(name) (pid \(pid)): \(e)")
             return .failure(.accessDenied("The calling process could not be identified"))
         }
+    }
+
+    private func intern(_ s: String) -> String {
+        if let i = interned.firstIndex(of: s) { return interned[i] }
+        // Bounded: distinct executables on a machine are few; start over if not.
+        if interned.count >= 4096 { interned.removeAll() }
+        interned.insert(s)
+        return s
     }
 
     /// Forgets a peer that left the bus.

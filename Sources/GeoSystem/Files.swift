@@ -216,3 +216,13 @@ func retryingEINTR(_ call: () -> Int32) -> Int32 {
         if r >= 0 || Glibc.errno != EINTR { return r }
     }
 }
+
+/// The value of one hexadecimal digit (ASCII), for `%XX` and `\xNN` escapes.
+func hexValue(_ b: UInt8) -> UInt8? {
+    switch b {
+    case 0x30...0x39: return b - 0x30
+    case 0x41...0x46: return b - 0x41 + 10
+    case 0x61...0x66: return b - 0x61 + 10
+    default: return nil
+    }
+}
