@@ -14,7 +14,7 @@ SWIFT ?= swift
 RELEASE_FLAGS := -c release --static-swift-stdlib
 RELEASE_BIN = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)
 
-.PHONY: all deps build release test run bench clean introspection
+.PHONY: all deps build release test run bench screenshots clean introspection
 
 all: build
 
@@ -33,6 +33,13 @@ test: deps
 	@# The benchmark once with tiny counts, so it cannot rot (no timing is asserted).
 	$(SWIFT) build --product geoconsent-bench
 	"$$($(SWIFT) build --show-bin-path)/geoconsent-bench" --quick --json .build/bench-quick.json
+	@# The desktop end to end: Xvfb, the GTK consent agent and the button app, clicked with xdotool (README "Desktop").
+	@# Screenshots go under .build so a test run leaves the tree clean; `make screenshots` updates docs/.
+	DESKTOP_SCREENSHOTS=.build/desktop-screenshots bash desktop/test-desktop.sh "$$($(SWIFT) build --show-bin-path)"
+
+# Re-takes the README's screenshots (docs/screenshots) with the desktop test.
+screenshots: build
+	DESKTOP_SCREENSHOTS=docs/screenshots bash desktop/test-desktop.sh "$$($(SWIFT) build --show-bin-path)"
 
 # Performance against floors measured in the same run (README "Performance").
 bench: release

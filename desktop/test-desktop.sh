@@ -19,6 +19,8 @@
 #      queued three-button dialog follows; "Don't Allow" is clicked and busctl
 #      gets status 2 (denied);
 #   5. the demo refuses --label none --icon none; other button styles render.
+# It also checks that a client calling the agent directly (Confirm, Cancel)
+# is refused: only the daemon may open or withdraw prompts.
 #
 # Screenshots (PNG) go to DESKTOP_SCREENSHOTS (default docs/screenshots):
 #   location-button.png            the app before the press
@@ -306,6 +308,21 @@ FIX2=$(line demo '^(fix|error) press=2 ')
 in_track "$(field "$FIX2" latitude)" "$(field "$FIX2" longitude)" || fail "second fix outside the track: $FIX2"
 (($(grep -c '^prompt ' "$TMP/agent.log") == 1)) || fail "the second press prompted again"
 pass "a second press gets a fix without a prompt"
+
+# ---- an app cannot drive the agent itself -----------------------------------
+AGENT_NAME=$("$BUSCTL" --address="$BUS" list --no-pager 2>/dev/null |
+             awk -v p="$(pid_of agent)" '$1 ~ /^:/ && $2 == p { print $1; exit }')
+[[ -n $AGENT_NAME ]] || fail "cannot find the agent's connection on the bus"
+for call in "Confirm sssa{sv} fake /usr/bin/fake one-time 0" "Cancel s $REQ"; do
+    read -r -a c <<<"$call"
+    if out=$("$BUSCTL" --address="$BUS" call "$AGENT_NAME" /org/geoconsent/desktop/Agent \
+             org.geoconsent.GeoConsent1.Agent "${c[@]}" 2>&1); then
+        fail "a client's ${c[0]} to the agent succeeded: $out"
+    fi
+    [[ $out == *"ccess denied"* ]] || fail "a client's ${c[0]} to the agent: expected AccessDenied, got: $out"
+done
+has_line agent '^prompt fake ' && fail "the agent took a Confirm from a client"
+pass "the agent refuses Confirm and Cancel from anyone but the daemon"
 
 # ---- 4. queue and Cancel -----------------------------------------------------
 start locate "$BIN/geoconsentctl" --bus "$BUS" locate
