@@ -123,10 +123,22 @@ final class TerminalAgent {
         call.reply()
     }
 
+    /// Client-supplied text, made safe for a terminal: control characters (escape
+    /// sequences could repaint the prompt) become "?", and it is cut to 200 characters.
+    static func printable(_ s: String) -> String {
+        var out = String.UnicodeScalarView()
+        for u in s.unicodeScalars.prefix(200) {
+            let v = u.value
+            let control = v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v)
+            out.append(control ? "?" : u)
+        }
+        return String(out)
+    }
+
     func describe(_ p: Prompt) -> String {
-        let name = p.details["app-name"]?.stringValue ?? ""
+        let name = TerminalAgent.printable(p.details["app-name"]?.stringValue ?? "")
         let pid = p.details["pid"]?.uint32Value.map { " (pid \($0))" } ?? ""
-        let who = p.appID + pid + (name.isEmpty ? "" : ", calling itself \"\(name)\"")
+        let who = TerminalAgent.printable(p.appID) + pid + (name.isEmpty ? "" : ", calling itself \"\(name)\"")
         let acc = p.details["accuracy"]?.stringValue == "reduced" ? "approximate" : "precise"
         let what = p.kind == PromptKind.oneTime.rawValue ? "your \(acc) location once" : "your \(acc) location while in use"
         return "\(who) asks for \(what)"
@@ -136,7 +148,9 @@ final class TerminalAgent {
         guard shown == nil, let p = prompts.first else { return }
         shown = p.id
         print("\n\(describe(p)).")
-        if let r = p.details["reason"]?.stringValue, !r.isEmpty { print("Reason given by the app: \(r)") }
+        if let r = p.details["reason"]?.stringValue, !r.isEmpty {
+            print("Reason given by the app: \(TerminalAgent.printable(r))")
+        }
         if p.kind == PromptKind.oneTime.rawValue {
             print("[a] Allow Once   [d] Don't Allow")
         } else {
