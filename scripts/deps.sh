@@ -40,8 +40,6 @@ for arg in "$@"; do
         *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop])" >&2; exit 2 ;;
     esac
 done
-# make bench also counts the idle daemon's system calls with strace.
-[[ ${1:-} == --bench ]] && PKGS+=(strace)
 
 missing=()
 for p in "${PKGS[@]}"; do
