@@ -41,6 +41,14 @@ test: deps
 screenshots: build
 	DESKTOP_SCREENSHOTS=docs/screenshots bash desktop/test-desktop.sh "$$($(SWIFT) build --show-bin-path)"
 
+# The hostile-world suite at full counts (README "Reliability"): fuzzed D-Bus input,
+# gpsd and agent faults, client churn, kill -9 during consent writes, fairness.
+# `make test` runs the same tests with small counts.
+.PHONY: stress
+stress: deps
+	$(SWIFT) build --build-tests
+	GEOCONSENT_STRESS=1 $(SWIFT) test --skip-build --filter Hostile
+
 # Performance against floors measured in the same run (README "Performance").
 bench: release
 	@bash scripts/deps.sh --bench

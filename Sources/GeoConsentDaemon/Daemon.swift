@@ -118,6 +118,13 @@ public final class Daemon {
         callers.forget(name)
         feed(.nameLeft(name))
         location.drop(session: name)
+        // The core never answers the calls of a client that left while it waited on a
+        // prompt: forget them, or each would keep its message and arguments for good.
+        for (id, call) in calls where call.sender == name {
+            calls[id] = nil
+            updateOptions[id] = nil
+            locationOptions[id] = nil
+        }
         return false
     }
 
@@ -270,7 +277,8 @@ public final class Daemon {
                         self.sendCancel(r.agentName, r.agentPath, r.requestID)
                     }
                 }
-                Log.info("request \(r.requestID) for \(r.appID): \(answer)")
+                // Cut short: the answer (or error message) comes from the agent, which could send megabytes.
+                Log.info("request \(r.requestID) for \(r.appID): \(String(describing: answer).prefix(300))")
                 self.feed(.agentAnswered(requestID: r.requestID, answer))
             }
         } catch {

@@ -128,6 +128,11 @@ final class LocationService {
     }
 
     private func handle(_ fix: Fix) {
+        backoff = 0.1
+        if outage {
+            outage = false
+            Log.notice("gpsd at \(gpsdLabel) is back")
+        }
         let now = EventLoop.monotonicNanos()
         lastFix = (fix, now)
         if !pending.isEmpty {
@@ -199,9 +204,10 @@ final class LocationService {
         switch result {
         case .success(let c):
             client = c
-            backoff = 0.1
-            if outage { Log.notice("gpsd at \(gpsdLabel) is back") } else { Log.info("connected to gpsd at \(gpsdLabel)") }
-            outage = false
+            // An outage (and the backoff) ends with the first fix, not the first connect:
+            // a port that accepts and then hangs up, floods or talks junk must not make the
+            // daemon reconnect, log and signal every 0.1 s (see handle(_:)).
+            if !outage { Log.info("connected to gpsd at \(gpsdLabel)") }
             clientWatch = loop.watch(fd: c.fd, events: .readable) { [weak self] _ in self?.readable() }
             setConnected(true)
             demandChanged()

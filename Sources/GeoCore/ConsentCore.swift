@@ -55,6 +55,10 @@ public final class ConsentCore {
 
     private var effects: [CoreEffect] = []
     private var touched: Set<AppKey> = []
+    /// Sessions whose own grant changed (nothing else of their app): announcing
+    /// these must not walk every session of the app, or one app's storm of taps
+    /// over hundreds of sessions costs O(sessions) per tap.
+    private var touchedSessions: Set<String> = []
     private var touchedAll = false
     private var now: UInt64 = 0
     private static let queuedMarker = "queued"
@@ -90,6 +94,7 @@ public final class ConsentCore {
         self.now = now
         effects = []
         touched = []
+        touchedSessions = []
         touchedAll = false
         switch event {
         case .client(let call, let caller, let request):
@@ -174,7 +179,7 @@ public final class ConsentCore {
             s.limit = nil
             s.updates = false
             sessions[name] = s
-            touched.insert(caller.app)
+            touchedSessions.insert(name)
             effects.append(.reply(call, .empty))
             // Stop fixes even if a stored decision still grants: Revoke ends updates.
             effects.append(.grantEnded(session: name))
@@ -203,7 +208,7 @@ public final class ConsentCore {
             // Config grants `full`; a request for less still lowers this session's grant.
             s.limit = a
             sessions[name] = s
-            touched.insert(app)
+            touchedSessions.insert(name)
             return effects.append(.reply(call, .status(.always)))
         }
         if s.waiting != nil { return effects.append(.fail(call, .promptPending)) }
@@ -217,7 +222,7 @@ public final class ConsentCore {
             s.limit = a
             sessions[name] = s
             if firstGrant { noteUse(app) }   // the first grant of this session
-            touched.insert(app)
+            touchedSessions.insert(name)
             return effects.append(.reply(call, .status(.whenInUse)))
         }
         switch kind {
@@ -241,7 +246,7 @@ public final class ConsentCore {
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
-        touched.insert(s.caller.app)
+        touchedSessions.insert(name)
     }
 
     /// Updates `last-used` of an existing record; written lazily (not a decision).
@@ -466,11 +471,14 @@ public final class ConsentCore {
     /// Unicasts `AuthorizationChanged` to every touched session whose status
     /// changed, and ends the fixes of sessions that lost their grant.
     private func announceChanges() {
-        let names: [String]
+        var names: [String]
         if touchedAll {
             names = sessions.keys.sorted()
         } else {
             names = touched.sorted().flatMap { (sessionsByApp[$0] ?? []).sorted() }
+            for name in touchedSessions.sorted() {
+                if let app = sessions[name]?.caller.app, !touched.contains(app) { names.append(name) }
+            }
         }
         for name in names {
             guard var s = sessions[name] else { continue }

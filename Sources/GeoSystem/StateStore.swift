@@ -36,6 +36,7 @@ public final class StateStore: Sendable {
     /// The persisted consent records. `problem` is non-nil when the file was
     /// damaged and moved aside (then `records` is empty).
     public func loadConsents() -> (records: [AppKey: ConsentRecord], problem: String?) {
+        removeStaleTemporaryFiles()
         switch load(consentsPath, parse: StateStore.parseConsents) {
         case .missing: return ([:], nil)
         case .loaded(let records): return (records, nil)
@@ -67,6 +68,24 @@ public final class StateStore: Sendable {
         try makeDirectory(directory, mode: 0o700)
         let text = StateStore.enabledHeader + "\n" + "enabled=" + (enabled ? "true" : "false") + "\n"
         try writeFileAtomically(path: enabledPath, contents: text, mode: 0o600)
+    }
+
+    /// Removes the `.NAME.tmp-PID-*` files of writers that are gone (killed between
+    /// creating the temporary file and renaming it): they never were state, and each
+    /// crash would otherwise leave another copy of the records behind. Files of a
+    /// process that still exists are kept (it may be writing). Returns how many went.
+    @discardableResult
+    public func removeStaleTemporaryFiles() -> Int {
+        guard let names = try? listDirectory(directory) else { return 0 }
+        var removed = 0
+        for name in names {
+            guard let prefix = [".consents.tmp-", ".enabled.tmp-"].first(where: { name.hasPrefix($0) }) else { continue }
+            let rest = name.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0, pid != getpid() else { continue }
+            if kill(pid, 0) == 0 || errno == EPERM { continue }
+            if unlink(directory + "/" + name) == 0 { removed += 1 }
+        }
+        return removed
     }
 
     // MARK: loading and quarantine

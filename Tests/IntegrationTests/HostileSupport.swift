@@ -48,6 +48,16 @@ enum Hostile {
 
     static func rssKB(_ pid: pid_t) -> Int { statusKB(pid, "VmRSS") ?? -1 }
 
+    /// CPU seconds (user + system) `pid` has used so far, from /proc/PID/stat.
+    static func cpuSeconds(_ pid: pid_t) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return .nan }
+        // Fields after "(comm)": state is field 3, utime 14, stime 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { return .nan }
+        return (u + s) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// Open descriptors of `pid`.
     static func fdCount(_ pid: pid_t) -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
@@ -135,7 +145,8 @@ final class HostileAgent {
     enum Action {
         case answer(String)
         case hold
-        case wrongType
+        /// A reply with these values, whatever the declared out-signature (`s`).
+        case raw([DBusValue])
         case error
     }
     struct Confirm {
@@ -181,9 +192,9 @@ final class HostileAgent {
         switch decide(c) {
         case .answer(let d): call.reply([.string(d)])
         case .hold: held[c.requestID] = call
-        case .wrongType:
+        case .raw(let values):
             if let r = call.message.makeReturn() {
-                try? r.append([.uint32(4)])
+                try? r.append(values)
                 peer.connection.send(r)
             }
         case .error: call.fail(.failed("the agent broke"))
@@ -297,13 +308,14 @@ final class FakeGpsd: @unchecked Sendable {
             }
             let n = poll(&pfds, nfds_t(pfds.count), 20)
             if n < 0 && errno != EINTR { break }
+            var fresh: [Conn] = []
             if pfds[0].revents & Int16(POLLIN) != 0 {
                 let c = accept(listenFD, nil, nil)
                 if c >= 0 {
                     _ = fcntl(c, F_SETFD, FD_CLOEXEC)
                     _ = fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK)
                     lock.lock(); _accepted += 1; lock.unlock()
-                    if behaviour == .hangUp { close(c) } else { conns.append(Conn(fd: c)) }
+                    if behaviour == .hangUp { close(c) } else { fresh.append(Conn(fd: c)) }
                 }
             }
             var keep: [Conn] = []
@@ -318,7 +330,7 @@ final class FakeGpsd: @unchecked Sendable {
                 if alive { alive = talk(&c) }
                 if alive { keep.append(c) } else { close(c.fd) }
             }
-            conns = keep
+            conns = keep + fresh
         }
         for c in conns { close(c.fd) }
         close(listenFD)
