@@ -25,7 +25,11 @@ struct Counts {
     static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
                               churn: 50, sessions: 100, idleSeconds: 1)
 }
-let counts = quick ? Counts.quick : Counts()
+var counts = quick ? Counts.quick : Counts()
+// BENCH_FANOUT=1,100 picks the fan-out sizes (profiling one phase).
+if let f = ProcessInfo.processInfo.environment["BENCH_FANOUT"] {
+    counts.fanout = f.split(separator: ",").compactMap { Int($0) }
+}
 
 // Many connections: raise the descriptor limit to the hard maximum.
 var limit = rlimit()
