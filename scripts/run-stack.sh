@@ -180,12 +180,27 @@ if [[ $owned == no && -n $BUSCTL ]]; then
          "org.geoconsent.GeoConsent1 after 10 s; see $TMP/geoconsentd.log" >&2
 fi
 
+# 5. A consent agent for your uid, so `geoconsentctl locate` works at once. It
+# answers every prompt "allow-once" (a demo, not a user's choice); set
+# GEOCONSENT_AGENT=none to answer prompts yourself with `geoconsentctl agent`.
+AGENT_LINE="none (run: $BIN/geoconsentctl --bus '$BUS' agent)"
+if [[ ${GEOCONSENT_AGENT:-auto} != none && -x $BIN/geoconsentctl ]]; then
+    start agent "$TMP/agent.log" "$BIN/geoconsentctl" --bus "$BUS" agent --auto allow-once
+    AGENT_LINE="pid ${PIDS[-1]}, answers allow-once (GEOCONSENT_AGENT=none to answer yourself)"
+    for _ in $(seq 100); do
+        grep -q "registered" "$TMP/agent.log" 2>/dev/null && break
+        kill -0 "${PIDS[-1]}" 2>/dev/null || { show_log "$TMP/agent.log"; die "the consent agent exited"; }
+        sleep 0.05
+    done
+fi
+
 cat <<EOF
 
 geoconsent stack is running (temp dir $TMP)
   bus      $BUS
   gpsd     127.0.0.1:$GPSD_PORT (NMEA in: udp 127.0.0.1:$NMEA_PORT, data/track.nmea looping)
   daemon   pid $DAEMON_PID, log $TMP/geoconsentd.log
+  agent    $AGENT_LINE
   pids     $(for i in "${!PIDS[@]}"; do printf '%s=%s ' "${NAMES[i]}" "${PIDS[i]}"; done)
 
 Try, in another terminal:
