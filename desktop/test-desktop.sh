@@ -243,7 +243,8 @@ start backdrop "${GUI_ENV[@]}" "$PY" "$DESKTOP/xvfb-helper" backdrop '#4b5563'
 wait_for 20 "the backdrop" has_line backdrop '^backdrop ready'
 
 # ---- bus, gpsd, daemon -------------------------------------------------------
-start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
+# No automatic agent: the graphical one under test is the user's agent.
+GEOCONSENT_AGENT=none start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
 stack_up() { has_line stack '^geoconsent stack is running' || ! alive stack; }
 wait_for 30 "scripts/run-stack.sh" stack_up
 has_line stack '^geoconsent stack is running' || fail "scripts/run-stack.sh did not start the stack"
