@@ -10,18 +10,9 @@ import Glibc
 /// Issue 7, part 3: consent agents that never answer, die mid-prompt, answer
 /// with the wrong type, answer after `Cancel`, or register and vanish in a
 /// loop. Never a grant, never a crash, no prompt state left behind.
-final class HostileAgentTests: XCTestCase {
-    var stack: Stack!
+final class HostileAgentTests: StackTestCase {
     static let promptTimeout = 0.4
-
-    override func setUpWithError() throws {
-        stack = try Stack(config: "[daemon]\nprompt-timeout = \(HostileAgentTests.promptTimeout)\n")
-    }
-
-    override func tearDown() {
-        stack?.stop()
-        stack = nil
-    }
+    override var stackConfig: String { "[daemon]\nprompt-timeout = \(HostileAgentTests.promptTimeout)\n" }
 
     func newAgent(_ decide: @escaping (HostileAgent.Confirm) -> HostileAgent.Action) throws -> HostileAgent {
         let a = HostileAgent(peer: try stack.peer(), decide: decide)

@@ -10,17 +10,7 @@ import Glibc
 /// Issue 7, part 1: malformed and hostile D-Bus input. Every call the daemon
 /// receives gets an error or a valid reply (nothing for no-reply calls and
 /// signals), the daemon keeps serving, and its RSS and descriptors stay flat.
-final class HostileDBusTests: XCTestCase {
-    var stack: Stack!
-
-    override func setUpWithError() throws {
-        stack = try Stack()
-    }
-
-    override func tearDown() {
-        stack?.stop()
-        stack = nil
-    }
+final class HostileDBusTests: StackTestCase {
 
     // MARK: Random messages, pipelined
 

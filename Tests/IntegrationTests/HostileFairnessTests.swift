@@ -16,20 +16,18 @@ import Glibc
 ///
 /// The storm and the well-behaved client share this test's event loop; the
 /// well-behaved round trip is timed from its own send to its own completion.
-final class HostileFairnessTests: XCTestCase {
-    var stack: Stack!
+final class HostileFairnessTests: StackTestCase {
     var agent: HostileAgent!
 
     override func setUpWithError() throws {
-        stack = try Stack()
+        try super.setUpWithError()
         agent = HostileAgent(peer: try stack.peer(), .answer("allow-once"))
         XCTAssertNoThrow(try agent.register().get())
     }
 
     override func tearDown() {
         agent = nil
-        stack?.stop()
-        stack = nil
+        super.tearDown()
     }
 
     /// Sequential GetAuthorization calls for `seconds` (at most `max`): their round trips.

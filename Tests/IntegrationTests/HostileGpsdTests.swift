@@ -11,20 +11,18 @@ import Glibc
 /// stream, garbage NMEA, and a fake "gpsd" on the port that speaks junk,
 /// stalls mid-line, floods or hangs up: the daemon survives, keeps serving
 /// other clients, logs once per episode and resumes when the real gpsd is back.
-final class HostileGpsdTests: XCTestCase {
-    var stack: Stack!
+final class HostileGpsdTests: StackTestCase {
     var agent: HostileAgent!
 
     override func setUpWithError() throws {
-        stack = try Stack()
+        try super.setUpWithError()
         agent = HostileAgent(peer: try stack.peer(), .answer("allow-once"))
         XCTAssertNoThrow(try agent.register().get())
     }
 
     override func tearDown() {
         agent = nil
-        stack?.stop()
-        stack = nil
+        super.tearDown()
     }
 
     /// A client with a one-time grant and updates started.

@@ -6,17 +6,7 @@ import GeoTestSupport
 
 /// The walking skeleton through a real dbus-daemon: name, properties, the
 /// standard interfaces, argument checking, command line and exit behaviour.
-final class SkeletonTests: XCTestCase {
-    var stack: Stack!
-
-    override func setUpWithError() throws {
-        stack = try Stack()
-    }
-
-    override func tearDown() {
-        stack?.stop()
-        stack = nil
-    }
+final class SkeletonTests: StackTestCase {
 
     func testIntrospectOutputMatchesCommittedXML() throws {
         let committed = try String(contentsOfFile: TestPaths.sourceRoot + "/interfaces/org.geoconsent.GeoConsent1.xml",

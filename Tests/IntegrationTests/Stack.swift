@@ -49,6 +49,24 @@ final class Stack {
     }
 }
 
+/// A test case with a fresh `Stack` per test (its daemon started with
+/// `stackConfig`), stopped after the test whether it passed or not.
+class StackTestCase: XCTestCase {
+    var stack: Stack!
+
+    /// The daemon's config text for this test case.
+    var stackConfig: String { "" }
+
+    override func setUpWithError() throws {
+        stack = try Stack(config: stackConfig)
+    }
+
+    override func tearDown() {
+        stack?.stop()
+        stack = nil
+    }
+}
+
 extension BusPeer {
     /// Calls a method of the daemon's client interface.
     @discardableResult
