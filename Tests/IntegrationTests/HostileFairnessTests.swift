@@ -16,19 +16,7 @@ import Glibc
 ///
 /// The storm and the well-behaved client share this test's event loop; the
 /// well-behaved round trip is timed from its own send to its own completion.
-final class HostileFairnessTests: StackTestCase {
-    var agent: HostileAgent!
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        agent = HostileAgent(peer: try stack.peer(), .answer("allow-once"))
-        XCTAssertNoThrow(try agent.register().get())
-    }
-
-    override func tearDown() {
-        agent = nil
-        super.tearDown()
-    }
+final class HostileFairnessTests: AllowingAgentTestCase {
 
     /// Sequential GetAuthorization calls for `seconds` (at most `max`): their round trips.
     func measure(_ p: BusPeer, seconds: Double, max: Int) -> (rtts: [Double], failures: Int) {

@@ -11,19 +11,7 @@ import Glibc
 /// stream, garbage NMEA, and a fake "gpsd" on the port that speaks junk,
 /// stalls mid-line, floods or hangs up: the daemon survives, keeps serving
 /// other clients, logs once per episode and resumes when the real gpsd is back.
-final class HostileGpsdTests: StackTestCase {
-    var agent: HostileAgent!
-
-    override func setUpWithError() throws {
-        try super.setUpWithError()
-        agent = HostileAgent(peer: try stack.peer(), .answer("allow-once"))
-        XCTAssertNoThrow(try agent.register().get())
-    }
-
-    override func tearDown() {
-        agent = nil
-        super.tearDown()
-    }
+final class HostileGpsdTests: AllowingAgentTestCase {
 
     /// A client with a one-time grant and updates started.
     func streamingClient(file: StaticString = #filePath, line: UInt = #line) throws -> BusPeer {

@@ -417,3 +417,19 @@ final class FakeGpsd: @unchecked Sendable {
         return r < 0 && (errno == EAGAIN || errno == EINTR)
     }
 }
+
+/// A `StackTestCase` whose user has an agent that answers every prompt "allow-once".
+class AllowingAgentTestCase: StackTestCase {
+    var agent: HostileAgent!
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        agent = HostileAgent(peer: try stack.peer(), .answer("allow-once"))
+        XCTAssertNoThrow(try agent.register().get())
+    }
+
+    override func tearDown() {
+        agent = nil
+        super.tearDown()
+    }
+}
