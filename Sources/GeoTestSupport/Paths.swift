@@ -20,13 +20,46 @@ public enum TestPaths {
     /// nmea-replay): `$GEOCONSENT_BIN_DIR` if set, else the directory of the
     /// running executable (`/proc/self/exe`); `swift test` runs the test bundle
     /// from the SwiftPM build directory (e.g. `.build/debug`), beside them.
-    public static var binDir: String {
+    ///
+    /// Tests run some of them as other uids (`setpriv`). When they run as root
+    /// from a tree other users cannot reach (a clone under a 0700 directory),
+    /// the executables are copied once into a 0755 temp directory, removed at
+    /// exit, and that is returned instead: every uid can run the same binaries.
+    public static var binDir: String { resolvedBinDir }
+
+    private static let resolvedBinDir: String = {
+        let built = builtBinDir
+        guard getuid() == 0, !everyoneCanEnter(built) else { return built }
+        var template = Array("/tmp/geoconsent-bin.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { return built }
+        let shared = String(cString: made)
+        chmod(shared, 0o755)
+        for name in ["geoconsentd", "geoconsentctl", "nmea-replay"] {
+            try? FileManager.default.copyItem(atPath: built + "/" + name, toPath: shared + "/" + name)
+        }
+        sharedBinDirToRemove = shared
+        atexit { if let d = sharedBinDirToRemove { try? FileManager.default.removeItem(atPath: d) } }
+        return shared
+    }()
+
+    private static var builtBinDir: String {
         if let env = ProcessInfo.processInfo.environment["GEOCONSENT_BIN_DIR"], !env.isEmpty {
             return env
         }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: exe).deletingLastPathComponent().path
+    }
+
+    /// True when every directory from / down to `dir` lets others search it (o+x).
+    static func everyoneCanEnter(_ dir: String) -> Bool {
+        var path = ""
+        for part in ["/"] + dir.split(separator: "/").map(String.init) {
+            path = part == "/" ? "/" : (path == "/" ? "/" : path + "/") + part
+            var st = stat()
+            guard stat(path, &st) == 0, st.st_mode & S_IXOTH != 0 else { return false }
+        }
+        return true
     }
 
     /// `tests/dbus/test-bus.conf` in the source tree.
@@ -54,3 +87,6 @@ func tailOfFile(_ path: String, maxBytes: Int = 4000) -> String {
     let slice = data.count > maxBytes ? data.suffix(maxBytes) : data
     return String(decoding: slice, as: UTF8.self)
 }
+
+/// The shared copy of the binaries made by `TestPaths.binDir`, removed at exit.
+nonisolated(unsafe) private var sharedBinDirToRemove: String?
