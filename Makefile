@@ -29,7 +29,7 @@ release: deps
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --disable-swift-testing
 	@# The benchmark once with tiny counts, so it cannot rot (no timing is asserted).
 	$(SWIFT) build --product geoconsent-bench
 	"$$($(SWIFT) build --show-bin-path)/geoconsent-bench" --quick --json .build/bench-quick.json
@@ -47,7 +47,7 @@ screenshots: build
 .PHONY: stress
 stress: deps
 	$(SWIFT) build --build-tests
-	GEOCONSENT_STRESS=1 $(SWIFT) test --skip-build --filter Hostile
+	GEOCONSENT_STRESS=1 $(SWIFT) test --skip-build --disable-swift-testing --filter Hostile
 
 # Performance against floors measured in the same run (README "Performance").
 bench: release
