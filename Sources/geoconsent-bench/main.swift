@@ -413,5 +413,5 @@ printTable(rows)
 let data = json(rows, extra: ["date": ISO8601DateFormatter().string(from: Date()), "quick": quick,
                               "counts": ["fixes": counts.fixes, "fanout": counts.fanout, "calls": counts.calls,
                                          "pipelined": counts.pipelined, "churn": counts.churn, "sessions": counts.sessions]])
-FileManager.default.createFile(atPath: jsonPath, contents: data)
+if !FileManager.default.createFile(atPath: jsonPath, contents: data) { print("bench: cannot write \(jsonPath)") }
 print("\nbench: wrote \(jsonPath)")
