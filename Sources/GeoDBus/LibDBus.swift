@@ -153,7 +153,12 @@ extension String {
 
 extension DBusValue {
     /// Throws if libdbus would refuse to marshal this value.
-    func validateForWire() throws {
+    /// `checkType`: also check that this value's whole type is a valid, not
+    /// too deeply nested signature. Done once at the top and again inside each
+    /// variant (whose contents carry their own signature), not at every level:
+    /// building and checking signatures node by node made marshalling a location
+    /// dictionary cost more than the rest of a call.
+    func validateForWire(checkType: Bool = true) throws {
         switch self {
         case .string(let s):
             if s.utf8.contains(0) { throw DBusError.invalidArgs("string contains NUL") }
@@ -165,24 +170,26 @@ extension DBusValue {
             guard DBusValidate.singleSignature(element) else { throw DBusError.invalidArgs("invalid array element type") }
             for i in items {
                 guard i.signature == element else { throw DBusError.invalidArgs("array element of the wrong type") }
-                try i.validateForWire()
+                try i.validateForWire(checkType: false)
             }
         case .dict(let k, let v, let entries):
             guard DBusValidate.singleSignature("a{" + k + v + "}") else { throw DBusError.invalidArgs("invalid dict type") }
             for e in entries {
                 guard e.key.signature == k, e.value.signature == v else { throw DBusError.invalidArgs("dict entry of the wrong type") }
-                try e.key.validateForWire()
-                try e.value.validateForWire()
+                try e.key.validateForWire(checkType: false)
+                try e.value.validateForWire(checkType: false)
             }
         case .structure(let fields):
             if fields.isEmpty { throw DBusError.invalidArgs("empty struct") }
-            for f in fields { try f.validateForWire() }
+            for f in fields { try f.validateForWire(checkType: false) }
         case .variant(let inner):
-            try inner.validateForWire()
+            try inner.validateForWire(checkType: true)
         default:
             break
         }
-        if !DBusValidate.singleSignature(signature) { throw DBusError.invalidArgs("invalid or too deeply nested type") }
+        if checkType && !DBusValidate.singleSignature(signature) {
+            throw DBusError.invalidArgs("invalid or too deeply nested type")
+        }
     }
 }
 
