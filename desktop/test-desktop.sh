@@ -74,29 +74,16 @@ show_logs() {
     echo "----" >&2
 }
 
+# shellcheck source=../scripts/procs.sh
+source "$ROOT/scripts/procs.sh"
+
 cleanup() {
     [[ $CLEANED == yes ]] && return
     CLEANED=yes
     trap '' INT TERM HUP
-    local i pid alive
     # Reverse start order: apps and clients, then the stack, then the X server.
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${PIDS[i]}" 2>/dev/null
-    done
     # run-stack.sh needs up to ~3 s to stop its own children; give everyone 8 s.
-    for _ in $(seq 80); do
-        alive=no
-        for pid in "${PIDS[@]}"; do running "$pid" && alive=yes; done
-        [[ $alive == no ]] && break
-        sleep 0.1
-    done
-    for i in "${!PIDS[@]}"; do
-        if running "${PIDS[i]}"; then
-            echo "desktop: ${NAMES[i]} (pid ${PIDS[i]}) ignored SIGTERM; killing" >&2
-            kill -KILL "${PIDS[i]}" 2>/dev/null
-        fi
-    done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+    stop_started desktop 80
     if [[ $FAILED == yes ]]; then
         show_logs
         echo "desktop: logs kept in $TMP" >&2
@@ -131,11 +118,7 @@ pid_of() {
     for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == "$1" ]] && echo "${PIDS[i]}"; done | tail -n 1
 }
 # running PID: the process exists and is not a zombie.
-running() {
-    local st
-    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-    [[ -n $st && ${st:0:1} != Z ]]
-}
+running() { pid_running "$1"; }
 alive() { local pid; pid=$(pid_of "$1"); [[ -n $pid ]] && running "$pid"; }
 # stop NAME: SIGTERM (SIGKILL after 5 s), reap it (it is our child), forget it.
 stop() {

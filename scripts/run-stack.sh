@@ -37,29 +37,15 @@ NAMES=()
 PIDS=()
 CLEANED=no
 
+# shellcheck source=procs.sh
+source "$ROOT/scripts/procs.sh"
+
 cleanup() {
     [[ $CLEANED == yes ]] && return
     CLEANED=yes
     trap '' INT TERM HUP
-    local i pid alive
-    # Stop in reverse order: daemon first, bus last.
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${PIDS[i]}" 2>/dev/null
-    done
-    # Up to 3 s for a clean exit, then SIGKILL.
-    for _ in $(seq 30); do
-        alive=no
-        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=yes; done
-        [[ $alive == no ]] && break
-        sleep 0.1
-    done
-    for i in "${!PIDS[@]}"; do
-        if kill -0 "${PIDS[i]}" 2>/dev/null; then
-            echo "run-stack: ${NAMES[i]} (pid ${PIDS[i]}) ignored SIGTERM; killing" >&2
-            kill -KILL "${PIDS[i]}" 2>/dev/null
-        fi
-    done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+    # Reverse start order (daemon first, bus last); up to 3 s, then SIGKILL.
+    stop_started run-stack 30
     rm -rf "$TMP"
     echo "run-stack: stopped ${NAMES[*]:-nothing}; removed $TMP" >&2
 }
