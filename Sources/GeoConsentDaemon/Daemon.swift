@@ -66,6 +66,10 @@ public final class Daemon {
             self?.server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                               member: member, args, destination: session)
         }
+        location.emitEach = { [weak self] sessions, member, args in
+            self?.server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                              member: member, args, destinations: sessions)
+        }
         location.propertiesChanged = { [weak self] changed in
             self?.server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                            changed: changed)

@@ -32,6 +32,8 @@ final class LocationService {
     var accuracy: (String) -> Accuracy? = { _ in nil }
     /// Unicast a signal to a session.
     var emit: (_ session: String, _ member: String, _ args: [DBusValue]) -> Void = { _, _, _ in }
+    /// Unicast the same signal to several sessions (arguments marshalled once).
+    var emitEach: (_ sessions: [String], _ member: String, _ args: [DBusValue]) -> Void = { _, _, _ in }
     /// `GpsdConnected` / `InUse` changed.
     var propertiesChanged: ([String: DBusValue]) -> Void = { _ in }
 
@@ -66,7 +68,8 @@ final class LocationService {
     func locate(_ call: MethodCall, session: String, options: LocationOptions) {
         if let last = lastFix, Double(EventLoop.monotonicNanos() &- last.at) / 1e9 < options.maxAge,
            let acc = accuracy(session) {
-            return call.reply([encode(last.fix, acc)])
+            var shown = Shown(last.fix, grid: grid)
+            return call.reply([shown.view(acc).value])
         }
         let timer = loop.schedule(after: options.timeout) { [weak self] in self?.locateTimedOut(session, call) }
         pending[session, default: []].append(Pending(call: call, timer: timer))
@@ -94,7 +97,8 @@ final class LocationService {
         subscribers[session] = Subscriber(options: options)
         call.reply()
         if let last = lastFix, EventLoop.monotonicNanos() &- last.at < 5_000_000_000 {
-            deliver(last.fix, to: session)
+            var shown = Shown(last.fix, grid: grid)
+            deliver(&shown, to: [session])
         }
         // During an outage say so, even after a cached fix: no next fix can come,
         // and the episode's LocationError went out before this session subscribed.
@@ -123,8 +127,25 @@ final class LocationService {
 
     // MARK: Fixes
 
-    private func encode(_ fix: Fix, _ acc: Accuracy) -> DBusValue {
-        LocationDictionary.encode(acc == .reduced ? grid.reduce(fix) : fix, accuracy: acc)
+    /// One fix as each accuracy shows it, built once per fix and shared by every
+    /// session that receives it (fan-out to hundreds of sessions).
+    private struct Shown {
+        let fix: Fix
+        let grid: ReducedGrid
+        private var views: [Accuracy: (fix: Fix, value: DBusValue)] = [:]
+
+        init(_ fix: Fix, grid: ReducedGrid) {
+            self.fix = fix
+            self.grid = grid
+        }
+
+        mutating func view(_ acc: Accuracy) -> (fix: Fix, value: DBusValue) {
+            if let v = views[acc] { return v }
+            let shown = acc == .reduced ? grid.reduce(fix) : fix
+            let v = (shown, LocationDictionary.encode(shown, accuracy: acc))
+            views[acc] = v
+            return v
+        }
     }
 
     private func handle(_ fix: Fix) {
@@ -135,6 +156,7 @@ final class LocationService {
         }
         let now = EventLoop.monotonicNanos()
         lastFix = (fix, now)
+        var shown = Shown(fix, grid: grid)
         if !pending.isEmpty {
             let waiting = pending
             pending = [:]
@@ -142,33 +164,42 @@ final class LocationService {
                 for p in calls {
                     loop.cancelTimer(p.timer)
                     if let acc = accuracy(session) {
-                        p.call.reply([encode(fix, acc)])
+                        p.call.reply([shown.view(acc).value])
                     } else {
                         p.call.fail(DBusError(GeoConsentAPI.ErrorName.notAuthorized, "The grant of this session ended"))
                     }
                 }
             }
         }
-        for session in subscribers.keys { deliver(fix, to: session) }
+        deliver(&shown, to: Array(subscribers.keys))
         demandChanged()
     }
 
-    private func deliver(_ fix: Fix, to session: String) {
-        guard var sub = subscribers[session] else { return }
-        guard let acc = accuracy(session) else {
-            subscribers[session] = nil
-            return
-        }
+    /// Sends the fix to those of `sessions` whose grant still holds and whose
+    /// filters let it through, grouped by accuracy so each group's signal body
+    /// is marshalled once.
+    private func deliver(_ shown: inout Shown, to sessions: [String]) {
         let now = EventLoop.monotonicNanos()
-        let shown = acc == .reduced ? grid.reduce(fix) : fix
-        if let last = sub.lastSent {
-            if sub.options.minInterval > 0, Double(now &- sub.lastSentAt) / 1e9 < sub.options.minInterval { return }
-            if sub.options.distanceFilter > 0, last.distance(to: shown) < sub.options.distanceFilter { return }
+        var groups: [Accuracy: [String]] = [:]
+        for session in sessions {
+            guard var sub = subscribers[session] else { continue }
+            guard let acc = accuracy(session) else {
+                subscribers[session] = nil
+                continue
+            }
+            let view = shown.view(acc)
+            if let last = sub.lastSent {
+                if sub.options.minInterval > 0, Double(now &- sub.lastSentAt) / 1e9 < sub.options.minInterval { continue }
+                if sub.options.distanceFilter > 0, last.distance(to: view.fix) < sub.options.distanceFilter { continue }
+            }
+            sub.lastSent = view.fix
+            sub.lastSentAt = now
+            subscribers[session] = sub
+            groups[acc, default: []].append(session)
         }
-        sub.lastSent = shown
-        sub.lastSentAt = now
-        subscribers[session] = sub
-        emit(session, "LocationUpdated", [LocationDictionary.encode(shown, accuracy: acc)])
+        for acc in [Accuracy.full, .reduced] {
+            if let group = groups[acc] { emitEach(group, "LocationUpdated", [shown.view(acc).value]) }
+        }
     }
 
     // MARK: gpsd connection

@@ -113,6 +113,12 @@ public final class Message {
     }
     public func setDestination(_ name: String) { _ = dbus_message_set_destination(raw, name) }
 
+    /// A copy with the same header and (already marshalled) body, no serial yet:
+    /// one signal body can go to many destinations without marshalling it again.
+    public func copy() -> Message? {
+        dbus_message_copy(raw).map { Message(adopting: $0) }
+    }
+
     /// The message's arguments, decoded.
     public func arguments() -> [DBusValue] {
         var iter = DBusMessageIter()

@@ -67,6 +67,19 @@ public final class ObjectServer {
         return connection.send(m)
     }
 
+    /// Sends the same signal unicast to each of `destinations`, marshalling its
+    /// arguments once (each destination still gets its own message).
+    public func emit(path: String, interface: String, member: String, _ args: [DBusValue], destinations: [String]) {
+        guard !destinations.isEmpty,
+              let m = try? Message.signal(path: path, interface: interface, member: member),
+              (try? m.append(args)) != nil else { return }
+        for d in destinations {
+            guard let each = m.copy() else { continue }
+            each.setDestination(d)
+            connection.send(each)
+        }
+    }
+
     /// Broadcasts `PropertiesChanged` for `changed` properties of `interface`.
     public func propertiesChanged(path: String, interface: String, changed: [String: DBusValue]) {
         guard !changed.isEmpty else { return }

@@ -26,9 +26,12 @@ struct Counts {
                               churn: 50, sessions: 100, idleSeconds: 1)
 }
 var counts = quick ? Counts.quick : Counts()
-// BENCH_FANOUT=1,100 picks the fan-out sizes (profiling one phase).
+// BENCH_FANOUT=1,100 picks the fan-out sizes, BENCH_FANOUT_ROUNDS their rounds (profiling one phase).
 if let f = ProcessInfo.processInfo.environment["BENCH_FANOUT"] {
     counts.fanout = f.split(separator: ",").compactMap { Int($0) }
+}
+if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ Int($0) }) {
+    counts.fanoutRounds = r
 }
 
 // Many connections: raise the descriptor limit to the hard maximum.
