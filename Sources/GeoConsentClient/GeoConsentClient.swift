@@ -62,11 +62,19 @@ public final class GeoConsentClient: @unchecked Sendable {
     private var thread = pthread_t()
     private var continuation: AsyncStream<ClientEvent>.Continuation?
 
+    // Calls waiting for replies, so none is left hanging when the loop ends
+    // (bus gone, or `close()`): guarded by `lock`, touched from both threads.
+    private var lock = pthread_mutex_t()
+    private var stopped = false
+    private var waiting: [UInt64: CheckedContinuation<[DBusValue], Error>] = [:]
+    private var nextCall: UInt64 = 0
+
     /// Events for this session: fixes after `startUpdates`, status changes, errors.
     public let events: AsyncStream<ClientEvent>
 
     /// Connects to `bus` (blocking until connected or failed).
     public init(bus: BusAddress = .system) throws {
+        pthread_mutex_init(&lock, nil)
         var cont: AsyncStream<ClientEvent>.Continuation?
         events = AsyncStream(bufferingPolicy: .bufferingNewest(1024)) { cont = $0 }
         continuation = cont
@@ -84,8 +92,26 @@ public final class GeoConsentClient: @unchecked Sendable {
         pthread_create(&thread, nil, { arg in
             let client = Unmanaged<GeoConsentClient>.fromOpaque(arg!).takeRetainedValue()
             client.loop.run()
+            client.failWaitingCalls()
             return nil
         }, me)
+    }
+
+    /// The loop has ended: no reply can come any more.
+    private func failWaitingCalls() {
+        pthread_mutex_lock(&lock)
+        stopped = true
+        let orphans = waiting
+        waiting.removeAll()
+        pthread_mutex_unlock(&lock)
+        for k in orphans.values { k.resume(throwing: DBusError(DBusError.disconnectedName, "the bus connection is closed")) }
+    }
+
+    private func finish(_ id: UInt64, _ result: Result<[DBusValue], Error>) {
+        pthread_mutex_lock(&lock)
+        let k = waiting.removeValue(forKey: id)
+        pthread_mutex_unlock(&lock)
+        k?.resume(with: result)
     }
 
     /// Ends the session (and so its grant).
@@ -123,12 +149,18 @@ public final class GeoConsentClient: @unchecked Sendable {
                                              interface: interface, member: member)
         try message.append(args)
         return try await withCheckedThrowingContinuation { (k: CheckedContinuation<[DBusValue], Error>) in
+            pthread_mutex_lock(&lock)
+            guard !stopped else {
+                pthread_mutex_unlock(&lock)
+                return k.resume(throwing: DBusError(DBusError.disconnectedName, "the bus connection is closed"))
+            }
+            nextCall += 1
+            let id = nextCall
+            waiting[id] = k
+            pthread_mutex_unlock(&lock)
             loop.post { [self] in
                 connection.call(message, timeout: timeout) { result in
-                    switch result {
-                    case .success(let reply): k.resume(returning: reply.arguments())
-                    case .failure(let e): k.resume(throwing: e)
-                    }
+                    self.finish(id, result.map { $0.arguments() }.mapError { $0 as Error })
                 }
             }
         }

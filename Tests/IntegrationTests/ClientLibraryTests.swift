@@ -87,6 +87,22 @@ final class ClientLibraryTests: XCTestCase {
         XCTAssertTrue(st.enabled)
     }
 
+    func testCallsFailInsteadOfHangingWhenTheBusGoes() async throws {
+        let client = try GeoConsentClient(bus: .address(stack.bus.address))
+        defer { client.close() }
+        let before = try await client.authorization()
+        XCTAssertEqual(before.status, .notDetermined)
+        stack.bus.stop()
+        for _ in 0..<2 {   // the one in flight when the bus goes, and one after
+            do {
+                _ = try await client.requestLocation(timeout: 60)
+                XCTFail("a location with no bus")
+            } catch let e as DBusError {
+                XCTAssertTrue([DBusError.disconnectedName, DBusError.noReplyName].contains(e.name), "\(e)")
+            }
+        }
+    }
+
     func testErrorsArriveAsDBusErrors() async throws {
         let client = try GeoConsentClient(bus: .address(stack.bus.address))
         defer { client.close() }
