@@ -19,8 +19,6 @@ final class CallerResolver {
         self.identity = identity
     }
 
-    var cachedCount: Int { known.count }
-
     /// Calls `done` with the caller, at once when known, else after a bus round trip.
     func resolve(_ name: String, _ done: @escaping (Result<Caller, DBusError>) -> Void) {
         if let c = known[name] { return done(.success(c)) }

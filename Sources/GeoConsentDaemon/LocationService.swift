@@ -60,7 +60,6 @@ final class LocationService {
     }
 
     private var demand: Bool { !pending.isEmpty || !subscribers.isEmpty }
-    var subscriberCount: Int { subscribers.count }
 
     // MARK: Requests (already past the consent gate)
 

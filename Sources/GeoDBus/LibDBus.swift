@@ -339,6 +339,14 @@ private func encode(_ value: DBusValue, into iter: inout DBusMessageIter) -> Boo
     }
 }
 
+/// This machine's D-Bus machine id, as libdbus reads it (/etc/machine-id,
+/// /var/lib/dbus/machine-id); nil when there is none.
+func localMachineID() -> String? {
+    guard let p = dbus_get_local_machine_id() else { return nil }
+    defer { dbus_free(p) }
+    return String(cString: p)
+}
+
 // MARK: - Connections
 
 /// Which bus to connect to.

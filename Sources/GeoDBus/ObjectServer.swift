@@ -209,9 +209,6 @@ public final class ObjectServer {
     }
 
     private func machineID() -> String {
-        for path in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
-            if let s = readSmallFile(path)?.split(separator: "\n").first, s.count == 32 { return String(s) }
-        }
-        return String(repeating: "0", count: 32)
+        localMachineID() ?? String(repeating: "0", count: 32)
     }
 }

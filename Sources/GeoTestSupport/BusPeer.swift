@@ -100,12 +100,6 @@ public final class BusPeer {
 
     public func signals(named member: String) -> [Message] { signals.filter { $0.member == member } }
 
-    /// Forgets received signals (long benchmarks).
-    public func clearSignals() {
-        signals.removeAll(keepingCapacity: true)
-        signalTimes.removeAll(keepingCapacity: true)
-    }
-
     public func addMatch(_ rule: String) throws { try connection.addMatch(rule) }
 
     public func requestName(_ name: String) throws -> RequestNameResult { try connection.requestName(name) }

@@ -8,7 +8,8 @@ struct Failure: Error {
     init(_ m: String) { message = m }
 }
 
-/// Blocking calls to the daemon, for the one-shot commands.
+/// A connection with blocking calls, for the terminal agent (which registers, then
+/// serves Confirm/Cancel on its own loop); the other commands use GeoConsentClient.
 final class Client {
     let connection: Connection
 
@@ -35,12 +36,6 @@ final class Client {
         }
     }
 
-    /// All properties of the client interface.
-    func properties() throws -> [String: DBusValue] {
-        let r = try call("GetAll", [.string(GeoConsentAPI.interfaceName)], interface: ObjectServer.properties)
-        return r.first?.vardictValue ?? [:]
-    }
-
     static func explain(_ e: DBusError) -> String {
         switch e.name {
         case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
@@ -57,8 +52,4 @@ final class Client {
             return "\(e.name): \(e.message)"
         }
     }
-}
-
-func statusName(_ v: UInt32) -> String {
-    AuthorizationStatus(rawValue: v)?.name ?? "unknown (\(v))"
 }
