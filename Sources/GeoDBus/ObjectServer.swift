@@ -70,14 +70,22 @@ public final class ObjectServer {
     /// Sends the same signal unicast to each of `destinations`, marshalling its
     /// arguments once (each destination still gets its own message).
     public func emit(path: String, interface: String, member: String, _ args: [DBusValue], destinations: [String]) {
-        guard !destinations.isEmpty,
-              let m = try? Message.signal(path: path, interface: interface, member: member),
+        guard let last = destinations.last else { return }
+        if destinations.count == 1 {
+            // The destination goes in before the body: setting a header field after
+            // the body is marshalled makes libdbus move the body (the streaming case).
+            emit(path: path, interface: interface, member: member, args, destination: last)
+            return
+        }
+        guard let m = try? Message.signal(path: path, interface: interface, member: member),
               (try? m.append(args)) != nil else { return }
-        for d in destinations {
+        for d in destinations.dropLast() {
             guard let each = m.copy() else { continue }
             each.setDestination(d)
             connection.send(each)
         }
+        m.setDestination(last)
+        connection.send(m)
     }
 
     /// Broadcasts `PropertiesChanged` for `changed` properties of `interface`.

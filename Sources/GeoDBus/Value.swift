@@ -55,6 +55,14 @@ public indirect enum DBusValue: Equatable, Sendable {
         case .variant: return "v"
         }
     }
+
+    /// True for arrays, dictionaries, structs and variants; false for basic types.
+    public var isContainer: Bool {
+        switch self {
+        case .array, .dict, .structure, .variant: return true
+        default: return false
+        }
+    }
 }
 
 // MARK: - Convenience constructors and accessors

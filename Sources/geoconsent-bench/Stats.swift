@@ -88,10 +88,19 @@ func json(_ rows: [Row], extra: [String: Any]) -> Data {
 }
 
 /// VmRSS of a process in KiB.
-func rssKiB(_ pid: pid_t) -> Double {
-    guard let s = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return .nan }
-    for line in s.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return Double(line.split(separator: " ").dropFirst().first ?? "") ?? .nan
+func rssKiB(_ pid: pid_t) -> Double { procField(pid, "status", "VmRSS:") }
+
+/// The anonymous part of the RSS (heap, stacks): memory that is the daemon's alone.
+func anonKiB(_ pid: pid_t) -> Double { procField(pid, "status", "RssAnon:") }
+
+/// Proportional set size: shared pages (libc, …) divided among the processes mapping them.
+func pssKiB(_ pid: pid_t) -> Double { procField(pid, "smaps_rollup", "Pss:") }
+
+/// A "Name:   1234 kB" field of /proc/PID/FILE, in KiB.
+private func procField(_ pid: pid_t, _ file: String, _ name: String) -> Double {
+    guard let s = try? String(contentsOfFile: "/proc/\(pid)/\(file)", encoding: .utf8) else { return .nan }
+    for line in s.split(separator: "\n") where line.hasPrefix(name) {
+        return Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? .nan
     }
     return .nan
 }

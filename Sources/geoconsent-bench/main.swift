@@ -7,6 +7,9 @@ import GeoTestSupport
 // daemon) measured against floors taken in the same run. See README "Performance".
 
 setvbuf(stdout, nil, _IOLBF, 0)
+if let i = CommandLine.arguments.firstIndex(of: "--relay") {
+    runRelay(CommandLine.arguments[(i + 1)...])
+}
 let quick = CommandLine.arguments.contains("--quick")
 let jsonPath: String = {
     if let i = CommandLine.arguments.firstIndex(of: "--json"), i + 1 < CommandLine.arguments.count {
@@ -34,6 +37,10 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
     counts.fanoutRounds = r
 }
 
+// BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=calls runs only
+// the calls phase (profiling one path, e.g. with BENCH_DAEMON running callgrind).
+let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
+
 // Many connections: raise the descriptor limit to the hard maximum.
 var limit = rlimit()
 getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
@@ -43,13 +50,16 @@ setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
 let bus = try TestBus()
 let gpsd = try GpsdInstance()
 try gpsd.waitUntilListening(timeout: 5)
+// BENCH_DAEMON=PATH runs another daemon binary or a wrapper script (e.g. one
+// that execs valgrind --tool=callgrind on the release daemon, for profiling).
 let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port,
-                                configText: "[daemon]\ngpsd-linger = 0.5\n")
+                                configText: "[daemon]\ngpsd-linger = 0.5\n",
+                                executable: ProcessInfo.processInfo.environment["BENCH_DAEMON"])
 let peers = PeerLoop()
 var rows: [Row] = []
 // Idle RSS of a fresh daemon, before any client has used it.
 Thread.sleep(forTimeInterval: 1)
-let rssFresh = rssKiB(daemon.pid)
+let rssFresh = rssKiB(daemon.pid), anonFresh = anonKiB(daemon.pid), pssFresh = pssKiB(daemon.pid)
 let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
 
 func fail(_ why: String) -> Never {
@@ -100,170 +110,199 @@ func timestamp(of m: Message) -> UInt64? {
     m.arguments().first?.vardictValue?["timestamp"]?.uint64Value
 }
 
-// MARK: 1. Fix latency
+// The direct gpsd client's latency: the floor of the fix latency and fan-out rows.
+var gpsdLatency = Sample()
+if only != "calls" {
 
-print("bench: fix latency (\(counts.fixes) fixes)")
-let client = try peers.connect(bus.address)
-tap(client)
-must(client.call(dest, path, iface, "StartUpdates", [.vardict([:])]), "StartUpdates")
-// Warm up: gpsd connects, learns the cycle.
-do {
-    var warm = 0
-    for _ in 0..<40 where warm < 5 {
-        let e = nextEpoch()
-        let before = client.signals.count
-        gpsd.send(e.sentences)
-        peers.pump(timeout: 0.3) { client.signals.dropFirst(before).contains { timestamp(of: $0) == e.micros } }
-        if client.signals.dropFirst(before).contains(where: { timestamp(of: $0) == e.micros }) { warm += 1 }
-    }
-    if warm < 5 { fail("no fixes reach the client during warm-up") }
-}
-var daemonLatency = Sample()
-for _ in 0..<counts.fixes {
-    let e = nextEpoch()
-    let before = client.signals.count
-    let t0 = nowNanos()
-    gpsd.send(e.sentences)
-    var arrival: UInt64?
-    peers.pump(timeout: 2) {
-        for i in before..<client.signals.count where timestamp(of: client.signals[i]) == e.micros {
-            arrival = client.signalTimes[i]
-            return true
+    // MARK: 1. Fix latency
+
+    print("bench: fix latency (\(counts.fixes) fixes)")
+    let client = try peers.connect(bus.address)
+    tap(client)
+    must(client.call(dest, path, iface, "StartUpdates", [.vardict([:])]), "StartUpdates")
+    /// Sends NMEA epochs (warm-up ones first, until 5 have arrived) and times each
+    /// measured one from the datagram to the first signal on `client` that `matches` it.
+    func timeFixes(_ what: String, matches: (Message, _ micros: UInt64, _ iso: String) -> Bool) -> Sample {
+        func arrival(since before: Int, _ e: (sentences: [String], micros: UInt64, iso: String)) -> UInt64? {
+            (before..<client.signals.count).first { matches(client.signals[$0], e.micros, e.iso) }.map { client.signalTimes[$0] }
         }
-        return false
+        var warm = 0
+        for _ in 0..<40 where warm < 5 {
+            let e = nextEpoch()
+            let before = client.signals.count
+            gpsd.send(e.sentences)
+            if peers.pump(timeout: 0.3, until: { arrival(since: before, e) != nil }) { warm += 1 }
+        }
+        if warm < 5 { fail("no fixes reach the client from \(what) during warm-up") }
+        var sample = Sample()
+        for _ in 0..<counts.fixes {
+            let e = nextEpoch()
+            let before = client.signals.count
+            let t0 = nowNanos()
+            gpsd.send(e.sentences)
+            var at: UInt64?
+            peers.pump(timeout: 2) { at = arrival(since: before, e); return at != nil }
+            if let at { sample.add(micros(at - t0)) }
+            peers.settle(0.005)
+        }
+        return sample
     }
-    if let arrival { daemonLatency.add(micros(arrival - t0)) }
-    peers.settle(0.005)
-}
-must(client.call(dest, path, iface, "StopUpdates"), "StopUpdates")
+    let daemonLatency = timeFixes("the daemon") { m, micros, _ in timestamp(of: m) == micros }
+    must(client.call(dest, path, iface, "StopUpdates"), "StopUpdates")
 
-// Floor: a direct gpsd JSON client on a raw socket, timed the same way.
-func gpsdFloor() -> Sample {
-    var sample = Sample()
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = gpsd.port.bigEndian
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let ok = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard ok == 0 else { fail("cannot connect to gpsd directly") }
-    defer { close(fd) }
-    let watch = "?WATCH={\"enable\":true,\"json\":true}\n"
-    _ = watch.withCString { write(fd, $0, strlen($0)) }
-    var pending = ""
-    /// Reads lines until a TPV with this epoch's time; returns when the chunk holding it was read.
-    func waitForTPV(_ iso: String, timeout: Double) -> UInt64? {
-        let deadline = nowNanos() + UInt64(timeout * 1e9)
-        while nowNanos() < deadline {
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, 50) > 0 else { continue }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = read(fd, &chunk, chunk.count)
-            guard n > 0 else { return nil }
-            let stamp = nowNanos()
-            pending += String(decoding: chunk[..<n], as: UTF8.self)
-            var found = false
-            // gpsd ends lines with CRLF, which Swift sees as one Character.
-            while let nl = pending.firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) {
-                let line = pending[..<nl]
-                if line.contains("\"class\":\"TPV\"") && line.contains("\"time\":\"\(iso)") { found = true }
-                pending.removeSubrange(...nl)
+    // Floor: a direct gpsd JSON client on a raw socket, timed the same way.
+    func gpsdFloor() -> Sample {
+        var sample = Sample()
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = gpsd.port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let ok = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard ok == 0 else { fail("cannot connect to gpsd directly") }
+        defer { close(fd) }
+        let watch = "?WATCH={\"enable\":true,\"json\":true}\n"
+        _ = watch.withCString { write(fd, $0, strlen($0)) }
+        var pending = ""
+        /// Reads lines until a TPV with this epoch's time; returns when the chunk holding it was read.
+        func waitForTPV(_ iso: String, timeout: Double) -> UInt64? {
+            let deadline = nowNanos() + UInt64(timeout * 1e9)
+            while nowNanos() < deadline {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&p, 1, 50) > 0 else { continue }
+                var chunk = [UInt8](repeating: 0, count: 65536)
+                let n = read(fd, &chunk, chunk.count)
+                guard n > 0 else { return nil }
+                let stamp = nowNanos()
+                pending += String(decoding: chunk[..<n], as: UTF8.self)
+                var found = false
+                // gpsd ends lines with CRLF, which Swift sees as one Character.
+                while let nl = pending.firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) {
+                    let line = pending[..<nl]
+                    if line.contains("\"class\":\"TPV\"") && line.contains("\"time\":\"\(iso)") { found = true }
+                    pending.removeSubrange(...nl)
+                }
+                if found { return stamp }
             }
-            if found { return stamp }
+            return nil
         }
-        return nil
-    }
-    for _ in 0..<5 { let e = nextEpoch(); gpsd.send(e.sentences); _ = waitForTPV(e.iso, timeout: 0.5) }
-    for _ in 0..<counts.fixes {
-        let e = nextEpoch()
-        let t0 = nowNanos()
-        gpsd.send(e.sentences)
-        if let t1 = waitForTPV(e.iso, timeout: 2) { sample.add(micros(t1 - t0)) }
-        usleep(5000)
-    }
-    return sample
-}
-let gpsdLatency = gpsdFloor()
-if gpsdLatency.count == 0 { fail("the direct gpsd client saw no TPV") }
-
-// Floor: a bare unicast signal from one connection to another through the same bus.
-func signalFloor(receivers: [BusPeer], rounds: Int) -> (first: Sample, last: Sample) {
-    let sender = try! peers.connect(bus.address)
-    var first = Sample(), last = Sample()
-    let payload: [DBusValue] = [LocationDictionary.encode(.init(latitude: 52.52, longitude: 13.405, mode: .threeD,
-                                                                altitude: 40, horizontalAccuracy: 5, speed: 5, course: 90,
-                                                                timestamp: 1), accuracy: .full)]
-    for _ in 0..<rounds {
-        let before = receivers.map { $0.signals.count }
-        let t0 = nowNanos()
-        for r in receivers {
-            sender.server.emit(path: "/bench", interface: "org.geoconsent.Bench", member: "LocationUpdated", payload,
-                               destination: r.uniqueName)
+        for _ in 0..<5 { let e = nextEpoch(); gpsd.send(e.sentences); _ = waitForTPV(e.iso, timeout: 0.5) }
+        for _ in 0..<counts.fixes {
+            let e = nextEpoch()
+            let t0 = nowNanos()
+            gpsd.send(e.sentences)
+            if let t1 = waitForTPV(e.iso, timeout: 2) { sample.add(micros(t1 - t0)) }
+            usleep(5000)
         }
-        let ok = peers.pump(timeout: 10) { zip(receivers, before).allSatisfy { $0.signals.count > $1 } }
-        if !ok { fail("bare signals did not all arrive") }
-        let times = zip(receivers, before).map { $0.signalTimes[$1] }
-        first.add(micros(times.min()! - t0))
-        last.add(micros(times.max()! - t0))
-        peers.settle(0.005)
+        return sample
     }
-    sender.connection.close()
-    return (first, last)
-}
-let oneSignal = signalFloor(receivers: [client], rounds: counts.fixes)
-client.connection.close()
-rows.append(Row(section: "fix latency", name: "NMEA sent -> LocationUpdated p50", value: daemonLatency.p50, unit: "µs",
-                floorName: "gpsd JSON client + bare signal p50", floor: gpsdLatency.p50 + oneSignal.first.p50,
-                target: .ratioAtMost(1.2)))
-rows.append(Row(section: "fix latency", name: "NMEA sent -> LocationUpdated p99", value: daemonLatency.p99, unit: "µs",
-                floorName: "gpsd JSON client + bare signal p99", floor: gpsdLatency.p99 + oneSignal.first.p99))
-rows.append(Row(section: "fix latency", name: "floor: NMEA -> direct gpsd client p50", value: gpsdLatency.p50, unit: "µs"))
-rows.append(Row(section: "fix latency", name: "floor: bare unicast signal p50", value: oneSignal.first.p50, unit: "µs"))
+    gpsdLatency = gpsdFloor()
+    if gpsdLatency.count == 0 { fail("the direct gpsd client saw no TPV") }
 
-// MARK: 2. Fan-out
-
-for n in counts.fanout {
-    print("bench: fan-out to \(n) sessions")
-    var subs: [BusPeer] = []
-    for _ in 0..<n { subs.append(try peers.connect(bus.address)) }
-    // Taps and StartUpdates pipelined: the app is approved already, so these are silent.
-    var calls = subs.map { $0.callAsync(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]) }
-    peers.pump(timeout: 60) { calls.allSatisfy(\.isDone) }
-    calls = subs.map { $0.callAsync(dest, path, iface, "StartUpdates", [.vardict([:])]) }
-    peers.pump(timeout: 60) { calls.allSatisfy(\.isDone) }
-    if calls.contains(where: { if case .failure = $0.result { return true } else { return false } }) { fail("StartUpdates failed") }
-    var first = Sample(), last = Sample(), sentAt: UInt64 = 0
-    for round in 0..<(counts.fanoutRounds + 2) {
-        let e = nextEpoch()
-        let before = subs.map { $0.signals.count }
-        sentAt = nowNanos()
-        gpsd.send(e.sentences)
-        var arrivals: [UInt64] = []
-        let ok = peers.pump(timeout: 10) {
-            arrivals = []
-            for (p, b) in zip(subs, before) {
-                guard let i = (b..<p.signals.count).first(where: { timestamp(of: p.signals[$0]) == e.micros }) else { return false }
-                arrivals.append(p.signalTimes[i])
+    // Floor: a bare unicast signal from one connection to another through the same bus.
+    func signalFloor(receivers: [BusPeer], rounds: Int) -> (first: Sample, last: Sample) {
+        let sender = try! peers.connect(bus.address)
+        var first = Sample(), last = Sample()
+        let payload: [DBusValue] = [LocationDictionary.encode(.init(latitude: 52.52, longitude: 13.405, mode: .threeD,
+                                                                    altitude: 40, horizontalAccuracy: 5, speed: 5, course: 90,
+                                                                    timestamp: 1), accuracy: .full)]
+        for _ in 0..<rounds {
+            let before = receivers.map { $0.signals.count }
+            let t0 = nowNanos()
+            for r in receivers {
+                sender.server.emit(path: "/bench", interface: "org.geoconsent.Bench", member: "LocationUpdated", payload,
+                                   destination: r.uniqueName)
             }
-            return true
+            let ok = peers.pump(timeout: 10) { zip(receivers, before).allSatisfy { $0.signals.count > $1 } }
+            if !ok { fail("bare signals did not all arrive") }
+            let times = zip(receivers, before).map { $0.signalTimes[$1] }
+            first.add(micros(times.min()! - t0))
+            last.add(micros(times.max()! - t0))
+            peers.settle(0.005)
         }
-        if !ok { continue }   // a fix gpsd dropped (warm-up): not counted
-        if round >= 2 {
-            first.add(micros(arrivals.min()! - sentAt))
-            last.add(micros(arrivals.max()! - sentAt))
-        }
-        peers.settle(0.01)
+        sender.connection.close()
+        return (first, last)
     }
-    let floor = signalFloor(receivers: subs, rounds: counts.fanoutRounds)
-    rows.append(Row(section: "fan-out \(n)", name: "first arrival p50", value: first.p50, unit: "µs",
-                    floorName: "gpsd client + first bare signal", floor: gpsdLatency.p50 + floor.first.p50))
-    rows.append(Row(section: "fan-out \(n)", name: "last arrival p50", value: last.p50, unit: "µs",
-                    floorName: "gpsd client + last of \(n) bare signals", floor: gpsdLatency.p50 + floor.last.p50,
-                    target: n == 100 ? .ratioAtMost(1.3) : nil))
-    for s in subs { s.connection.close() }
-    peers.settle(0.2)
+    let oneSignal = signalFloor(receivers: [client], rounds: counts.fixes)
+
+    // Reference: the cheapest relay process in the daemon's place (Relay.swift).
+    func relayLatency() -> Sample {
+        let dir = try! TempDir()
+        var exe = [CChar](repeating: 0, count: Int(PATH_MAX))
+        let len = readlink("/proc/self/exe", &exe, exe.count - 1)
+        guard len > 0 else { fail("cannot find my own executable for the relay") }
+        let relay = try! ChildProcess(executable: String(cString: exe), arguments: ["--relay", bus.address, String(gpsd.port), client.uniqueName],
+                                      logPath: dir.file("relay.log"))
+        defer { relay.stop() }
+        return timeFixes("the relay") { m, _, iso in
+            m.member == "LocationUpdated" && m.arguments().dropFirst().first?.stringValue?.hasPrefix(iso) == true
+        }
+    }
+    let relay = relayLatency()
+    client.connection.close()
+    rows.append(Row(section: "fix latency", name: "NMEA sent -> LocationUpdated p50", value: daemonLatency.p50, unit: "µs",
+                    floorName: "gpsd JSON client + bare signal p50", floor: gpsdLatency.p50 + oneSignal.first.p50,
+                    target: .ratioAtMost(1.2)))
+    rows.append(Row(section: "fix latency", name: "NMEA sent -> LocationUpdated p99", value: daemonLatency.p99, unit: "µs",
+                    floorName: "gpsd JSON client + bare signal p99", floor: gpsdLatency.p99 + oneSignal.first.p99))
+    rows.append(Row(section: "fix latency", name: "floor: NMEA -> direct gpsd client p50", value: gpsdLatency.p50, unit: "µs"))
+    rows.append(Row(section: "fix latency", name: "floor: bare unicast signal p50", value: oneSignal.first.p50, unit: "µs"))
+    rows.append(Row(section: "fix latency", name: "reference: minimal relay process p50", value: relay.p50, unit: "µs",
+                    floorName: "gpsd JSON client + bare signal p50", floor: gpsdLatency.p50 + oneSignal.first.p50))
+    rows.append(Row(section: "fix latency", name: "daemon vs minimal relay p50", value: daemonLatency.p50, unit: "µs",
+                    floorName: "minimal relay p50", floor: relay.p50))
+    if only == "latency" {
+        daemon.stop(); gpsd.stop(); bus.stop()
+        printTable(rows)
+        exit(0)
+    }
+
+    // MARK: 2. Fan-out
+
+    for n in counts.fanout {
+        print("bench: fan-out to \(n) sessions")
+        var subs: [BusPeer] = []
+        for _ in 0..<n { subs.append(try peers.connect(bus.address)) }
+        // Taps and StartUpdates pipelined: the app is approved already, so these are silent.
+        var calls = subs.map { $0.callAsync(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]) }
+        peers.pump(timeout: 60) { calls.allSatisfy(\.isDone) }
+        calls = subs.map { $0.callAsync(dest, path, iface, "StartUpdates", [.vardict([:])]) }
+        peers.pump(timeout: 60) { calls.allSatisfy(\.isDone) }
+        if calls.contains(where: { if case .failure = $0.result { return true } else { return false } }) { fail("StartUpdates failed") }
+        var first = Sample(), last = Sample(), sentAt: UInt64 = 0
+        for round in 0..<(counts.fanoutRounds + 2) {
+            let e = nextEpoch()
+            let before = subs.map { $0.signals.count }
+            sentAt = nowNanos()
+            gpsd.send(e.sentences)
+            var arrivals: [UInt64] = []
+            let ok = peers.pump(timeout: 10) {
+                arrivals = []
+                for (p, b) in zip(subs, before) {
+                    guard let i = (b..<p.signals.count).first(where: { timestamp(of: p.signals[$0]) == e.micros }) else { return false }
+                    arrivals.append(p.signalTimes[i])
+                }
+                return true
+            }
+            if !ok { continue }   // a fix gpsd dropped (warm-up): not counted
+            if round >= 2 {
+                first.add(micros(arrivals.min()! - sentAt))
+                last.add(micros(arrivals.max()! - sentAt))
+            }
+            peers.settle(0.01)
+        }
+        let floor = signalFloor(receivers: subs, rounds: counts.fanoutRounds)
+        rows.append(Row(section: "fan-out \(n)", name: "first arrival p50", value: first.p50, unit: "µs",
+                        floorName: "gpsd client + first bare signal", floor: gpsdLatency.p50 + floor.first.p50))
+        rows.append(Row(section: "fan-out \(n)", name: "last arrival p50", value: last.p50, unit: "µs",
+                        floorName: "gpsd client + last of \(n) bare signals", floor: gpsdLatency.p50 + floor.last.p50,
+                        target: n == 100 ? .ratioAtMost(1.3) : nil))
+        for s in subs { s.connection.close() }
+        peers.settle(0.2)
+    }
+
 }
 
 // MARK: 3. Calls
@@ -318,6 +357,12 @@ rows.append(Row(section: "calls", name: "RequestLocation pipelined", value: locC
                 floorName: "Peer.Ping pipelined", floor: ping.perSecond))
 rows.append(Row(section: "calls", name: "floor: bus GetId p50", value: getID.seq.p50, unit: "µs"))
 rows.append(Row(section: "calls", name: "floor: bus GetId pipelined", value: getID.perSecond, unit: "calls/s"))
+
+if only == "calls" {
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(rows)
+    exit(0)
+}
 
 // MARK: 4. Churn
 
@@ -397,6 +442,8 @@ if let strace = TestPaths.findExecutable("strace", candidates: ["/usr/bin/strace
 }
 let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
 rows.append(Row(section: "memory", name: "daemon RSS idle (fresh)", value: rssFresh / 1024, unit: "MiB", target: .atMost(7)))
+rows.append(Row(section: "memory", name: "  of it anonymous (heap, stacks; the daemon's alone)", value: anonFresh / 1024, unit: "MiB"))
+rows.append(Row(section: "memory", name: "daemon PSS idle (fresh; shared pages divided)", value: pssFresh / 1024, unit: "MiB"))
 rows.append(Row(section: "memory", name: "daemon RSS idle after the load phases", value: rssIdle / 1024, unit: "MiB"))
 rows.append(Row(section: "memory", name: "RSS per session (\(counts.sessions) sessions)", value: (rssMany - rssIdle) * 1024 / Double(counts.sessions),
                 unit: "B", target: .atMost(1024)))

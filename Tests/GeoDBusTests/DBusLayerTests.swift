@@ -147,6 +147,11 @@ final class DBusLayerTests: XCTestCase {
         var deep: DBusValue = .int32(1)
         for _ in 0..<40 { deep = .array(element: deep.signature, [deep]) }
         XCTAssertThrowsError(try m.append([deep]))
+        // Inside a variant: a container's whole type is still checked, strings still for NUL.
+        XCTAssertThrowsError(try m.append([.variant(deep)]))
+        XCTAssertThrowsError(try m.append([.vardict(["k": .string("nul\u{0}inside")])]))
+        XCTAssertThrowsError(try m.append([.vardict(["k": .variant(.objectPath("no/slash"))])]))
+        XCTAssertNoThrow(try m.append([.vardict(["k": .variant(.array(element: "i", [.int32(1)]))])]))
     }
 
     func testIntrospectionComesFromTheTable() {

@@ -1,0 +1,78 @@
+import Foundation
+import GeoDBus
+import GeoConsentAPI
+
+// `geoconsent-bench --relay BUS GPSD_PORT DESTINATION`: the cheapest process that
+// can stand where the daemon stands. It reads gpsd's JSON on a raw socket and, for
+// each TPV line, sends one prebuilt LocationUpdated-sized unicast signal (plus the
+// TPV's time, for matching) through the same bus; no libgps, no consent, no
+// encoding per fix.
+//
+// Why it is in the benchmark: the issue's floor adds two separate hops (gpsd → a
+// client, and a signal through the bus), each a two-process ping-pong that the
+// scheduler keeps on one CPU. Any location service adds a third process in the
+// middle, and on this 2-vCPU VM waking a process on the other, idle vCPU costs
+// ~100 µs per hop. The relay measures that architectural cost, so the report can
+// say how much of the gap to the floor is the daemon's own work.
+
+/// Runs the relay until gpsd or the bus goes away; never returns.
+func runRelay(_ args: ArraySlice<String>) -> Never {
+    let a = Array(args)
+    guard a.count == 3, let port = UInt16(a[1]) else {
+        FileHandle.standardError.write("usage: geoconsent-bench --relay BUS GPSD_PORT DESTINATION\n".data(using: .utf8)!)
+        exit(2)
+    }
+    let destination = a[2]
+    let loop = EventLoop()
+    let bus: Connection
+    do { bus = try Connection(bus: .address(a[0])) } catch {
+        FileHandle.standardError.write("relay: cannot connect to the bus: \(error)\n".data(using: .utf8)!)
+        exit(1)
+    }
+    bus.onDisconnect = { exit(0) }
+    bus.attach(to: loop)
+
+    // The template: the same path, interface, member and dictionary a daemon signal carries.
+    let fix = LocationDictionary.encode(.init(latitude: 52.52, longitude: 13.405, mode: .threeD, altitude: 40,
+                                              horizontalAccuracy: 5, speed: 5, course: 90, timestamp: 1),
+                                        accuracy: .full)
+    guard let template = try? Message.signal(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                                             member: "LocationUpdated", destination: destination),
+          (try? template.append([fix])) != nil else {
+        exit(1)
+    }
+
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = port.bigEndian
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let ok = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard ok == 0 else { exit(1) }
+    let watch = "?WATCH={\"enable\":true,\"json\":true}\n"
+    _ = watch.withCString { write(fd, $0, strlen($0)) }
+
+    let tpv = Array(#"{"class":"TPV""#.utf8), timeKey = Array(#""time":""#.utf8)
+    var pending: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    _ = loop.watch(fd: fd, events: .readable) { _ in
+        let n = read(fd, &chunk, chunk.count)
+        if n <= 0 { exit(0) }
+        pending.append(contentsOf: chunk[..<n])
+        while let nl = pending.firstIndex(of: UInt8(ascii: "\n")) {
+            let line = pending[..<nl]
+            if line.starts(with: tpv), let t = line.firstRange(of: timeKey) {
+                let rest = line[t.upperBound...]
+                let end = rest.firstIndex(of: UInt8(ascii: "\"")) ?? rest.endIndex
+                if let m = template.copy(), (try? m.append([.string(String(decoding: rest[..<end], as: UTF8.self))])) != nil {
+                    _ = bus.send(m)
+                }
+            }
+            pending.removeSubrange(...nl)
+        }
+    }
+    loop.run()
+    exit(0)
+}
