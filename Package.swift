@@ -14,7 +14,12 @@ let package = Package(
     targets: [
         // C libraries, each behind a thin system-library target.
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
-        .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
+        // libgps is linked statically: its module map links ":libgps.a" (the archive by
+        // name), and there is no pkg-config here, whose "-lgps" would link libgps.so too.
+        // Why: the client part of libgps is small, its soname changes with every gpsd
+        // API major (the JSON protocol does not), and without libgps.so the daemon
+        // does not load libstdc++.so either (README "Performance", idle RSS).
+        .systemLibrary(name: "CGPS", providers: [.apt(["libgps-dev"])]),
 
         // Pure core: consent/session state machine, config parsing. No I/O.
         .target(name: "GeoCore"),

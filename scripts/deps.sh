@@ -13,6 +13,8 @@
 #                                         gdbus (policy tests as other uids),
 #                                         groff (man pages render without warnings)
 #   make                                  make install test
+#   g++                                   libstdc++.a: the release links the Swift
+#                                         runtime's C++ runtime in (Makefile)
 #
 # `deps.sh --bench` (make bench) adds:
 #   strace                                geoconsent-bench counts the idle
@@ -31,7 +33,7 @@
 set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
-      iproute2 libglib2.0-bin groff-base make)
+      iproute2 libglib2.0-bin groff-base make g++)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;

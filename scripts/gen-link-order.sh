@@ -9,11 +9,11 @@
 # the functions the daemon actually runs fit in a few hundred KiB (README
 # "Performance", idle RSS).
 #
-# How: build the release, run `geoconsent-bench --quick` with the daemon under
+# How: build the release, run `geoconsent-bench` with the daemon under
 # `valgrind --tool=callgrind`, and keep every function of the geoconsentd
-# binary that executed at least once (start-up, taps, fixes, fan-out, churn,
-# shutdown). A stale list is harmless: symbols that no longer exist are
-# ignored, new ones are laid out after the listed ones.
+# binary that executed at least once: first those of start-up, then those of
+# taps, fixes, fan-out, churn and shutdown. A stale list is harmless: symbols
+# that no longer exist are ignored, new ones are laid out after the listed ones.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -27,29 +27,49 @@ cat > "$TMP/daemon" <<WRAP
 exec valgrind --tool=callgrind --demangle=no --callgrind-out-file=$TMP/callgrind.out.%p "$BIN/geoconsentd" "\$@"
 WRAP
 chmod +x "$TMP/daemon"
-BENCH_DAEMON="$TMP/daemon" "$BIN/geoconsent-bench" --quick --json "$TMP/bench.json" >"$TMP/bench.log" 2>&1 ||
-    { cat "$TMP/bench.log" >&2; exit 1; }
-python3 - "$TMP"/callgrind.out.* > link/hot-functions.order <<'PY'
-import re, sys
-# callgrind names objects and functions once as "ob=(N) name" / "fn=(N) name"
-# (also in "cob="/"cfn=" lines) and later by number alone.
-obs, fns, hot, current = {}, {}, set(), None
-for path in sys.argv[1:]:
-    for line in open(path, errors="replace"):
-        m = re.match(r"^(ob|fn|cfn|cob)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
-        if not m:
-            continue
-        kind, key, name = m.groups()
-        if kind in ("ob", "cob"):
-            if name:
-                obs[key] = name
-            if kind == "ob":
-                current = obs.get(key)
-        else:
-            if name:
-                fns[key] = name
-            if kind == "fn" and current and current.endswith("/geoconsentd") and not fns[key].startswith(("0x", "(")):
-                hot.add(fns[key])
-print("\n".join(sorted(hot)))
+# Two runs: start-up alone (what an idle daemon has touched), then the quick
+# benchmark (taps, fixes, fan-out, churn). Start-up functions come first, so the
+# pages an idle daemon keeps are as few as possible.
+mkdir "$TMP/startup" "$TMP/all"
+for run in startup all; do
+    OUT=$TMP/$run
+    sed "s|$TMP/callgrind|$OUT/callgrind|" "$TMP/daemon" > "$TMP/daemon-$run"
+    chmod +x "$TMP/daemon-$run"
+    if [[ $run == startup ]]; then only=startup; else only=; fi
+    BENCH_ONLY=$only BENCH_DAEMON="$TMP/daemon-$run" "$BIN/geoconsent-bench" --quick --json "$TMP/bench.json" \
+        >"$TMP/bench-$run.log" 2>&1 || { cat "$TMP/bench-$run.log" >&2; exit 1; }
+done
+python3 - "$TMP/startup" "$TMP/all" > link/hot-functions.order <<'PY'
+import glob, re, sys
+
+def executed(folder):
+    """Functions of the geoconsentd binary that ran in the callgrind outputs in folder."""
+    # callgrind names objects and functions once as "ob=(N) name" / "fn=(N) name"
+    # (also in "cob="/"cfn=" lines) and later by number alone.
+    hot = set()
+    for path in glob.glob(folder + "/callgrind.out.*"):
+        obs, fns, current = {}, {}, None
+        for line in open(path, errors="replace"):
+            m = re.match(r"^(ob|fn|cfn|cob)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+            if not m:
+                continue
+            kind, key, name = m.groups()
+            if kind in ("ob", "cob"):
+                if name:
+                    obs[key] = name
+                if kind == "ob":
+                    current = obs.get(key)
+            else:
+                if name:
+                    fns[key] = name
+                if kind == "fn" and current and current.endswith("/geoconsentd") and not fns[key].startswith(("0x", "(")):
+                    hot.add(fns[key])
+    return hot
+
+startup = executed(sys.argv[1])
+later = executed(sys.argv[2]) - startup
+if not startup or not later:
+    sys.exit("gen-link-order: no functions found (did callgrind run?)")
+print("\n".join(sorted(startup) + sorted(later)))
 PY
 echo "gen-link-order: $(wc -l < link/hot-functions.order) functions in link/hot-functions.order"

@@ -205,8 +205,15 @@ extension DBusValue {
         default:
             break
         }
-        if checkType && isContainer && !DBusValidate.singleSignature(signature) {
-            throw DBusError.invalidArgs("invalid or too deeply nested type")
+        // Arrays and structs: their whole type (nesting depth). A dict's, "a{KV}",
+        // was checked above; "v" and basic types are always valid.
+        switch self {
+        case .array, .structure:
+            if checkType && !DBusValidate.singleSignature(signature) {
+                throw DBusError.invalidArgs("invalid or too deeply nested type")
+            }
+        default:
+            break
         }
     }
 }

@@ -38,7 +38,8 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
 }
 
 // BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=calls runs only
-// the calls phase (profiling one path, e.g. with BENCH_DAEMON running callgrind).
+// the calls phase, BENCH_ONLY=startup only starts and stops the daemon (profiling
+// one path, e.g. with BENCH_DAEMON running callgrind).
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
 
 // Many connections: raise the descriptor limit to the hard maximum.
@@ -60,6 +61,12 @@ var rows: [Row] = []
 // Idle RSS of a fresh daemon, before any client has used it.
 Thread.sleep(forTimeInterval: 1)
 let rssFresh = rssKiB(daemon.pid), anonFresh = anonKiB(daemon.pid), pssFresh = pssKiB(daemon.pid)
+if only == "startup" {
+    // Start-up and shutdown alone (scripts/gen-link-order.sh profiles this run).
+    print("bench: daemon RSS idle (fresh) \(fmt(rssFresh / 1024)) MiB")
+    daemon.stop(); gpsd.stop(); bus.stop()
+    exit(0)
+}
 let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
 
 func fail(_ why: String) -> Never {
