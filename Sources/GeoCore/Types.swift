@@ -39,13 +39,26 @@ public enum StoredDecision: String, Sendable {
 
 /// An app as the daemon knows it: a uid and an app-id resolved from bus credentials.
 public struct AppKey: Hashable, Comparable, Sendable, CustomStringConvertible {
-    public var uid: UInt32
-    public var appID: String
+    public let uid: UInt32
+    public let appID: String
+    /// Hashed once: every call looks its app up in several tables, and an app id
+    /// is often a long path.
+    private let hash: Int
 
     public init(uid: UInt32, appID: String) {
         self.uid = uid
         self.appID = appID
+        var h = Hasher()
+        h.combine(uid)
+        h.combine(appID)
+        hash = h.finalize()
     }
+
+    public static func == (a: AppKey, b: AppKey) -> Bool {
+        a.hash == b.hash && a.uid == b.uid && a.appID == b.appID
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(hash) }
 
     public static func < (a: AppKey, b: AppKey) -> Bool {
         a.uid != b.uid ? a.uid < b.uid : a.appID < b.appID

@@ -142,14 +142,18 @@ public final class ObjectServer {
             handleProperties(msg, member: member, object: obj)
             return true
         }
-        let candidates = iface.map { name in obj.interfaces.filter { $0.description.name == name } } ?? obj.interfaces
-        if let iface, candidates.isEmpty {
-            call("").fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(iface)' at \(path)"))
-            return true
+        // The named interface, or (without a name) the first that has the member.
+        let found: BoundInterface.BoundMethod?
+        if let iface {
+            guard let bound = obj.interfaces.first(where: { $0.description.name == iface }) else {
+                call("").fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(iface)' at \(path)"))
+                return true
+            }
+            found = bound.methods[member]
+        } else {
+            found = obj.interfaces.lazy.compactMap { $0.methods[member] }.first
         }
-        guard let method = candidates.lazy.compactMap({ $0.methods[member] }).first else {
-            return unknownMethod(msg, member)
-        }
+        guard let method = found else { return unknownMethod(msg, member) }
         if check(method.inSignature) { method.call(call(method.outSignature)) }
         return true
     }
