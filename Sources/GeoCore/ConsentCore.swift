@@ -112,7 +112,9 @@ public final class ConsentCore {
 
     // MARK: Rules
 
-    private func policy(_ app: AppKey) -> AppPolicy? { config.apps[app.appID] }
+    /// The app's policy from the config. Most configs name no app: skip hashing
+    /// the (often long) app id then; this runs several times per call.
+    private func policy(_ app: AppKey) -> AppPolicy? { config.apps.isEmpty ? nil : config.apps[app.appID] }
 
     private func isRestricted(_ app: AppKey) -> Bool { !enabled || policy(app) == .restricted }
 

@@ -265,20 +265,19 @@ private func decode(_ iter: inout DBusMessageIter) -> DBusValue {
         }
         return .structure(fields)
     case tArray:
-        let full: String
-        if let p = dbus_message_iter_get_signature(&iter) {
-            full = String(cString: p)
-            dbus_free(p)
-        } else {
-            full = "a"
-        }
-        let element = String(full.dropFirst())
+        // The array's whole signature, "a" + element, read as bytes (every call with
+        // an options dictionary comes through here).
+        let sigPointer = dbus_message_iter_get_signature(&iter)
+        defer { dbus_free(sigPointer) }
+        let full = sigPointer.map { UnsafeBufferPointer(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self),
+                                                          count: strlen($0)) } ?? UnsafeBufferPointer(start: nil, count: 0)
+        let element = String(decoding: full.dropFirst(), as: UTF8.self)
         var sub = DBusMessageIter()
         dbus_message_iter_recurse(&iter, &sub)
         if dbus_message_iter_get_element_type(&iter) == tDictEntry {
-            // "{KV}": K is one basic type code, V the rest.
-            let inner = element.dropFirst().dropLast()
-            let k = String(inner.prefix(1)), v = String(inner.dropFirst())
+            // "a{KV}": K is one basic type code, V the rest.
+            let inner = full.count >= 4 ? full[2..<(full.count - 1)] : full[0..<0]
+            let k = String(decoding: inner.prefix(1), as: UTF8.self), v = String(decoding: inner.dropFirst(), as: UTF8.self)
             var entries: [DBusValue.DictEntry] = []
             while dbus_message_iter_get_arg_type(&sub) != tInvalid {
                 if case .structure(let kv) = decode(&sub), kv.count == 2 {
