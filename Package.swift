@@ -20,6 +20,8 @@ let package = Package(
         // API major (the JSON protocol does not), and without libgps.so the daemon
         // does not load libstdc++.so either (README "Performance", idle RSS).
         .systemLibrary(name: "CGPS", providers: [.apt(["libgps-dev"])]),
+        // glibc's <malloc.h> (malloc_trim), not in Swift's Glibc module.
+        .systemLibrary(name: "CMalloc"),
 
         // Pure core: consent/session state machine, config parsing. No I/O.
         .target(name: "GeoCore"),
@@ -32,7 +34,7 @@ let package = Package(
         // Small Foundation-free system helpers: files, atomic writes, /proc, state store.
         .target(name: "GeoSystem", dependencies: ["GeoCore"]),
         // The daemon: wires core, bus, gpsd and state together.
-        .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem"]),
+        .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem", "CMalloc"]),
         .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon"]),
         // The client library apps import (and geoconsentctl uses).
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
