@@ -15,6 +15,8 @@
 # taps, fixes, fan-out, churn and shutdown. A stale list is harmless: symbols
 # that no longer exist are ignored, new ones are laid out after the listed ones.
 set -euo pipefail
+# The toolchain lives in /opt/swift on our machines (as in the Makefile).
+[[ -x /opt/swift/usr/bin/swift ]] && PATH=/opt/swift/usr/bin:$PATH
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 command -v valgrind >/dev/null || { echo "gen-link-order: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
@@ -39,7 +41,7 @@ for run in startup all; do
     BENCH_ONLY=$only BENCH_DAEMON="$TMP/daemon-$run" "$BIN/geoconsent-bench" --quick --json "$TMP/bench.json" \
         >"$TMP/bench-$run.log" 2>&1 || { cat "$TMP/bench-$run.log" >&2; exit 1; }
 done
-python3 - "$TMP/startup" "$TMP/all" > link/hot-functions.order <<'PY'
+python3 - "$TMP/startup" "$TMP/all" > "$TMP/order" <<'PY'
 import glob, re, sys
 
 def executed(folder):
@@ -63,7 +65,8 @@ def executed(folder):
                 if name:
                     fns[key] = name
                 if kind == "fn" and current and current.endswith("/geoconsentd") and not fns[key].startswith(("0x", "(")):
-                    hot.add(fns[key])
+                    # "name'2" is callgrind's name for a recursion level of name.
+                    hot.add(re.sub(r"'[0-9]+$", "", fns[key]))
     return hot
 
 startup = executed(sys.argv[1])
@@ -72,4 +75,6 @@ if not startup or not later:
     sys.exit("gen-link-order: no functions found (did callgrind run?)")
 print("\n".join(sorted(startup) + sorted(later)))
 PY
+# Replaced only when the profile worked: a failed run leaves the committed list alone.
+mv "$TMP/order" link/hot-functions.order
 echo "gen-link-order: $(wc -l < link/hot-functions.order) functions in link/hot-functions.order"

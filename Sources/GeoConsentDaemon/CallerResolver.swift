@@ -77,5 +77,7 @@ final class CallerResolver {
     /// Forgets a peer that left the bus.
     func forget(_ name: String) {
         known[name] = nil
+        // Dictionaries keep their largest capacity: once nobody is known, start afresh.
+        if known.isEmpty { known = [:] }
     }
 }

@@ -33,6 +33,8 @@ public final class Daemon {
     private var exitStatus: Int32 = 0
     /// The most sessions seen since the heap was last trimmed (see `sessionLeft`).
     private var sessionPeak = 0
+    /// 256 or more sessions at some point since the session table was last empty.
+    private var crowdSinceEmpty = false
 
     /// Sets everything up: config, state, bus connection, name. Throws a
     /// one-line `StartupError` when the daemon cannot run.
@@ -156,18 +158,24 @@ public final class Daemon {
 
     func feed(_ event: CoreEvent) {
         let effects = core.handle(event, now: GeoSystem.now())
-        sessionPeak = max(sessionPeak, core.sessionCount)
+        let count = core.sessionCount
+        sessionPeak = max(sessionPeak, count)
+        if count >= 256 { crowdSinceEmpty = true }
         execute(effects)
     }
 
     /// After a crowd of sessions has gone, give the freed heap back to the system.
     /// glibc keeps freed memory in the middle of its arenas, so a daemon that once
     /// served thousands of sessions would otherwise idle at twice its fresh RSS.
-    /// Done right here, on the departure that empties the table: no timer, so an
-    /// idle daemon still never wakes up; `malloc_trim` walks the heap once (~ms).
+    /// Done right here, on the departure that brings the count below a quarter of
+    /// its peak (of 256 or more), and on the one that empties the table after such
+    /// a crowd (the core then drops its tables' storage too): no timer, so an idle
+    /// daemon still never wakes up; `malloc_trim` walks the heap once (~ms).
     private func sessionLeft() {
-        guard core.sessionCount == 0, sessionPeak >= 256 else { return }
-        sessionPeak = 0
+        let count = core.sessionCount
+        guard (count == 0 && crowdSinceEmpty) || (sessionPeak >= 256 && count < sessionPeak / 4) else { return }
+        if count == 0 { crowdSinceEmpty = false }
+        sessionPeak = count
         _ = malloc_trim(0)
     }
 

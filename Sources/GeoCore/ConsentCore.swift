@@ -351,6 +351,12 @@ public final class ConsentCore {
             let app = s.caller.app
             sessionsByApp[app]?.remove(name)
             if sessionsByApp[app]?.isEmpty == true { sessionsByApp[app] = nil }
+            if sessions.isEmpty {
+                // A dictionary keeps its largest capacity; after a crowd has left, let
+                // the storage go too (the daemon then trims the heap).
+                sessions = [:]
+                sessionsByApp = [:]
+            }
             if s.lastGranted || s.updates { effects.append(.grantEnded(session: name)) }
             if let id = s.waiting {
                 if id == ConsentCore.queuedMarker {

@@ -7,11 +7,14 @@ public typealias CallID = UInt64
 public struct Caller: Equatable, Sendable {
     /// Unique bus name (`:1.42`): the session key.
     public var name: String
-    public var uid: UInt32
+    public let uid: UInt32
     public var pid: UInt32
-    public var appID: String
+    public let appID: String
     public var sandboxed: Bool
     public var executable: String
+    /// The app the consent belongs to. Stored, not computed: an `AppKey` hashes
+    /// its app id when made, and the core asks for it several times per call.
+    public let app: AppKey
 
     public init(name: String, uid: UInt32, pid: UInt32, appID: String, sandboxed: Bool = false, executable: String = "") {
         self.name = name
@@ -20,9 +23,9 @@ public struct Caller: Equatable, Sendable {
         self.appID = appID
         self.sandboxed = sandboxed
         self.executable = executable
+        self.app = AppKey(uid: uid, appID: appID)
     }
 
-    public var app: AppKey { AppKey(uid: uid, appID: appID) }
     public var isRoot: Bool { uid == 0 }
 }
 
