@@ -124,24 +124,23 @@ def sentence(body):
     return "$%s*%s" % (body, nmea_checksum(body))
 
 
-def fmt_lat(lat):
-    hemi = "N" if lat >= 0 else "S"
-    lat = abs(lat)
-    deg = int(lat)
-    minutes = round((lat - deg) * 60.0, 5)
+def fmt_angle(value, degree_digits, positive, negative):
+    """NMEA (d)ddmm.mmmmm and its hemisphere letter."""
+    hemi = positive if value >= 0 else negative
+    value = abs(value)
+    deg = int(value)
+    minutes = round((value - deg) * 60.0, 5)
     if minutes >= 60.0:
         deg, minutes = deg + 1, 0.0
-    return "%02d%08.5f" % (deg, minutes), hemi
+    return "%0*d%08.5f" % (degree_digits, deg, minutes), hemi
+
+
+def fmt_lat(lat):
+    return fmt_angle(lat, 2, "N", "S")
 
 
 def fmt_lon(lon):
-    hemi = "E" if lon >= 0 else "W"
-    lon = abs(lon)
-    deg = int(lon)
-    minutes = round((lon - deg) * 60.0, 5)
-    if minutes >= 60.0:
-        deg, minutes = deg + 1, 0.0
-    return "%03d%08.5f" % (deg, minutes), hemi
+    return fmt_angle(lon, 3, "E", "W")
 
 
 def move(pos, course_deg, metres):

@@ -12,10 +12,11 @@ public enum GeoConsentAPI {
     public static let errorPrefix = "org.geoconsent.GeoConsent1.Error."
 
     public enum ErrorName {
-        public static let notAuthorized = errorPrefix + "NotAuthorized"
-        public static let noAgent = errorPrefix + "NoAgent"
-        public static let agentExists = errorPrefix + "AgentExists"
-        public static let promptPending = errorPrefix + "PromptPending"
+        // The core's errors carry their D-Bus names (GeoCore cannot import this module).
+        public static let notAuthorized = CoreError.notAuthorized.name
+        public static let noAgent = CoreError.noAgent.name
+        public static let agentExists = CoreError.agentExists.name
+        public static let promptPending = CoreError.promptPending.name
         public static let gpsUnavailable = errorPrefix + "GpsUnavailable"
         public static let timeout = errorPrefix + "Timeout"
     }

@@ -147,4 +147,15 @@ public enum RecordEncoding {
             "last-used": .uint64(r.lastUsed),
         ])
     }
+
+    /// Reads what `encode` writes (clients); missing or unknown values read as
+    /// "none", false and 0.
+    public static func decode(_ d: [String: DBusValue]) -> ConsentRecord {
+        ConsentRecord(
+            decision: StoredDecision(rawValue: d["decision"]?.stringValue ?? ""),
+            decisionAccuracy: Accuracy(rawValue: d["decision-accuracy"]?.stringValue ?? ""),
+            oneTimeApproved: d["one-time-approved"]?.boolValue ?? false,
+            oneTimeAccuracy: Accuracy(rawValue: d["one-time-accuracy"]?.stringValue ?? ""),
+            decidedAt: d["decided-at"]?.uint64Value ?? 0, lastUsed: d["last-used"]?.uint64Value ?? 0)
+    }
 }

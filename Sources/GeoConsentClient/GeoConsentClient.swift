@@ -241,12 +241,7 @@ public final class GeoConsentClient: @unchecked Sendable {
         return (r.first?.arrayValue ?? []).compactMap { e in
             guard let f = e.structFields, f.count == 3, let uid = f[0].uint32Value, let app = f[1].stringValue,
                   let d = f[2].vardictValue else { return nil }
-            return StoredConsent(uid: uid, appID: app, record: ConsentRecord(
-                decision: StoredDecision(rawValue: d["decision"]?.stringValue ?? ""),
-                decisionAccuracy: Accuracy(rawValue: d["decision-accuracy"]?.stringValue ?? ""),
-                oneTimeApproved: d["one-time-approved"]?.boolValue ?? false,
-                oneTimeAccuracy: Accuracy(rawValue: d["one-time-accuracy"]?.stringValue ?? ""),
-                decidedAt: d["decided-at"]?.uint64Value ?? 0, lastUsed: d["last-used"]?.uint64Value ?? 0))
+            return StoredConsent(uid: uid, appID: app, record: RecordEncoding.decode(d))
         }
     }
 

@@ -54,6 +54,8 @@ public final class ConsentCore {
     private var nextPromptID = 1
 
     private var effects: [CoreEffect] = []
+    /// Sessions given a `grantEnded` in this event's effects (one each).
+    private var ended: Set<String> = []
     private var touched: Set<AppKey> = []
     /// Sessions whose own grant changed (nothing else of their app): announcing
     /// these must not walk every session of the app, or one app's storm of taps
@@ -93,6 +95,7 @@ public final class ConsentCore {
     public func handle(_ event: CoreEvent, now: UInt64) -> [CoreEffect] {
         self.now = now
         effects = []
+        ended = []
         touched = []
         touchedSessions = []
         touchedAll = false
@@ -184,7 +187,7 @@ public final class ConsentCore {
             touchedSessions.insert(name)
             effects.append(.reply(call, .empty))
             // Stop fixes even if a stored decision still grants: Revoke ends updates.
-            effects.append(.grantEnded(session: name))
+            endGrant(name)
         case .startUpdates:
             guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
             s.updates = true
@@ -357,7 +360,7 @@ public final class ConsentCore {
                 sessions = [:]
                 sessionsByApp = [:]
             }
-            if s.lastGranted || s.updates { effects.append(.grantEnded(session: name)) }
+            if s.lastGranted || s.updates { endGrant(name) }
             if let id = s.waiting {
                 if id == ConsentCore.queuedMarker {
                     queued[app]?.removeAll { $0.session == name }
@@ -478,6 +481,12 @@ public final class ConsentCore {
 
     /// Unicasts `AuthorizationChanged` to every touched session whose status
     /// changed, and ends the fixes of sessions that lost their grant.
+    /// Adds `grantEnded` for a session, once per event (a set, not a scan of the
+    /// effects: disabling the service ends every session's grant at once).
+    private func endGrant(_ name: String) {
+        if ended.insert(name).inserted { effects.append(.grantEnded(session: name)) }
+    }
+
     private func announceChanges() {
         var names: [String]
         if touchedAll {
@@ -498,7 +507,7 @@ public final class ConsentCore {
             }
             if s.lastGranted && !granted {
                 s.updates = false
-                if !effects.contains(.grantEnded(session: name)) { effects.append(.grantEnded(session: name)) }
+                endGrant(name)
             }
             s.lastGranted = granted
             sessions[name] = s

@@ -11,6 +11,11 @@ public struct Arg: Sendable {
     }
 }
 
+extension [Arg] {
+    /// The arguments' types in order: a method's in- or out-signature.
+    var signature: String { map(\.signature).joined() }
+}
+
 /// Property access as introspection spells it.
 public enum PropertyAccess: String, Sendable {
     case read
@@ -36,8 +41,8 @@ public struct InterfaceDescription: Sendable {
             self.inArgs = inArgs
             self.outArgs = outArgs
         }
-        public var inSignature: String { inArgs.map(\.signature).joined() }
-        public var outSignature: String { outArgs.map(\.signature).joined() }
+        public var inSignature: String { inArgs.signature }
+        public var outSignature: String { outArgs.signature }
     }
     public struct Signal: Sendable {
         public var name: String
@@ -173,8 +178,8 @@ public struct Interface<Object: AnyObject> {
         for m in methods {
             let h = m.handler
             methodTable[m.name] = .init(
-                inSignature: m.inArgs.map(\.signature).joined(),
-                outSignature: m.outArgs.map(\.signature).joined(),
+                inSignature: m.inArgs.signature,
+                outSignature: m.outArgs.signature,
                 call: { [weak object] call in
                     guard let object else { return call.fail(.failed("object gone")) }
                     h(object, call)

@@ -34,12 +34,8 @@ public enum DBusValidate {
     public static func member(_ s: String) -> Bool { validate(s, dbus_validate_member) }
     public static func errorName(_ s: String) -> Bool { validate(s, dbus_validate_error_name) }
     /// A valid signature of exactly one complete type.
-    public static func singleSignature(_ s: String) -> Bool {
-        !s.containsNul && s.withCString { dbus_signature_validate_single($0, nil) != 0 }
-    }
-    public static func signature(_ s: String) -> Bool {
-        !s.containsNul && s.withCString { dbus_signature_validate($0, nil) != 0 }
-    }
+    public static func singleSignature(_ s: String) -> Bool { validate(s, dbus_signature_validate_single) }
+    public static func signature(_ s: String) -> Bool { validate(s, dbus_signature_validate) }
     private static func validate(_ s: String,
                                  _ f: (UnsafePointer<CChar>?, UnsafeMutablePointer<CDBus.DBusError>?) -> dbus_bool_t) -> Bool {
         !s.containsNul && s.withCString { f($0, nil) != 0 }
@@ -105,8 +101,6 @@ public final class Message {
     public var member: String? { dbus_message_get_member(raw).map { String(cString: $0) } }
     public var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
     public var signature: String { dbus_message_get_signature(raw).map { String(cString: $0) } ?? "" }
-    public var serial: UInt32 { dbus_message_get_serial(raw) }
-    public var replySerial: UInt32 { dbus_message_get_reply_serial(raw) }
     public var noReplyExpected: Bool {
         get { dbus_message_get_no_reply(raw) != 0 }
         set { dbus_message_set_no_reply(raw, newValue ? 1 : 0) }
@@ -188,6 +182,7 @@ extension DBusValue {
                 guard i.signature == element else { throw DBusError.invalidArgs("array element of the wrong type") }
                 try i.validateForWire(checkType: false)
             }
+            if checkType { try checkWholeType() }
         case .dict(let k, let v, let entries):
             guard DBusValidate.singleSignature("a{" + k + v + "}") else { throw DBusError.invalidArgs("invalid dict type") }
             for e in entries {
@@ -198,23 +193,21 @@ extension DBusValue {
         case .structure(let fields):
             if fields.isEmpty { throw DBusError.invalidArgs("empty struct") }
             for f in fields { try f.validateForWire(checkType: false) }
+            if checkType { try checkWholeType() }
         case .variant(let inner):
             // A basic type is always a valid single complete type: only a container
             // inside a variant needs its whole signature checked (nesting depth).
             try inner.validateForWire(checkType: inner.isContainer)
         default:
+            // Basic types and "v" are always valid single complete types.
             break
         }
-        // Arrays and structs: their whole type (nesting depth). A dict's, "a{KV}",
-        // was checked above; "v" and basic types are always valid.
-        switch self {
-        case .array, .structure:
-            if checkType && !DBusValidate.singleSignature(signature) {
-                throw DBusError.invalidArgs("invalid or too deeply nested type")
-            }
-        default:
-            break
-        }
+    }
+
+    /// An array's or struct's whole type, nesting depth included (a dict's, "a{KV}",
+    /// is checked where its entries are).
+    private func checkWholeType() throws {
+        if !DBusValidate.singleSignature(signature) { throw DBusError.invalidArgs("invalid or too deeply nested type") }
     }
 }
 
@@ -438,8 +431,8 @@ public final class Connection {
     private var timeouts: [OpaquePointer: EventLoop.Token] = [:]
     private var liveTimeouts: Set<OpaquePointer> = []
     private var drainScheduled = false
-    private var closed = false
     private let state = ConnectionState()
+    private var closed: Bool { state.closedByUs }
 
     /// Called for every incoming message that is not a reply to one of our calls.
     /// Return true when handled.
@@ -514,7 +507,7 @@ public final class Connection {
     /// reply, or a `NoReply` error after `timeout` seconds.
     public func call(_ message: Message, timeout: Double, completion: @escaping (Result<Message, DBusError>) -> Void) {
         var pending: OpaquePointer?
-        let ms = Int32(clamping: Int64(max(0, min(timeout, 2_000_000)) * 1000))
+        let ms = Connection.millis(timeout)
         guard !closed, dbus_connection_send_with_reply(raw, message.raw, &pending, ms) != 0, let pending else {
             loop?.later { completion(.failure(DBusError(DBusError.disconnectedName, "not connected"))) }
             return
@@ -541,11 +534,16 @@ public final class Connection {
     /// Sends a call and waits for the reply (for command-line tools).
     public func callBlocking(_ message: Message, timeout: Double) throws -> Message {
         var err = cdbus_error_init()
-        let ms = Int32(clamping: Int64(max(0, min(timeout, 2_000_000)) * 1000))
+        let ms = Connection.millis(timeout)
         guard let reply = dbus_connection_send_with_reply_and_block(raw, message.raw, ms, &err) else {
             throw take(&err)
         }
         return Message(adopting: reply)
+    }
+
+    /// A timeout in seconds as libdbus's milliseconds (clamped to what an Int32 holds).
+    private static func millis(_ seconds: Double) -> Int32 {
+        Int32(clamping: Int64(max(0, min(seconds, 2_000_000)) * 1000))
     }
 
     /// Writes out everything queued (blocking; for tools that exit right after).
@@ -661,7 +659,6 @@ public final class Connection {
     /// Closes the connection and detaches it from the loop.
     public func close() {
         guard !closed else { return }
-        closed = true
         state.closedByUs = true
         // Clear the callbacks first: closing may call them, and they point at self.
         dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)

@@ -36,9 +36,6 @@ public final class ObjectServer {
     /// elsewhere) go here.
     public var onOtherMessage: ((Message) -> Bool)?
 
-    /// Runs before any method call is dispatched (for example to note a new client).
-    public var onMethodCall: ((Message) -> Void)?
-
     public init(connection: Connection) {
         self.connection = connection
         connection.onMessage = { [weak self] msg in self?.handle(msg) ?? false }
@@ -109,7 +106,6 @@ public final class ObjectServer {
             return onOtherMessage?(msg) ?? false
         }
         let iface = msg.interface
-        onMethodCall?(msg)
 
         func call(_ out: String) -> MethodCall {
             MethodCall(message: msg, arguments: msg.arguments(), connection: connection, outSignature: out)

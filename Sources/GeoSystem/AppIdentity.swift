@@ -248,12 +248,7 @@ public struct AppIdentityResolver: Sendable {
         // A leading plain-alphanumeric part followed by more is the launcher
         // (`gnome`, `kde`, `flatpak`…); launchers carry no dots or escapes.
         if idParts.count >= 2, isAlnum(idParts[0]) { idParts.removeFirst() }
-        var joined = ""
-        for (i, p) in idParts.enumerated() {
-            if i > 0 { joined += "-" }
-            joined += p
-        }
-        guard let id = unescapeUnitName(Substring(joined)), isUsableID(id) else { return nil }
+        guard let id = unescapeUnitName(Substring(idParts.joined(separator: "-"))), isUsableID(id) else { return nil }
         return id
     }
 

@@ -73,19 +73,16 @@ public final class StateStore: Sendable {
     /// Removes the `.NAME.tmp-PID-*` files of writers that are gone (killed between
     /// creating the temporary file and renaming it): they never were state, and each
     /// crash would otherwise leave another copy of the records behind. Files of a
-    /// process that still exists are kept (it may be writing). Returns how many went.
-    @discardableResult
-    public func removeStaleTemporaryFiles() -> Int {
-        guard let names = try? listDirectory(directory) else { return 0 }
-        var removed = 0
+    /// process that still exists are kept (it may be writing).
+    private func removeStaleTemporaryFiles() {
+        guard let names = try? listDirectory(directory) else { return }
         for name in names {
             guard let prefix = [".consents.tmp-", ".enabled.tmp-"].first(where: { name.hasPrefix($0) }) else { continue }
             let rest = name.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0, pid != getpid() else { continue }
             if kill(pid, 0) == 0 || errno == EPERM { continue }
-            if unlink(directory + "/" + name) == 0 { removed += 1 }
+            unlink(directory + "/" + name)
         }
-        return removed
     }
 
     // MARK: loading and quarantine
@@ -139,13 +136,7 @@ public final class StateStore: Sendable {
                 String(r.decidedAt),
                 String(r.lastUsed),
             ]
-            var first = true
-            for f in fields {
-                if !first { out += "\t" }
-                out += f
-                first = false
-            }
-            out += "\n"
+            out += fields.joined(separator: "\t") + "\n"
         }
         return out
     }

@@ -159,18 +159,21 @@ public enum NMEA {
 
     // MARK: formatting
 
-    static func formatTime(_ t: Time) -> String {
+    /// `hhmmss.ss`, hundredths truncated.
+    public static func formatTime(_ t: Time) -> String {
         // Truncate to hundredths so 59.999 never prints as 60.00.
         let centis = Int((t.s * 100).rounded(.down))
         return String(format: "%02d%02d%02d.%02d", t.h, t.m, centis / 100, centis % 100)
     }
 
-    static func formatLat(_ lat: Double) -> (String, String) {
+    /// `ddmm.mmmmm` and N/S.
+    public static func formatLat(_ lat: Double) -> (String, String) {
         let (deg, min) = degMin(abs(lat))
         return (String(format: "%02d%08.5f", deg, min), lat < 0 ? "S" : "N")
     }
 
-    static func formatLon(_ lon: Double) -> (String, String) {
+    /// `dddmm.mmmmm` and E/W.
+    public static func formatLon(_ lon: Double) -> (String, String) {
         let (deg, min) = degMin(abs(lon))
         return (String(format: "%03d%08.5f", deg, min), lon < 0 ? "W" : "E")
     }

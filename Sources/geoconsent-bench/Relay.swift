@@ -42,17 +42,7 @@ func runRelay(_ args: ArraySlice<String>) -> Never {
         exit(1)
     }
 
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = port.bigEndian
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let ok = withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard ok == 0 else { exit(1) }
-    let watch = "?WATCH={\"enable\":true,\"json\":true}\n"
-    _ = watch.withCString { write(fd, $0, strlen($0)) }
+    guard let fd = openGpsdWatch(port: port) else { exit(1) }
 
     let tpv = Array(#"{"class":"TPV""#.utf8), timeKey = Array(#""time":""#.utf8)
     var pending: [UInt8] = []
@@ -75,4 +65,26 @@ func runRelay(_ args: ArraySlice<String>) -> Never {
     }
     loop.run()
     exit(0)
+}
+
+/// A raw TCP connection to gpsd on 127.0.0.1:`port` that has asked for JSON
+/// reports (`?WATCH`), without libgps: the benchmark's floor client and the relay.
+/// Nil if the connection fails.
+func openGpsdWatch(port: UInt16) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_port = port.bigEndian
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let ok = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard ok == 0 else {
+        close(fd)
+        return nil
+    }
+    let watch = "?WATCH={\"enable\":true,\"json\":true}\n"
+    _ = watch.withCString { write(fd, $0, strlen($0)) }
+    return fd
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GeoDBus
 
 /// Percentiles of a sample, in the unit it was taken in.
 struct Sample {
@@ -16,11 +17,9 @@ struct Sample {
     var p99: Double { percentile(99) }
 }
 
-func nowNanos() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
+/// Monotonic nanoseconds: the same clock the daemon's event loop and BusPeer's
+/// signal arrival times use.
+func nowNanos() -> UInt64 { EventLoop.monotonicNanos() }
 
 func micros(_ ns: UInt64) -> Double { Double(ns) / 1000 }
 

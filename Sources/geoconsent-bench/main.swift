@@ -160,18 +160,8 @@ if only != "calls" {
     // Floor: a direct gpsd JSON client on a raw socket, timed the same way.
     func gpsdFloor() -> Sample {
         var sample = Sample()
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = gpsd.port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let ok = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard ok == 0 else { fail("cannot connect to gpsd directly") }
+        guard let fd = openGpsdWatch(port: gpsd.port) else { fail("cannot connect to gpsd directly") }
         defer { close(fd) }
-        let watch = "?WATCH={\"enable\":true,\"json\":true}\n"
-        _ = watch.withCString { write(fd, $0, strlen($0)) }
         var pending = ""
         /// Reads lines until a TPV with this epoch's time; returns when the chunk holding it was read.
         func waitForTPV(_ iso: String, timeout: Double) -> UInt64? {

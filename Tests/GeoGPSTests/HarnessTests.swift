@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-import GeoTestSupport
+@testable import GeoTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -125,6 +125,8 @@ final class GeoTestSupportSelfTests: XCTestCase {
         for _ in 0..<20 {
             let p = try FreePort.pick()
             XCTAssertTrue(seen.insert(p).inserted, "port \(p) handed out twice")
+            XCTAssertEqual(FreePort.bindLoopback(type: SOCK_STREAM, port: p), p, "TCP port \(p) not bindable")
+            XCTAssertEqual(FreePort.bindLoopback(type: SOCK_DGRAM, port: p), p, "UDP port \(p) not bindable")
         }
     }
 

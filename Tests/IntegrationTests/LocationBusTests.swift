@@ -153,11 +153,10 @@ final class LocationBusTests: XCTestCase {
         XCTAssertGreaterThan(d.double("horizontal-accuracy") ?? -1, 0)
         XCTAssertGreaterThan(d.double("vertical-accuracy") ?? -1, 0)
         // The timestamp is the receiver's UTC time to the microsecond: xx.25 s exactly.
-        if let ts = d.timestamp {
-            XCTAssertEqual(ts % 1_000_000, 250_000, "fraction of the second")
-            XCTAssertTrue(feed.sentTimestamps.contains(ts))
-            XCTAssertEqual(ts / 86_400_000_000, UInt64(LocationFeed.day), "RMC date 150324")
-        }
+        let ts = try XCTUnwrap(d.timestamp, "timestamp")
+        XCTAssertEqual(ts % 1_000_000, 250_000, "fraction of the second")
+        XCTAssertTrue(feed.sentTimestamps.contains(ts))
+        XCTAssertEqual(ts / 86_400_000_000, UInt64(LocationFeed.day), "RMC date 150324")
 
         // A receiver that reports no altitude and no course: those keys are absent, never NaN.
         feed.altitude = nil

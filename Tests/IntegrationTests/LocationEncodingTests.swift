@@ -27,4 +27,13 @@ final class LocationEncodingTests: XCTestCase {
         XCTAssertEqual(decoded?.fix, full)
         XCTAssertEqual(decoded?.accuracy, .full)
     }
+
+    func testConsentRecordDecodesWhatItEncodes() {
+        let r = ConsentRecord(decision: .whenInUse, decisionAccuracy: .reduced, oneTimeApproved: true,
+                              oneTimeAccuracy: .full, decidedAt: 1_700_000_000_000_000, lastUsed: 1_800_000_000_000_000)
+        XCTAssertEqual(RecordEncoding.encode(r).vardictValue.map(RecordEncoding.decode), r)
+        let empty = ConsentRecord(decision: nil, decisionAccuracy: nil, oneTimeApproved: false, oneTimeAccuracy: nil,
+                                  decidedAt: 0, lastUsed: 0)
+        XCTAssertEqual(RecordEncoding.encode(empty).vardictValue.map(RecordEncoding.decode), empty)
+    }
 }

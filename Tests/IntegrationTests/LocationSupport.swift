@@ -51,14 +51,14 @@ final class LocationFeed {
         // A hair above the exact value so NMEA.formatTime's truncation to
         // hundredths cannot turn e.g. 19.29 into 19.28.
         let t: NMEA.Time = (c / 360_000, (c / 6000) % 60, Double(secCentis) / 100 + 1e-7)
-        let (la, ns) = Self.lat(latitude)
-        let (lo, ew) = Self.lon(longitude)
+        let (la, ns) = NMEA.formatLat(latitude)
+        let (lo, ew) = NMEA.formatLon(longitude)
         let alt = altitude.map { String(format: "%.1f,M,%.1f,M", $0, geoidSeparation) } ?? ",M,,M"
-        let gga = NMEA.sentence("GPGGA,\(NMEA.formatTimePublic(t)),\(la),\(ns),\(lo),\(ew),1,08,"
+        let gga = NMEA.sentence("GPGGA,\(NMEA.formatTime(t)),\(la),\(ns),\(lo),\(ew),1,08,"
                                 + String(format: "%.1f,", hdop) + alt + ",,")
         let gsa = NMEA.gsa(prns: [2, 5, 7, 9, 13, 15, 19, 30], pdop: 1.6, hdop: hdop, vdop: 1.3)
         let d = String(format: "%02d%02d%02d", Self.date.d, Self.date.m, Self.date.y % 100)
-        let rmc = NMEA.sentence("GPRMC,\(NMEA.formatTimePublic(t)),A,\(la),\(ns),\(lo),\(ew),"
+        let rmc = NMEA.sentence("GPRMC,\(NMEA.formatTime(t)),A,\(la),\(ns),\(lo),\(ew),"
                                 + (speedKnots.map { String(format: "%.2f", $0) } ?? "") + ","
                                 + (course.map { String(format: "%.1f", $0) } ?? "") + ",\(d),,,A")
         let ts = Self.timestamp(centis: c)
@@ -73,31 +73,6 @@ final class LocationFeed {
         let e = next()
         gpsd.send(e.sentences)
         return e.timestamp
-    }
-
-    static func lat(_ v: Double) -> (String, String) {
-        let (deg, min) = degMin(abs(v))
-        return (String(format: "%02d%08.5f", deg, min), v < 0 ? "S" : "N")
-    }
-
-    static func lon(_ v: Double) -> (String, String) {
-        let (deg, min) = degMin(abs(v))
-        return (String(format: "%03d%08.5f", deg, min), v < 0 ? "W" : "E")
-    }
-
-    static func degMin(_ v: Double) -> (Int, Double) {
-        var deg = Int(v)
-        var min = ((v - Double(deg)) * 60 * 100_000).rounded() / 100_000
-        if min >= 60 { deg += 1; min = 0 }
-        return (deg, min)
-    }
-}
-
-extension NMEA {
-    /// `hhmmss.ss` (hundredths truncated), as the builders write it.
-    static func formatTimePublic(_ t: Time) -> String {
-        let centis = Int((t.s * 100).rounded(.down))
-        return String(format: "%02d%02d%02d.%02d", t.h, t.m, centis / 100, centis % 100)
     }
 }
 
