@@ -1,7 +1,7 @@
 import GeoDBus
 import GeoCore
 
-/// The geoconsent D-Bus API (API.md), declared once. The daemon binds its
+/// The geoconsent D-Bus API (docs/dbus-api.md), declared once. The daemon binds its
 /// handlers to these tables; `geoconsentctl` calls and implements them; the
 /// committed introspection XML is generated from them.
 public enum GeoConsentAPI {

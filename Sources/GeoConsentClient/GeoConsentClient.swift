@@ -3,7 +3,7 @@ import GeoDBus
 import GeoCore
 import GeoConsentAPI
 
-/// A fix as the daemon sends it (API.md "Location dictionary"): the position
+/// A fix as the daemon sends it (docs/dbus-api.md "Location dictionary"): the position
 /// (values the receiver did not report are nil) and the accuracy it was granted at.
 public struct Location: Equatable, Sendable {
     public var fix: Fix
@@ -51,7 +51,7 @@ public struct StoredConsent: Equatable, Sendable {
 }
 
 /// A connection to geoconsentd: one session. Typed async calls for the client
-/// half of API.md. The grant this session gets lasts until `close()` (or
+/// half of docs/dbus-api.md. The grant this session gets lasts until `close()` (or
 /// until the process exits): that is the point of a one-time grant.
 ///
 /// The connection runs its own event loop on a thread of its own; every

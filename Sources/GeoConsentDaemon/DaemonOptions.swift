@@ -1,6 +1,6 @@
 import GeoDBus
 
-/// geoconsentd's command line (API.md "Command lines").
+/// geoconsentd's command line (docs/dbus-api.md "Command lines").
 public struct DaemonOptions: Equatable {
     public var bus: String = "system"
     public var gpsdHost: String = "localhost"

@@ -1,8 +1,8 @@
-/// Parsing of the admin configuration (API.md "Configuration"). Pure: the caller
+/// Parsing of the admin configuration (docs/dbus-api.md "Configuration"). Pure: the caller
 /// reads the files and hands the text here, so every rule is testable without I/O.
 
 /// A configuration problem, reported as `FILE:LINE: reason` because that is what
-/// the daemon prints before refusing to start (API.md). `line` is 1-based; 0 means
+/// the daemon prints before refusing to start (docs/dbus-api.md). `line` is 1-based; 0 means
 /// the problem concerns the file as a whole (for example it cannot be read), and
 /// then the description is `FILE: reason`.
 public struct ConfigError: Error, Equatable, CustomStringConvertible {

@@ -1,4 +1,4 @@
-/// The consent and session state machine of API.md: every authorization rule
+/// The consent and session state machine of docs/dbus-api.md: every authorization rule
 /// lives here. Pure: no I/O, no clock of its own (each event brings `now`,
 /// microseconds since the epoch). The daemon feeds it events and carries out
 /// the effects it returns, in order.
@@ -203,7 +203,7 @@ public final class ConsentCore {
         }
     }
 
-    /// `RequestOneTimeAuthorization` and `RequestWhenInUseAuthorization`, rules 1-4 of API.md.
+    /// `RequestOneTimeAuthorization` and `RequestWhenInUseAuthorization`, rules 1-4 of docs/dbus-api.md.
     private func authorize(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app

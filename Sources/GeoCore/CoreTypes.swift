@@ -141,7 +141,7 @@ public enum CoreReply: Equatable, Sendable {
     }
 }
 
-/// The errors of API.md, as the core decides them.
+/// The errors of docs/dbus-api.md, as the core decides them.
 public enum CoreError: Equatable, Sendable, Error {
     case notAuthorized
     case noAgent

@@ -1,4 +1,4 @@
-/// One position fix, as API.md's "Location dictionary" describes it.
+/// One position fix, as docs/dbus-api.md's "Location dictionary" describes it.
 ///
 /// Every value the receiver did not report is `nil` (sent as an absent key, never
 /// as NaN). Only latitude, longitude and the fix mode are always present.

@@ -1,4 +1,4 @@
-/// Vocabulary shared by every module: the words of API.md as Swift values.
+/// Vocabulary shared by every module: the words of docs/dbus-api.md as Swift values.
 
 /// How precise a grant is. `full` covers `reduced`.
 public enum Accuracy: String, Sendable, CaseIterable {
@@ -11,7 +11,7 @@ public enum Accuracy: String, Sendable, CaseIterable {
     }
 }
 
-/// Authorization status, numbered as CLAuthorizationStatus (API.md "Status").
+/// Authorization status, numbered as CLAuthorizationStatus (docs/dbus-api.md "Status").
 public enum AuthorizationStatus: UInt32, Sendable {
     case notDetermined = 0
     case restricted = 1
@@ -19,7 +19,7 @@ public enum AuthorizationStatus: UInt32, Sendable {
     case always = 3
     case whenInUse = 4
 
-    /// The name API.md gives the value (`not-determined`, …, `when-in-use`).
+    /// The name docs/dbus-api.md gives the value (`not-determined`, …, `when-in-use`).
     public var name: String {
         switch self {
         case .notDetermined: return "not-determined"
@@ -67,7 +67,7 @@ public struct AppKey: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var description: String { "\(uid):\(appID)" }
 }
 
-/// One app's persisted consent (API.md "Consent record"). Times are microseconds
+/// One app's persisted consent (docs/dbus-api.md "Consent record"). Times are microseconds
 /// since the Unix epoch, 0 for never.
 public struct ConsentRecord: Equatable, Sendable {
     public var decision: StoredDecision?
@@ -95,7 +95,7 @@ public enum AppPolicy: String, Sendable {
     case restricted
 }
 
-/// The daemon's configuration (API.md "Configuration"), with its defaults.
+/// The daemon's configuration (docs/dbus-api.md "Configuration"), with its defaults.
 public struct Config: Equatable, Sendable {
     /// Seconds an agent has to answer a prompt.
     public var promptTimeout: Double = 60

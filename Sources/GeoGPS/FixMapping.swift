@@ -51,7 +51,7 @@ public struct TPVFields: Equatable, Sendable {
 extension Fix {
     /// Turns one TPV report into a `Fix`, or `nil` when it is not a position fix.
     ///
-    /// Rules (the choices are deliberate; the daemon and API.md rely on them):
+    /// Rules (the choices are deliberate; the daemon and docs/dbus-api.md rely on them):
     /// - **A fix** needs `mode` >= 2 (`MODE_2D`) and a finite latitude in [-90, 90] and
     ///   longitude in [-180, 180]. Mode 0/1 (not seen / no fix) gives `nil`. Mode 2 is
     ///   `.twoD`, 3 (or higher) `.threeD`.

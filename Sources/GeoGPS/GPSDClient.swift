@@ -103,7 +103,7 @@ public final class GPSDClient {
             throw GPSDError(operation: "gps_open(\(host):\(port))", code: code)
         }
         let client = GPSDClient(data: data)
-        // libgps's socket is already O_NONBLOCK (FIELD-NOTES); make sure, since a
+        // libgps opens its socket O_NONBLOCK; make sure, since a
         // blocking recv inside gps_read would stall the caller's event loop.
         let flags = fcntl(client.socket, F_GETFL)
         if flags >= 0 && flags & O_NONBLOCK == 0 {

@@ -1,4 +1,4 @@
-/// Who is calling: the app-id of a process, resolved from /proc (API.md "Words",
+/// Who is calling: the app-id of a process, resolved from /proc (docs/dbus-api.md "Words",
 /// App). The daemon trusts only this, never a name the client sends, because the
 /// consent records are keyed by it.
 import Glibc
@@ -22,7 +22,7 @@ public struct ResolvedApp: Equatable, Sendable {
 }
 
 /// Why a process could not be resolved. Every case means the caller is refused
-/// (API.md: a caller gone before it is resolved gets `AccessDenied`).
+/// (docs/dbus-api.md: a caller gone before it is resolved gets `AccessDenied`).
 public enum IdentityError: Error, Equatable, Sendable {
     /// The process no longer exists (or is a zombie with no executable left).
     case processGone

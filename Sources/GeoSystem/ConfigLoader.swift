@@ -1,4 +1,4 @@
-/// Finds and reads the configuration files (API.md "Configuration") and hands
+/// Finds and reads the configuration files (docs/dbus-api.md "Configuration") and hands
 /// their text to the pure `ConfigParser`.
 import Glibc
 import GeoCore
@@ -12,7 +12,7 @@ public enum ConfigLoader {
     ///   with `.` are skipped, like a shell glob would, so editor and package
     ///   manager leftovers such as `.foo.conf.swp` do not count.
     ///
-    /// A file or `conf.d` that does not exist means defaults (API.md). Anything
+    /// A file or `conf.d` that does not exist means defaults (docs/dbus-api.md). Anything
     /// else that goes wrong — a file that exists but cannot be read, bad UTF-8, a
     /// bad line — throws `ConfigError` naming the file (and line), because the
     /// daemon must refuse to start rather than run with a config the admin did

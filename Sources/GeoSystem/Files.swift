@@ -181,7 +181,7 @@ public func readLink(_ path: String) throws -> String {
     }
 }
 
-/// Wall-clock time in microseconds since the Unix epoch (the unit API.md uses).
+/// Wall-clock time in microseconds since the Unix epoch (the unit docs/dbus-api.md uses).
 public func now() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)

@@ -1,4 +1,4 @@
-/// Persistence of consent records and `Enabled` (API.md "State"). The formats are
+/// Persistence of consent records and `Enabled` (docs/dbus-api.md "State"). The formats are
 /// plain text, documented in docs/state-format.md, so an admin can read them and a
 /// damaged file can be inspected after it is moved aside.
 import Glibc

@@ -6,7 +6,7 @@ import Glibc
 /// The built `geoconsentd`, started against a test bus and a test gpsd.
 ///
 /// Command line: `geoconsentd --bus ADDRESS --gpsd 127.0.0.1:PORT --config FILE
-/// --state-dir DIR EXTRA...` (API.md "Command lines"). The binary comes from
+/// --state-dir DIR EXTRA...` (docs/dbus-api.md "Command lines"). The binary comes from
 /// `TestPaths.binDir` (`$GEOCONSENT_BIN_DIR`, else beside the running test
 /// bundle). `init` returns once the daemon owns `org.geoconsent.GeoConsent1`.
 public final class DaemonInstance: @unchecked Sendable {

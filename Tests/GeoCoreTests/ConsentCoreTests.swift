@@ -1,7 +1,7 @@
 import XCTest
 @testable import GeoCore
 
-/// The consent rules of API.md ("Words", "Status", client methods, "Agent
+/// The consent rules of docs/dbus-api.md ("Words", "Status", client methods, "Agent
 /// interface") checked against the pure `ConsentCore`: events in, effects out.
 /// Helpers live in ConsentCoreDSL.swift.
 final class ConsentCoreTests: XCTestCase {

@@ -7,7 +7,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Issue 7, part 3: consent agents that never answer, die mid-prompt, answer
+/// Consent agents that never answer, die mid-prompt, answer
 /// with the wrong type, answer after `Cancel`, or register and vanish in a
 /// loop. Never a grant, never a crash, no prompt state left behind.
 final class HostileAgentTests: StackTestCase {

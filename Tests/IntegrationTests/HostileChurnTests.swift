@@ -7,7 +7,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Issue 7, part 4: client churn. Thousands of connect / tap / disconnect
+/// Client churn. Thousands of connect / tap / disconnect
 /// cycles (some leaving before their reply, some in the middle of a prompt)
 /// leave no session behind, and the daemon's RSS does not grow.
 final class HostileChurnTests: XCTestCase {

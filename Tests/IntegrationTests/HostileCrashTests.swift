@@ -9,7 +9,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Issue 7, part 5: crash safety. The daemon is killed with SIGKILL at random
+/// Crash safety. The daemon is killed with SIGKILL at random
 /// moments while several apps make consent decisions; after every kill the
 /// state file parses, the restarted daemon reports no damage, and it holds
 /// every decision whose reply was sent. (A damaged file being kept aside and

@@ -7,7 +7,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Issue 7, part 1: malformed and hostile D-Bus input. Every call the daemon
+/// Malformed and hostile D-Bus input. Every call the daemon
 /// receives gets an error or a valid reply (nothing for no-reply calls and
 /// signals), the daemon keeps serving, and its RSS and descriptors stay flat.
 final class HostileDBusTests: StackTestCase {

@@ -8,7 +8,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Issue 7, part 6: fairness. One client opens hundreds of sessions and keeps
+/// Fairness. One client opens hundreds of sessions and keeps
 /// each spamming taps (pipelined); a well-behaved client's `GetAuthorization`
 /// round trip is measured during the storm against the calm baseline. The
 /// figures are printed, not asserted (timing depends on the machine); what is

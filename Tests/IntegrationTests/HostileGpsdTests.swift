@@ -7,7 +7,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Issue 7, part 2: gpsd faults. gpsd killed and restarted while sessions
+/// gpsd faults: gpsd killed and restarted while sessions
 /// stream, garbage NMEA, and a fake "gpsd" on the port that speaks junk,
 /// stalls mid-line, floods or hangs up: the daemon survives, keeps serving
 /// other clients, logs once per episode and resumes when the real gpsd is back.

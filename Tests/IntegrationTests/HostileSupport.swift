@@ -7,7 +7,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Shared pieces of the hostile-world suite (issue 7): counts that scale with
+/// Shared pieces of the hostile-world suite: counts that scale with
 /// `GEOCONSENT_STRESS=1` (`make stress`), a seeded RNG, the daemon's RSS and
 /// descriptors from /proc, a scriptable consent agent and a fake gpsd.
 ///

@@ -7,7 +7,7 @@ import GeoTestSupport
 import Glibc
 #endif
 
-/// Shipping geoconsent as a system service (issue 5): the hardened unit, the
+/// Shipping geoconsent as a system service: the hardened unit, the
 /// system bus policy on a real dbus-daemon, the gpsd lockdown as a property
 /// (in a network namespace, without systemd), `make install`, the man pages and
 /// the default config.
@@ -20,7 +20,7 @@ final class ServiceTests: XCTestCase {
     static let root = TestPaths.sourceRoot
     static let unitFile = root + "/systemd/geoconsentd.service"
     static let policyFile = root + "/dbus-policy/org.geoconsent.GeoConsent1.conf"
-    /// The bar of issue 5 for `systemd-analyze security`.
+    /// Our bar for `systemd-analyze security`.
     static let maxExposure = 1.5
 
     // MARK: - systemd-analyze

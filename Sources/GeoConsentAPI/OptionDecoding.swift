@@ -1,0 +1,66 @@
+import GeoDBus
+import GeoCore
+
+/// Decodes the `a{sv}` options of docs/dbus-api.md: unknown keys are ignored, a known key
+/// of the wrong type (or a value out of range) is `InvalidArgs`.
+public enum OptionDecoding {
+    private static func dict(_ v: DBusValue) throws -> [String: DBusValue] {
+        guard let d = v.vardictValue else { throw DBusError.invalidArgs("options must be a{sv}") }
+        return d
+    }
+
+    private static func string(_ d: [String: DBusValue], _ key: String) throws -> String? {
+        guard let v = d[key] else { return nil }
+        guard case .string(let s) = v else { throw DBusError.invalidArgs("option '\(key)' must be of type s, got \(v.signature)") }
+        return s
+    }
+
+    private static func seconds(_ d: [String: DBusValue], _ key: String, allowZero: Bool) throws -> Double? {
+        guard let v = d[key] else { return nil }
+        guard case .double(let x) = v else { throw DBusError.invalidArgs("option '\(key)' must be of type d, got \(v.signature)") }
+        guard x.isFinite, allowZero ? x >= 0 : x > 0 else {
+            throw DBusError.invalidArgs("option '\(key)' must be a finite number \(allowZero ? ">= 0" : "> 0")")
+        }
+        return x
+    }
+
+    /// `Request*Authorization` options.
+    public static func auth(_ v: DBusValue) throws -> AuthOptions {
+        let d = try dict(v)
+        var o = AuthOptions()
+        if let r = try string(d, "reason") { o.reason = r }
+        if let a = try string(d, "accuracy") {
+            guard let acc = Accuracy(rawValue: a) else {
+                throw DBusError.invalidArgs("option 'accuracy' must be 'full' or 'reduced'")
+            }
+            o.accuracy = acc
+        }
+        if let n = try string(d, "app-name") { o.appName = n }
+        if let w = try string(d, "parent-window") { o.parentWindow = w }
+        return o
+    }
+
+    public static func location(_ v: DBusValue) throws -> LocationOptions {
+        let d = try dict(v)
+        var o = LocationOptions()
+        if let x = try seconds(d, "max-age", allowZero: true) { o.maxAge = x }
+        if let x = try seconds(d, "timeout", allowZero: false) { o.timeout = min(x, 86_400) }
+        return o
+    }
+
+    public static func updates(_ v: DBusValue) throws -> UpdateOptions {
+        let d = try dict(v)
+        var o = UpdateOptions()
+        if let x = try seconds(d, "distance-filter", allowZero: true) { o.distanceFilter = x }
+        if let x = try seconds(d, "min-interval", allowZero: true) { o.minInterval = x }
+        return o
+    }
+
+    /// `ResetConsent` options: the optional `uid`.
+    public static func reset(_ v: DBusValue) throws -> UInt32? {
+        let d = try dict(v)
+        guard let u = d["uid"] else { return nil }
+        guard case .uint32(let uid) = u else { throw DBusError.invalidArgs("option 'uid' must be of type u, got \(u.signature)") }
+        return uid
+    }
+}
