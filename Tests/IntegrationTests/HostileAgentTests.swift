@@ -64,31 +64,53 @@ final class HostileAgentTests: StackTestCase {
         XCTAssertTrue(stack.daemon.isRunning)
     }
 
-    func testMisbehavingAgentsNeverGrantNeverCrashAndLeaveNoPromptBehind() throws {
-        let seed = Hostile.seed()
-        var rng = SeededRNG(seed: seed)
-        let perFault = Hostile.count(small: 3, full: 30)
-        let vanishLoops = Hostile.count(small: 120, full: 1_000)
-        let root = try stack.peer()
-        var statuses: [String: [UInt32]] = [:]
-        var clients: [BusPeer] = []
-        func note(_ fault: String, _ s: UInt32?) {
-            statuses[fault, default: []].append(s ?? 997)
-        }
-        func tapAsync(_ kind: String = "RequestOneTimeAuthorization") throws -> (BusPeer, BusPeer.PendingCall) {
-            let c = try stack.peer()
-            clients.append(c)
-            return (c, c.geoAsync(kind, [.vardict(["reason": .string("hostile")])], timeout: 30))
-        }
-        func kind() -> String { rng.chance(0.5) ? "RequestOneTimeAuthorization" : "RequestWhenInUseAuthorization" }
-        let t0 = secondsNow()
+    // MARK: Misbehaving agents, one fault per case
+    //
+    // Each case drives one kind of fault against a fresh stack, then checks the
+    // same outcome: never a grant, nothing stored, no session or prompt state left.
 
-        // 1. Never answers: the prompt times out (and is cancelled), a late answer is ignored.
+    /// The run's seed (`GEOCONSENT_SEED` or the clock) and its RNG, per case.
+    private var seed: UInt64 = 0
+    private var rng = SeededRNG(seed: 0)
+    /// Reply status of every tap, by fault (999: an error, 997: no reply).
+    private var statuses: [String: [UInt32]] = [:]
+    /// Client connections the taps came from; they leave before the final checks.
+    private var clients: [BusPeer] = []
+    private var startTime = 0.0
+    private let perFault = Hostile.count(small: 3, full: 30)
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        seed = Hostile.seed()
+        rng = SeededRNG(seed: seed)
+        statuses = [:]
+        clients = []
+        startTime = secondsNow()
+    }
+
+    private func note(_ fault: String, _ s: UInt32?) {
+        statuses[fault, default: []].append(s ?? 997)
+    }
+
+    /// A tap (or `kind` of request) from a new client connection.
+    private func tapAsync(_ kind: String = "RequestOneTimeAuthorization") throws -> (BusPeer, BusPeer.PendingCall) {
+        let c = try stack.peer()
+        clients.append(c)
+        return (c, c.geoAsync(kind, [.vardict(["reason": .string("hostile")])], timeout: 30))
+    }
+
+    /// A one-time or a when-in-use request, at random.
+    private func randomKind() -> String {
+        rng.chance(0.5) ? "RequestOneTimeAuthorization" : "RequestWhenInUseAuthorization"
+    }
+
+    func testAgentThatNeverAnswersTimesOutAndALateAnswerIsIgnored() throws {
+        // The prompt times out (and is cancelled), a late answer is ignored.
         let silent = try newAgent { _ in .hold }
         var timeoutDelays: [Double] = []
         for _ in 0..<perFault {
             let tStart = secondsNow()
-            let (_, call) = try tapAsync(kind())
+            let (_, call) = try tapAsync(randomKind())
             let s = status(call)
             timeoutDelays.append(secondsNow() - tStart)
             note("never-answers", s)
@@ -99,20 +121,29 @@ final class HostileAgentTests: StackTestCase {
         let silentCancels = silent.cancels.count
         XCTAssertEqual(silentCancels, perFault, "every timed-out prompt is cancelled once")
         silent.peer.connection.close()
+        try checkNothingGrantedAndNoPromptLeft(
+            tried: "\(perFault) silent prompts (late answers after the Cancel)",
+            saw: "\(silentCancels) Cancel for \(perFault) timed-out prompts, "
+                + "timeout replies after p50 \(Hostile.ms(percentile(timeoutDelays, 50)))")
+    }
 
-        // 2. Dies mid-prompt.
+    func testAgentDyingMidPromptIsAnsweredAsNoDecision() throws {
         var deathDelays: [Double] = []
         for _ in 0..<perFault {
             let dying = try newAgent { _ in .hold }
-            let (_, call) = try tapAsync(kind())
+            let (_, call) = try tapAsync(randomKind())
             XCTAssertTrue(stack.peers.pump(timeout: 5) { dying.confirms.count == 1 })
             let tDeath = secondsNow()
             dying.peer.connection.close()
             note("dies-mid-prompt", status(call))
             deathDelays.append(secondsNow() - tDeath)
         }
+        try checkNothingGrantedAndNoPromptLeft(
+            tried: "\(perFault) agent deaths mid-prompt",
+            saw: "agent death answered after p50 \(Hostile.ms(percentile(deathDelays, 50)))")
+    }
 
-        // 3. Answers with the wrong type, or fails.
+    func testAgentAnsweringWithTheWrongTypeOrAnErrorGrantsNothing() throws {
         // Wrong types, then strings that are not a decision for a one-time prompt, then an error.
         let wrongReplies: [[DBusValue]] = [[.uint32(4)], [], [.string("allow-once"), .string("allow-once")],
                                            [.objectPath("/allow/once")], [.variant(.string("allow-once"))],
@@ -131,9 +162,12 @@ final class HostileAgentTests: StackTestCase {
             note("wrong-type-or-error", status(call))
         }
         wrong.peer.connection.close()
+        try checkNothingGrantedAndNoPromptLeft(tried: "\(wrongCount) wrong-type/invalid/error answers")
+    }
 
-        // 4. Answers after Cancel: the client leaves, Cancel arrives, then "allow-once";
-        //    meanwhile a new prompt is open for a new client and must not pick that answer up.
+    func testAgentAnsweringAfterCancelDoesNotCompleteAnotherPrompt() throws {
+        // The client leaves, Cancel arrives, then "allow-once"; meanwhile a new prompt
+        // is open for a new client and must not pick that answer up.
         let late = try newAgent { _ in .hold }
         var lateIgnored = 0
         for _ in 0..<perFault {
@@ -153,8 +187,12 @@ final class HostileAgentTests: StackTestCase {
         }
         XCTAssertEqual(lateIgnored, perFault, "a late answer to a cancelled prompt completed another prompt")
         late.peer.connection.close()
+        try checkNothingGrantedAndNoPromptLeft(tried: "\(perFault) answers after Cancel with a new prompt open")
+    }
 
-        // 5. Registers and vanishes in a loop, sometimes with a prompt open.
+    func testAgentsRegisteringAndVanishingInALoopLeaveNoPromptBehind() throws {
+        // Sometimes with a prompt open.
+        let vanishLoops = Hostile.count(small: 120, full: 1_000)
         var retries = 0, withPrompt = 0
         var pendingTaps: [BusPeer.PendingCall] = []
         for i in 0..<vanishLoops {
@@ -168,7 +206,7 @@ final class HostileAgentTests: StackTestCase {
             }
             XCTAssertNoThrow(try r.get())
             if i % 3 == 0 {
-                let (_, call) = try tapAsync(kind())
+                let (_, call) = try tapAsync(randomKind())
                 pendingTaps.append(call)
                 stack.peers.pump(timeout: 5) { a.confirms.count == 1 || call.isDone }
                 if a.confirms.count == 1 { withPrompt += 1 }
@@ -182,46 +220,53 @@ final class HostileAgentTests: StackTestCase {
         }
         waitAll(pendingTaps, on: stack.peers, timeout: 20)
         for c in pendingTaps { note("register-and-vanish", c.result.map { r in (try? r.get().first?.uint32Value ?? 998) ?? 999 }) }
+        try checkNothingGrantedAndNoPromptLeft(
+            tried: "\(vanishLoops) register-and-vanish agents (\(withPrompt) with a prompt open, "
+                + "\(retries) AgentExists retries while the previous one left)")
+    }
 
-        // Everything settles: every client leaves.
+    /// The outcome every fault case must end in: every client leaves, the daemon
+    /// runs, no tap was granted, nothing is stored, no session is left, and a fresh
+    /// agent gets exactly one Confirm for a new tap (no prompt state left behind).
+    /// Prints the case's `agent-faults` lines: what was `tried`, the statuses, and what was seen.
+    private func checkNothingGrantedAndNoPromptLeft(tried: String, saw extra: String? = nil,
+                                                    file: StaticString = #filePath, line: UInt = #line) throws {
+        let root = try stack.peer()
         for c in clients { c.connection.close() }
         stack.peers.settle(0.3)
-        XCTAssertTrue(stack.daemon.isRunning, "the daemon died\n\(stack.daemon.log().suffix(3000))")
+        XCTAssertTrue(stack.daemon.isRunning, "the daemon died\n\(stack.daemon.log().suffix(3000))", file: file, line: line)
 
         // Never a grant.
         let all = statuses.values.flatMap { $0 }
         let grants = all.filter { $0 == 4 }.count
-        XCTAssertEqual(grants, 0, "\(statuses)")
-        XCTAssertTrue(all.allSatisfy { $0 == 0 || $0 == 999 }, "\(statuses)")
+        XCTAssertEqual(grants, 0, "\(statuses)", file: file, line: line)
+        XCTAssertTrue(all.allSatisfy { $0 == 0 || $0 == 999 }, "\(statuses)", file: file, line: line)
         let consents = try root.hostileConsents()
-        XCTAssertEqual(consents.count, 0, "something was stored: \(consents)")
+        XCTAssertEqual(consents.count, 0, "something was stored: \(consents)", file: file, line: line)
         let sessionsLeft = try root.hostileSessions()
-        XCTAssertEqual(sessionsLeft.count, 0, "sessions left behind: \(sessionsLeft)")
+        XCTAssertEqual(sessionsLeft.count, 0, "sessions left behind: \(sessionsLeft)", file: file, line: line)
 
         // No prompt state left: a fresh agent gets exactly one Confirm for a new tap.
         let fresh = try newAgent { _ in .answer("deny") }
         let probe = try stack.peer()
-        XCTAssertEqual(try probe.tap().get(), 0)
+        XCTAssertEqual(try probe.tap().get(), 0, file: file, line: line)
         stack.peers.settle(0.2)
-        XCTAssertEqual(fresh.confirms.count, 1, "a fresh agent saw \(fresh.confirms.count) Confirm calls for one tap")
+        XCTAssertEqual(fresh.confirms.count, 1, "a fresh agent saw \(fresh.confirms.count) Confirm calls for one tap",
+                       file: file, line: line)
         let auth = try probe.hostileAuthorization()
-        XCTAssertEqual(auth.status, 0)
-        XCTAssertEqual(auth.details["one-time-approved"], .bool(false))
-        XCTAssertEqual(try root.hostileSessions().map(\.name), [probe.uniqueName])
-        XCTAssertTrue(stack.daemon.isRunning)
+        XCTAssertEqual(auth.status, 0, file: file, line: line)
+        XCTAssertEqual(auth.details["one-time-approved"], .bool(false), file: file, line: line)
+        XCTAssertEqual(try root.hostileSessions().map(\.name), [probe.uniqueName], file: file, line: line)
+        XCTAssertTrue(stack.daemon.isRunning, file: file, line: line)
 
         let summary = statuses.sorted { $0.key < $1.key }.map { k, v in
             "\(k): \(v.count) taps -> \(Dictionary(grouping: v, by: { $0 == 999 ? "error" : "status \($0)" }).mapValues(\.count).sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))"
         }.joined(separator: "; ")
         Hostile.report("agent-faults", "seed \(seed), mode \(Hostile.mode), prompt-timeout \(HostileAgentTests.promptTimeout) s: tried "
-            + "\(perFault) silent prompts (late answers after the Cancel), \(perFault) agent deaths mid-prompt, "
-            + "\(wrongCount) wrong-type/invalid/error answers, \(perFault) answers after Cancel "
-            + "with a new prompt open, \(vanishLoops) register-and-vanish agents (\(withPrompt) with a prompt open, "
-            + "\(retries) AgentExists retries while the previous one left) in \(String(format: "%.1f", secondsNow() - t0)) s")
+            + "\(tried) in \(String(format: "%.1f", secondsNow() - startTime)) s")
         Hostile.report("agent-faults", "saw \(summary)")
         Hostile.report("agent-faults", "saw 0 grants, \(consents.count) stored records, \(sessionsLeft.count) sessions left, "
-            + "\(silentCancels) Cancel for \(perFault) timed-out prompts, timeout replies after p50 \(Hostile.ms(percentile(timeoutDelays, 50))), "
-            + "agent death answered after p50 \(Hostile.ms(percentile(deathDelays, 50))), a fresh agent got exactly "
+            + (extra.map { $0 + ", " } ?? "") + "a fresh agent got exactly "
             + "\(fresh.confirms.count) Confirm for a new tap; daemon RSS \(Hostile.rssKB(stack.daemon.pid)) kB")
     }
 }
