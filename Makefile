@@ -15,7 +15,7 @@ SWIFT ?= swift
 # toolchain) so that relative relocations are packed (-z pack-relative-relocs: 2.8 KB
 # instead of 393 KB read at every start) and the functions the daemon runs are laid
 # out together (link/hot-functions.order, from scripts/gen-link-order.sh). Both cut
-# the idle RSS (README "Performance"); a stale order file only costs memory.
+# the idle RSS (docs/performance.md); a stale order file only costs memory.
 # The C++ runtime the Swift runtime needs is linked in as well: STATIC_CXX_DIR holds
 # only libstdc++.a and is searched before the compiler's own directory, so the
 # runtime's "-lstdc++" finds the archive (libstdc++.so alone costs ~1 MB of RSS).
@@ -57,7 +57,7 @@ test: deps
 screenshots: build
 	DESKTOP_SCREENSHOTS=docs/screenshots bash desktop/test-desktop.sh "$$($(SWIFT) build --show-bin-path)"
 
-# The hostile-world suite at full counts (README "Reliability"): fuzzed D-Bus input,
+# The hostile-world suite at full counts (docs/reliability.md): fuzzed D-Bus input,
 # gpsd and agent faults, client churn, kill -9 during consent writes, fairness.
 # `make test` runs the same tests with small counts.
 .PHONY: stress
@@ -65,7 +65,7 @@ stress: deps
 	$(SWIFT) build --build-tests
 	GEOCONSENT_STRESS=1 $(SWIFT) test --skip-build --disable-swift-testing --filter Hostile
 
-# Performance against floors measured in the same run (README "Performance").
+# Performance against floors measured in the same run (docs/performance.md).
 bench: release
 	@bash scripts/deps.sh --bench
 	"$(RELEASE_BIN)/geoconsent-bench" --json bench.json

@@ -18,7 +18,7 @@ let package = Package(
         // name), and there is no pkg-config here, whose "-lgps" would link libgps.so too.
         // Why: the client part of libgps is small, its soname changes with every gpsd
         // API major (the JSON protocol does not), and without libgps.so the daemon
-        // does not load libstdc++.so either (README "Performance", idle RSS).
+        // does not load libstdc++.so either (docs/performance.md, idle RSS).
         .systemLibrary(name: "CGPS", providers: [.apt(["libgps-dev"])]),
         // glibc's <malloc.h> (malloc_trim), not in Swift's Glibc module.
         .systemLibrary(name: "CMalloc"),
@@ -50,6 +50,8 @@ let package = Package(
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),
         .testTarget(name: "GeoDBusTests", dependencies: ["GeoDBus", "GeoTestSupport"]),
         .testTarget(name: "GeoGPSTests", dependencies: ["GeoGPS", "GeoTestSupport"]),
+        // The process harness's own tests (bus, gpsd, child processes, NMEA, DaemonInstance).
+        .testTarget(name: "HarnessTests", dependencies: ["GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["GeoDBus", "GeoConsentAPI", "GeoConsentClient", "GeoTestSupport", "GeoConsentDaemon",
                                    "geoconsentd", "geoconsentctl"]),

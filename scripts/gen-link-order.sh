@@ -6,8 +6,8 @@
 # Why: the kernel maps a binary's text in 64 KiB (or whole-folio) chunks around
 # each page it executes, so code run at start-up and per request, when scattered
 # over a 5.7 MB static Swift binary, makes most of it resident. Laid out together,
-# the functions the daemon actually runs fit in a few hundred KiB (README
-# "Performance", idle RSS).
+# the functions the daemon actually runs fit in a few hundred KiB
+# (docs/performance.md, idle RSS).
 #
 # How: build the release, run `geoconsent-bench` with the daemon under
 # `valgrind --tool=callgrind`, and keep every function of the geoconsentd

@@ -4,7 +4,7 @@ import GeoConsentAPI
 import GeoTestSupport
 
 // make bench: the real stack (private bus, gpsd fed over UDP, the release
-// daemon) measured against floors taken in the same run. See README "Performance".
+// daemon) measured against floors taken in the same run. See docs/performance.md.
 
 setvbuf(stdout, nil, _IOLBF, 0)
 if let i = CommandLine.arguments.firstIndex(of: "--relay") {

@@ -6,8 +6,7 @@ import Glibc
 #endif
 
 /// Self-tests of the GeoTestSupport harness: real dbus-daemon, real gpsd,
-/// real child processes. They live here (GeoGPSTests already links
-/// GeoTestSupport) rather than in a target of their own.
+/// real child processes.
 final class GeoTestSupportSelfTests: XCTestCase {
 
     // MARK: TestBus
