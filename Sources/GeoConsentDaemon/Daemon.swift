@@ -114,9 +114,7 @@ public final class Daemon {
         location.drop(session: name)
         // The core never answers the calls of a client that left while it waited on a
         // prompt: forget them, or each would keep its message and arguments for good.
-        for (id, call) in calls where call.sender == name {
-            calls[id] = nil
-        }
+        for (id, call) in calls where call.sender == name { calls[id] = nil }
         sessionLeft()
         return false
     }
