@@ -22,9 +22,6 @@ public final class Daemon {
 
     /// Calls the core has not answered yet, by the id it knows them by.
     var calls: [CallID: MethodCall] = [:]
-    /// Options of StartUpdates/RequestLocation calls waiting for the core's verdict.
-    var updateOptions: [CallID: UpdateOptions] = [:]
-    var locationOptions: [CallID: LocationOptions] = [:]
     private var nextCallID: CallID = 1
     /// Prompts already withdrawn with `Agent.Cancel` whose `Confirm` call is still
     /// pending, so its timeout does not send a second `Cancel`.
@@ -61,24 +58,12 @@ public final class Daemon {
         }
         server = ObjectServer(connection: connection)
         callers = CallerResolver(connection: connection, identity: AppIdentityResolver())
-        location = LocationService(loop: loop, host: options.gpsdHost, port: options.gpsdPort,
+        location = LocationService(loop: loop, server: server, consent: core,
+                                   host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
         connection.attach(to: loop)
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
-        location.accuracy = { [weak self] s in self?.core.grantedAccuracy(for: s) }
-        location.emit = { [weak self] session, member, args in
-            self?.server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                              member: member, args, destination: session)
-        }
-        location.emitEach = { [weak self] sessions, member, args in
-            self?.server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                              member: member, args, destinations: sessions)
-        }
-        location.propertiesChanged = { [weak self] changed in
-            self?.server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                           changed: changed)
-        }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
@@ -129,11 +114,7 @@ public final class Daemon {
         location.drop(session: name)
         // The core never answers the calls of a client that left while it waited on a
         // prompt: forget them, or each would keep its message and arguments for good.
-        for (id, call) in calls where call.sender == name {
-            calls[id] = nil
-            updateOptions[id] = nil
-            locationOptions[id] = nil
-        }
+        for (id, call) in calls where call.sender == name { calls[id] = nil }
         sessionLeft()
         return false
     }
@@ -195,8 +176,6 @@ public final class Daemon {
                 call.reply(encode(reply))
             case .fail(let id, let error):
                 calls.removeValue(forKey: id)?.fail(DBusError(error.name, error.message))
-                updateOptions[id] = nil
-                locationOptions[id] = nil
             case .authorizationChanged(let session, let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: "AuthorizationChanged", [.uint32(status.rawValue)], destination: session)
@@ -220,14 +199,15 @@ public final class Daemon {
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                          changed: ["Enabled": .bool(value)])
-            case .startUpdates(let id, let session):
+            case .startUpdates(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
-                location.startUpdates(call, session: session, options: updateOptions.removeValue(forKey: id) ?? UpdateOptions())
+                location.startUpdates(call, id: id, session: session, options: options)
             case .stopUpdates(let id, let session):
-                location.stopUpdates(id.flatMap { calls.removeValue(forKey: $0) }, session: session)
-            case .locate(let id, let session):
+                let held = id.flatMap { id in calls.removeValue(forKey: id).map { (id: id, call: $0) } }
+                location.stopUpdates(held, session: session)
+            case .locate(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
-                location.locate(call, session: session, options: locationOptions.removeValue(forKey: id) ?? LocationOptions())
+                location.locate(call, id: id, session: session, options: options)
             case .grantEnded(let session):
                 location.drop(session: session)
             }

@@ -18,14 +18,10 @@ extension Daemon {
             },
             "GetAuthorization": { d, call in d.client(call, .getAuthorization) },
             "RequestLocation": { d, call in
-                d.decoded(call, { try OptionDecoding.location(call.arguments[0]) }) { o in
-                    d.client(call, .requestLocation) { d.locationOptions[$0] = o }
-                }
+                d.decoded(call, { try OptionDecoding.location(call.arguments[0]) }) { d.client(call, .requestLocation($0)) }
             },
             "StartUpdates": { d, call in
-                d.decoded(call, { try OptionDecoding.updates(call.arguments[0]) }) { o in
-                    d.client(call, .startUpdates) { d.updateOptions[$0] = o }
-                }
+                d.decoded(call, { try OptionDecoding.updates(call.arguments[0]) }) { d.client(call, .startUpdates($0)) }
             },
             "StopUpdates": { d, call in d.client(call, .stopUpdates) },
             "Revoke": { d, call in d.client(call, .revoke) },
@@ -65,12 +61,10 @@ extension Daemon {
     }
 
     /// A client request: starts the caller's session if it has none.
-    func client(_ call: MethodCall, _ request: ClientRequest, prepare: ((CallID) -> Void)? = nil) {
+    func client(_ call: MethodCall, _ request: ClientRequest) {
         withCaller(call) { [weak self] caller in
             guard let self else { return }
-            let id = self.hold(call)
-            prepare?(id)
-            self.feed(.client(id, caller, request))
+            self.feed(.client(self.hold(call), caller, request))
         }
     }
 

@@ -3,299 +3,60 @@ import GeoDBus
 import GeoGPS
 import GeoConsentAPI
 
-/// Fixes from gpsd to granted sessions: one-shot requests, streaming updates
-/// with per-session filters, reduced accuracy, and gpsd's connection life cycle
-/// (connected only while some granted session needs a fix, lingering a little,
-/// reconnecting with backoff when gpsd goes away).
+/// The I/O half of location: feeds `LocationCore` the calls the consent core let
+/// through, gpsd's fixes and connection outcomes and its own timers, and carries
+/// out the effects: replies, `LocationUpdated`/`LocationError` signals,
+/// `PropertiesChanged`, the gpsd connection and event-loop timers.
 ///
-/// Every delivery asks `accuracy(session)` first, so a fix never reaches a
-/// session whose grant has ended, whatever order events arrive in.
+/// Every event asks `consent` for the sessions' grants at delivery time (a
+/// required argument of the core's `handle`), so a fix never reaches a session
+/// whose grant has ended.
 final class LocationService {
-    struct Subscriber {
-        var options: UpdateOptions
-        var lastSent: Fix?
-        var lastSentAt: UInt64 = 0   // monotonic ns
-    }
-
-    struct Pending {
-        var call: MethodCall
-        var timer: EventLoop.Token
-    }
-
+    private let core: LocationCore
+    private let consent: ConsentCore
     private let loop: EventLoop
+    private let server: ObjectServer
     private let connector: GPSDConnector
-    private let gpsdLabel: String
-    var linger: Double
-    var grid: ReducedGrid
-
-    /// The accuracy a session may receive now (nil: none).
-    var accuracy: (String) -> Accuracy? = { _ in nil }
-    /// Unicast a signal to a session.
-    var emit: (_ session: String, _ member: String, _ args: [DBusValue]) -> Void = { _, _, _ in }
-    /// Unicast the same signal to several sessions (arguments marshalled once).
-    var emitEach: (_ sessions: [String], _ member: String, _ args: [DBusValue]) -> Void = { _, _, _ in }
-    /// `GpsdConnected` / `InUse` changed.
-    var propertiesChanged: ([String: DBusValue]) -> Void = { _ in }
 
     private var client: GPSDClient?
     private var clientWatch: EventLoop.Token?
-    private var connecting = false
-    private var reconnectTimer: EventLoop.Token?
-    private var lingerTimer: EventLoop.Token?
-    private var backoff = 0.1
-    private var outage = false   // a LocationError episode is under way: log and signal once
-    private var lastFix: (fix: Fix, at: UInt64)?
-    private var pending: [String: [Pending]] = [:]
-    private var subscribers: [String: Subscriber] = [:]
+    private var timers: [LocationTimer: EventLoop.Token] = [:]
+    /// Calls the core has not answered yet, by the consent core's ids.
+    private var held: [CallID: MethodCall] = [:]
 
-    private(set) var gpsdConnected = false
-    private(set) var inUse = false
+    var gpsdConnected: Bool { core.gpsdConnected }
+    var inUse: Bool { core.inUse }
 
-    init(loop: EventLoop, host: String, port: UInt16, linger: Double, gridSize: Double) {
+    init(loop: EventLoop, server: ObjectServer, consent: ConsentCore,
+         host: String, port: UInt16, linger: Double, gridSize: Double) {
         self.loop = loop
+        self.server = server
+        self.consent = consent
         self.connector = GPSDConnector(loop: loop, host: host, port: port)
-        self.gpsdLabel = "\(host):\(port)"
-        self.linger = linger
-        self.grid = ReducedGrid(cellSize: gridSize)
+        self.core = LocationCore(linger: linger, gridSize: gridSize, gpsdLabel: "\(host):\(port)")
     }
-
-    private var demand: Bool { !pending.isEmpty || !subscribers.isEmpty }
 
     // MARK: Requests (already past the consent gate)
 
-    /// `RequestLocation`: a cached fix younger than `maxAge`, else the next one.
-    func locate(_ call: MethodCall, session: String, options: LocationOptions) {
-        if let last = lastFix, Double(EventLoop.monotonicNanos() &- last.at) / 1e9 < options.maxAge,
-           let acc = accuracy(session) {
-            var shown = Shown(last.fix, grid: grid)
-            return call.reply([shown.view(acc).value])
-        }
-        let timer = loop.schedule(after: options.timeout) { [weak self] in self?.locateTimedOut(session, call) }
-        pending[session, default: []].append(Pending(call: call, timer: timer))
-        demandChanged()
-        if !gpsdConnected && !connecting {
-            // Try now rather than at the next backoff step: the caller is waiting.
-            if let t = reconnectTimer { loop.cancelTimer(t); reconnectTimer = nil }
-            connect()
-        }
+    func locate(_ call: MethodCall, id: CallID, session: String, options: LocationOptions) {
+        held[id] = call
+        feed(.locate(id, session: session, options))
     }
 
-    private func locateTimedOut(_ session: String, _ call: MethodCall) {
-        pending[session]?.removeAll { $0.call === call }
-        if pending[session]?.isEmpty == true { pending[session] = nil }
-        if gpsdConnected {
-            call.fail(DBusError(GeoConsentAPI.ErrorName.timeout, "No fix arrived in time"))
-        } else {
-            call.fail(DBusError(GeoConsentAPI.ErrorName.gpsUnavailable, "gpsd at \(gpsdLabel) cannot be reached"))
-        }
-        demandChanged()
+    func startUpdates(_ call: MethodCall, id: CallID, session: String, options: UpdateOptions) {
+        held[id] = call
+        feed(.startUpdates(id, session: session, options))
     }
 
-    /// `StartUpdates`: replaces the session's options and restarts its filters.
-    func startUpdates(_ call: MethodCall, session: String, options: UpdateOptions) {
-        subscribers[session] = Subscriber(options: options)
-        call.reply()
-        if let last = lastFix, EventLoop.monotonicNanos() &- last.at < 5_000_000_000 {
-            var shown = Shown(last.fix, grid: grid)
-            deliver(&shown, to: [session])
-        }
-        // During an outage say so, even after a cached fix: no next fix can come,
-        // and the episode's LocationError went out before this session subscribed.
-        if !gpsdConnected && outage {
-            emit(session, "LocationError", [.string(GeoConsentAPI.ErrorName.gpsUnavailable),
-                                            .string("gpsd at \(gpsdLabel) cannot be reached; retrying")])
-        }
-        demandChanged()
-    }
-
-    func stopUpdates(_ call: MethodCall?, session: String) {
-        subscribers[session] = nil
-        call?.reply()
-        demandChanged()
+    /// `call`: the `StopUpdates` call to answer, if there is one.
+    func stopUpdates(_ call: (id: CallID, call: MethodCall)?, session: String) {
+        if let call { held[call.id] = call.call }
+        feed(.stopUpdates(call?.id, session: session))
     }
 
     /// The session's grant ended (or it left): nothing more reaches it.
     func drop(session: String) {
-        subscribers[session] = nil
-        for p in pending.removeValue(forKey: session) ?? [] {
-            loop.cancelTimer(p.timer)
-            p.call.fail(DBusError(GeoConsentAPI.ErrorName.notAuthorized, "The grant of this session ended"))
-        }
-        demandChanged()
-    }
-
-    // MARK: Fixes
-
-    /// One fix as each accuracy shows it, built once per fix and shared by every
-    /// session that receives it (fan-out to hundreds of sessions).
-    private struct Shown {
-        let fix: Fix
-        let grid: ReducedGrid
-        private var views: [Accuracy: (fix: Fix, value: DBusValue)] = [:]
-
-        init(_ fix: Fix, grid: ReducedGrid) {
-            self.fix = fix
-            self.grid = grid
-        }
-
-        mutating func view(_ acc: Accuracy) -> (fix: Fix, value: DBusValue) {
-            if let v = views[acc] { return v }
-            let shown = acc == .reduced ? grid.reduce(fix) : fix
-            let v = (shown, LocationDictionary.encode(shown, accuracy: acc))
-            views[acc] = v
-            return v
-        }
-    }
-
-    private func handle(_ fix: Fix) {
-        backoff = 0.1
-        if outage {
-            outage = false
-            Log.notice("gpsd at \(gpsdLabel) is back")
-        }
-        let now = EventLoop.monotonicNanos()
-        lastFix = (fix, now)
-        var shown = Shown(fix, grid: grid)
-        if !pending.isEmpty {
-            let waiting = pending
-            pending = [:]
-            for (session, calls) in waiting {
-                for p in calls {
-                    loop.cancelTimer(p.timer)
-                    if let acc = accuracy(session) {
-                        p.call.reply([shown.view(acc).value])
-                    } else {
-                        p.call.fail(DBusError(GeoConsentAPI.ErrorName.notAuthorized, "The grant of this session ended"))
-                    }
-                }
-            }
-        }
-        deliver(&shown, to: Array(subscribers.keys))
-        demandChanged()
-    }
-
-    /// Sends the fix to those of `sessions` whose grant still holds and whose
-    /// filters let it through, grouped by accuracy so each group's signal body
-    /// is marshalled once.
-    private func deliver(_ shown: inout Shown, to sessions: [String]) {
-        let now = EventLoop.monotonicNanos()
-        var groups: [Accuracy: [String]] = [:]
-        for session in sessions {
-            guard var sub = subscribers[session] else { continue }
-            guard let acc = accuracy(session) else {
-                subscribers[session] = nil
-                continue
-            }
-            let view = shown.view(acc)
-            if let last = sub.lastSent {
-                if sub.options.minInterval > 0, Double(now &- sub.lastSentAt) / 1e9 < sub.options.minInterval { continue }
-                if sub.options.distanceFilter > 0, last.distance(to: view.fix) < sub.options.distanceFilter { continue }
-            }
-            sub.lastSent = view.fix
-            sub.lastSentAt = now
-            subscribers[session] = sub
-            groups[acc, default: []].append(session)
-        }
-        for acc in [Accuracy.full, .reduced] {
-            if let group = groups[acc] { emitEach(group, "LocationUpdated", [shown.view(acc).value]) }
-        }
-    }
-
-    // MARK: gpsd connection
-
-    private func demandChanged() {
-        let use = demand
-        if use != inUse {
-            inUse = use
-            propertiesChanged(["InUse": .bool(use)])
-        }
-        if use {
-            if let t = lingerTimer { loop.cancelTimer(t); lingerTimer = nil }
-            if client == nil && !connecting && reconnectTimer == nil { connect() }
-        } else if client != nil && lingerTimer == nil {
-            lingerTimer = loop.schedule(after: linger) { [weak self] in
-                guard let self else { return }
-                self.lingerTimer = nil
-                if !self.demand { self.disconnect(reason: nil) }
-            }
-        } else if client == nil, let t = reconnectTimer {
-            loop.cancelTimer(t)
-            reconnectTimer = nil
-        }
-    }
-
-    private func connect() {
-        connecting = true
-        connector.connect { [weak self] result in self?.connected(result) }
-    }
-
-    private func connected(_ result: Result<GPSDClient, GPSDError>) {
-        connecting = false
-        switch result {
-        case .success(let c):
-            client = c
-            // An outage (and the backoff) ends with the first fix, not the first connect:
-            // a port that accepts and then hangs up, floods or talks junk must not make the
-            // daemon reconnect, log and signal every 0.1 s (see handle(_:)).
-            if !outage { Log.info("connected to gpsd at \(gpsdLabel)") }
-            clientWatch = loop.watch(fd: c.fd, events: .readable) { [weak self] _ in self?.readable() }
-            setConnected(true)
-            demandChanged()
-        case .failure(let e):
-            gpsdFailed("cannot connect to gpsd at \(gpsdLabel): \(e)")
-        }
-    }
-
-    private func readable() {
-        guard let c = client else { return }
-        let r = c.readAvailable()
-        for f in r.fixes { handle(f) }
-        if r.closed { disconnect(reason: "gpsd at \(gpsdLabel) closed the connection") }
-    }
-
-    private func disconnect(reason: String?) {
-        if let w = clientWatch { loop.unwatch(w); clientWatch = nil }
-        client?.close()
-        client = nil
-        setConnected(false)
-        if let reason { gpsdFailed(reason) }
-        else { Log.info("disconnected from gpsd at \(gpsdLabel): no session needs fixes") }
-    }
-
-    /// A connection attempt failed or gpsd went away: tell the waiting sessions
-    /// (once per outage) and retry with backoff while anyone still needs fixes.
-    private func gpsdFailed(_ why: String) {
-        if !outage {
-            Log.warning(why)
-            for session in subscribers.keys.sorted() {
-                emit(session, "LocationError", [.string(GeoConsentAPI.ErrorName.gpsUnavailable), .string(why)])
-            }
-        }
-        outage = true
-        // One-shot requests fail at once: no fix can come from this attempt.
-        let waiting = pending
-        pending = [:]
-        for calls in waiting.values {
-            for p in calls {
-                loop.cancelTimer(p.timer)
-                p.call.fail(DBusError(GeoConsentAPI.ErrorName.gpsUnavailable, why))
-            }
-        }
-        if !waiting.isEmpty { demandChanged() }
-        guard demand, reconnectTimer == nil else { return }
-        let delay = backoff
-        backoff = min(backoff * 2, 5)
-        reconnectTimer = loop.schedule(after: delay) { [weak self] in
-            guard let self else { return }
-            self.reconnectTimer = nil
-            if self.demand && self.client == nil && !self.connecting { self.connect() }
-        }
-    }
-
-    private func setConnected(_ value: Bool) {
-        guard value != gpsdConnected else { return }
-        gpsdConnected = value
-        propertiesChanged(["GpsdConnected": .bool(value)])
+        feed(.drop(session: session))
     }
 
     /// Closes gpsd at shutdown.
@@ -303,5 +64,103 @@ final class LocationService {
         if let w = clientWatch { loop.unwatch(w) }
         client?.close()
         client = nil
+    }
+
+    // MARK: Core
+
+    private func feed(_ event: LocationEvent) {
+        execute(core.handle(event, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)))
+    }
+
+    private func execute(_ effects: [LocationEffect]) {
+        var encoded = Encoded()
+        for effect in effects {
+            switch effect {
+            case .reply(let id, .empty):
+                held.removeValue(forKey: id)?.reply()
+            case .reply(let id, .location(let fix, let acc)):
+                held.removeValue(forKey: id)?.reply([encoded.value(fix, acc)])
+            case .fail(let id, let failure):
+                held.removeValue(forKey: id)?.fail(DBusError(Self.errorName(failure), failure.message))
+            case .locationUpdated(let sessions, let acc, let fix):
+                server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                            member: "LocationUpdated", [encoded.value(fix, acc)], destinations: sessions)
+            case .locationError(let session, let failure):
+                server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                            member: "LocationError", [.string(Self.errorName(failure)), .string(failure.message)],
+                            destination: session)
+            case .gpsdConnectedChanged(let value):
+                propertyChanged("GpsdConnected", value)
+            case .inUseChanged(let value):
+                propertyChanged("InUse", value)
+            case .connect:
+                connector.connect { [weak self] result in self?.connected(result) }
+            case .disconnect:
+                if let w = clientWatch { loop.unwatch(w); clientWatch = nil }
+                client?.close()
+                client = nil
+            case .scheduleTimer(let timer, let seconds):
+                if let old = timers[timer] { loop.cancelTimer(old) }
+                timers[timer] = loop.schedule(after: seconds) { [weak self] in
+                    guard let self else { return }
+                    self.timers[timer] = nil
+                    self.feed(.timerFired(timer))
+                }
+            case .cancelTimer(let timer):
+                if let t = timers.removeValue(forKey: timer) { loop.cancelTimer(t) }
+            case .log(.warning, let line):
+                Log.warning(line)
+            case .log(.notice, let line):
+                Log.notice(line)
+            case .log(.info, let line):
+                Log.info(line)
+            }
+        }
+    }
+
+    /// Each accuracy's view of the fix encoded once per batch of effects: one fix
+    /// goes to every waiting call and subscriber of that accuracy.
+    private struct Encoded {
+        private var cache: [Accuracy: (fix: Fix, value: DBusValue)] = [:]
+
+        mutating func value(_ fix: Fix, _ acc: Accuracy) -> DBusValue {
+            if let c = cache[acc], c.fix == fix { return c.value }
+            let v = LocationDictionary.encode(fix, accuracy: acc)
+            cache[acc] = (fix, v)
+            return v
+        }
+    }
+
+    private static func errorName(_ failure: LocationFailure) -> String {
+        switch failure {
+        case .notAuthorized: return GeoConsentAPI.ErrorName.notAuthorized
+        case .timeout: return GeoConsentAPI.ErrorName.timeout
+        case .gpsUnavailable: return GeoConsentAPI.ErrorName.gpsUnavailable
+        }
+    }
+
+    private func propertyChanged(_ name: String, _ value: Bool) {
+        server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                                 changed: [name: .bool(value)])
+    }
+
+    // MARK: gpsd
+
+    private func connected(_ result: Result<GPSDClient, GPSDError>) {
+        switch result {
+        case .success(let c):
+            client = c
+            clientWatch = loop.watch(fd: c.fd, events: .readable) { [weak self] _ in self?.readable() }
+            feed(.gpsdConnected)
+        case .failure(let e):
+            feed(.gpsdConnectFailed(reason: "\(e)"))
+        }
+    }
+
+    private func readable() {
+        guard let c = client else { return }
+        let r = c.readAvailable()
+        for f in r.fixes { feed(.fix(f)) }
+        if r.closed { feed(.gpsdClosed) }
     }
 }

@@ -188,18 +188,18 @@ public final class ConsentCore {
             effects.append(.reply(call, .empty))
             // Stop fixes even if a stored decision still grants: Revoke ends updates.
             endGrant(name)
-        case .startUpdates:
+        case .startUpdates(let options):
             guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
             s.updates = true
             sessions[name] = s
-            effects.append(.startUpdates(call, session: name))
+            effects.append(.startUpdates(call, session: name, options))
         case .stopUpdates:
             s.updates = false
             sessions[name] = s
             effects.append(.stopUpdates(call, session: name))
-        case .requestLocation:
+        case .requestLocation(let options):
             guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
-            effects.append(.locate(call, session: name))
+            effects.append(.locate(call, session: name, options))
         }
     }
 

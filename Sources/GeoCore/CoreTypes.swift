@@ -63,9 +63,9 @@ public enum ClientRequest: Equatable, Sendable {
     case requestWhenInUse(AuthOptions)
     case getAuthorization
     case revoke
-    case startUpdates
+    case startUpdates(UpdateOptions)
     case stopUpdates
-    case requestLocation
+    case requestLocation(LocationOptions)
 }
 
 /// Consent and agent management calls (they do not start a session).
@@ -205,10 +205,11 @@ public enum CoreEffect: Equatable, Sendable {
     case saveEnabled
     /// Broadcast `PropertiesChanged` for `Enabled`.
     case enabledChanged(Bool)
-    /// The session may receive fixes now (`StartUpdates`, `RequestLocation` passed the gate).
-    case startUpdates(CallID, session: String)
+    /// The session may receive fixes now (`StartUpdates`, `RequestLocation` passed the gate),
+    /// with the options the call came with.
+    case startUpdates(CallID, session: String, UpdateOptions)
     case stopUpdates(CallID?, session: String)
-    case locate(CallID, session: String)
+    case locate(CallID, session: String, LocationOptions)
     /// Stop the session's fixes at once: drop its updates and pending requests
     /// (its grant ended, or it called `Revoke`).
     case grantEnded(session: String)

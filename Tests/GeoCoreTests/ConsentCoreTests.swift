@@ -20,8 +20,8 @@ final class ConsentCoreTests: XCTestCase {
         let starters: [(String, ClientRequest)] = [
             ("RequestOneTimeAuthorization", .requestOneTime(AuthOptions())),
             ("RequestWhenInUseAuthorization", .requestWhenInUse(AuthOptions())),
-            ("GetAuthorization", .getAuthorization), ("StartUpdates", .startUpdates),
-            ("StopUpdates", .stopUpdates), ("Revoke", .revoke), ("RequestLocation", .requestLocation),
+            ("GetAuthorization", .getAuthorization), ("StartUpdates", .startUpdates(UpdateOptions())),
+            ("StopUpdates", .stopUpdates), ("Revoke", .revoke), ("RequestLocation", .requestLocation(LocationOptions())),
         ]
         for (label, request) in starters {
             let rig = Rig()
@@ -35,7 +35,7 @@ final class ConsentCoreTests: XCTestCase {
     func testSessionEndEndsItsTemporaryGrant() {
         let rig = Rig()
         rig.approveTap(W.maps1)
-        rig.call(W.maps1, .startUpdates)
+        rig.call(W.maps1, .startUpdates(UpdateOptions()))
         XCTAssertEqual(rig.leave(W.maps1), [.grantEnded(session: W.maps1.name)])
         XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
         // A new connection of the app starts without a grant, though the tap would be silent now.
@@ -162,7 +162,7 @@ final class ConsentCoreTests: XCTestCase {
         let out = rig.approveTap(W.maps1)
         XCTAssertNil(out.signals[W.maps2.name], "the other connection's status did not change: \(out)")
         XCTAssertEqual(rig.auth(W.maps2)?.status, .notDetermined)
-        XCTAssertEqual(rig.call(W.maps2, .startUpdates).error, .notAuthorized)
+        XCTAssertEqual(rig.call(W.maps2, .startUpdates(UpdateOptions())).error, .notAuthorized)
         XCTAssertNil(rig.core.grantedAccuracy(for: W.maps2.name))
     }
 
@@ -326,7 +326,7 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(out.signals, [W.maps1.name: .denied, W.maps2.name: .denied])
         XCTAssertEqual(rig.record(W.maps1), ConsentRecord(decision: .denied, decidedAt: 4_000))
         XCTAssertEqual(rig.auth(W.maps3)?.status, .denied)
-        XCTAssertEqual(rig.call(W.maps1, .requestLocation).error, .notAuthorized)
+        XCTAssertEqual(rig.call(W.maps1, .requestLocation(LocationOptions())).error, .notAuthorized)
     }
 
     func testStandardPromptWithoutAnAnswerReturnsZeroAndStoresNothing() {
@@ -735,7 +735,7 @@ final class ConsentCoreTests: XCTestCase {
     func testRevokeEndsTheTemporaryGrant() {
         let rig = Rig()
         rig.approveTap(W.maps1)
-        rig.call(W.maps1, .startUpdates)
+        rig.call(W.maps1, .startUpdates(UpdateOptions()))
         let r = rig.call(W.maps1, .revoke)
         XCTAssertEqual(r.reply, .empty)
         XCTAssertEqual(r.effects.grantsEnded, [W.maps1.name])
@@ -747,7 +747,7 @@ final class ConsentCoreTests: XCTestCase {
         }
         XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
         XCTAssertFalse(rig.core.updatesOn(W.maps1.name))
-        XCTAssertEqual(rig.call(W.maps1, .requestLocation).error, .notAuthorized)
+        XCTAssertEqual(rig.call(W.maps1, .requestLocation(LocationOptions())).error, .notAuthorized)
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved, true, "Revoke forgets nothing stored")
         // The button is silent again afterwards.
         let tap = rig.tap(W.maps1)
@@ -766,7 +766,7 @@ final class ConsentCoreTests: XCTestCase {
         for (label, records, tapFirst, after, signal) in table {
             let rig = Rig(records: records)
             if tapFirst { rig.approveTap(W.maps1) }
-            rig.call(W.maps1, .startUpdates)
+            rig.call(W.maps1, .startUpdates(UpdateOptions()))
             XCTAssertTrue(rig.core.updatesOn(W.maps1.name), label)
             let r = rig.call(W.maps1, .revoke)
             XCTAssertEqual(r.reply, .empty, label)
@@ -779,8 +779,8 @@ final class ConsentCoreTests: XCTestCase {
         let rig = Rig(records: stored((W.maps1, .whenInUseFull)))
         rig.call(W.maps1, .revoke)
         XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
-        let loc = rig.call(W.maps1, .requestLocation)
-        XCTAssertEqual(loc.effects, [.locate(loc.call, session: W.maps1.name)])
+        let loc = rig.call(W.maps1, .requestLocation(LocationOptions()))
+        XCTAssertEqual(loc.effects, [.locate(loc.call, session: W.maps1.name, LocationOptions())])
         XCTAssertEqual(rig.auth(W.maps1)?.temporary, false)
     }
 
@@ -798,7 +798,7 @@ final class ConsentCoreTests: XCTestCase {
 
     func testResetConsentForgetsTheCallersOwnRecord() {
         let rig = Rig(records: stored((W.maps1, .whenInUseFull), (W.bobMaps, .whenInUseFull), (W.weather, .denied)))
-        rig.call(W.maps1, .startUpdates)
+        rig.call(W.maps1, .startUpdates(UpdateOptions()))
         rig.call(W.weather, .getAuthorization)
         let r = rig.manage(W.aliceCtl, .resetConsent(appID: W.mapsID, uid: nil))
         XCTAssertEqual(r.reply, .empty)
@@ -886,7 +886,7 @@ final class ConsentCoreTests: XCTestCase {
 
     func testDisablingEndsEveryGrant() {
         let rig = Rig(records: stored((W.maps1, .whenInUseFull), (W.bobMaps, .denied)), agents: [W.agent, W.bobAgent])
-        rig.call(W.maps1, .startUpdates)      // stored grant, updates on
+        rig.call(W.maps1, .startUpdates(UpdateOptions()))      // stored grant, updates on
         rig.approveTap(W.weather)             // temporary grant
         rig.call(W.bobMaps, .getAuthorization) // denied, no grant
         rig.call(W.flatpak, .getAuthorization) // not-determined
@@ -922,8 +922,8 @@ final class ConsentCoreTests: XCTestCase {
             let s = request(rig)
             XCTAssertEqual(s.effects, [.reply(s.call, .status(.restricted))], label)
         }
-        XCTAssertEqual(rig.call(W.maps2, .startUpdates).error, .notAuthorized)
-        XCTAssertEqual(rig.call(W.maps2, .requestLocation).error, .notAuthorized)
+        XCTAssertEqual(rig.call(W.maps2, .startUpdates(UpdateOptions())).error, .notAuthorized)
+        XCTAssertEqual(rig.call(W.maps2, .requestLocation(LocationOptions())).error, .notAuthorized)
         let info = rig.auth(W.maps2)
         XCTAssertEqual(info?.status, .restricted)
         XCTAssertNil(info?.accuracy)
@@ -955,7 +955,7 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(r.effects.signals, [W.weather.name: .notDetermined])
         XCTAssertEqual(rig.core.status(for: W.weather.name), .notDetermined)
         XCTAssertNil(rig.core.grantedAccuracy(for: W.weather.name))
-        XCTAssertEqual(rig.call(W.weather, .startUpdates).error, .notAuthorized)
+        XCTAssertEqual(rig.call(W.weather, .startUpdates(UpdateOptions())).error, .notAuthorized)
         // The confirmation itself stays: the button is silent again.
         XCTAssertEqual(rig.tap(W.weather).status, .whenInUse)
     }
@@ -1006,7 +1006,7 @@ final class ConsentCoreTests: XCTestCase {
             XCTAssertEqual(info?.accuracy, accuracy, "\(label): always means full")
             XCTAssertEqual(info?.temporary, false, label)
             XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), accuracy, label)
-            let start = rig.call(W.maps1, .startUpdates)
+            let start = rig.call(W.maps1, .startUpdates(UpdateOptions()))
             XCTAssertEqual(start.error == nil, accuracy != nil, "\(label): \(start.effects)")
             // Other apps, and the same app-id is judged per app-id for every uid.
             XCTAssertEqual(rig.tap(W.weather).confirm?.kind, .oneTime, label)
@@ -1086,7 +1086,7 @@ final class ConsentCoreTests: XCTestCase {
 
     func testListSessionsShowsOwnUIDAndRootSeesAll() {
         let rig = Rig(records: stored((W.maps1, .whenInUseFull), (W.bobMaps, .denied)))
-        rig.call(W.maps1, .startUpdates)
+        rig.call(W.maps1, .startUpdates(UpdateOptions()))
         rig.call(W.weather, .getAuthorization)
         rig.call(W.bobMaps, .getAuthorization)
         let alice = [SessionInfo(name: W.maps1.name, uid: 1000, appID: W.mapsID, status: .whenInUse, updates: true),
@@ -1119,11 +1119,14 @@ final class ConsentCoreTests: XCTestCase {
         for (label, records, setup, granted) in table {
             let rig = Rig(records: records)
             setup(rig)
-            let start = rig.call(W.maps1, .startUpdates)
-            let locate = rig.call(W.maps1, .requestLocation)
+            // The options travel with the request to the effect that carries it out.
+            let updates = UpdateOptions(distanceFilter: 25, minInterval: 2)
+            let once = LocationOptions(maxAge: 0, timeout: 7)
+            let start = rig.call(W.maps1, .startUpdates(updates))
+            let locate = rig.call(W.maps1, .requestLocation(once))
             if granted {
-                XCTAssertEqual(start.effects, [.startUpdates(start.call, session: W.maps1.name)], label)
-                XCTAssertEqual(locate.effects, [.locate(locate.call, session: W.maps1.name)], label)
+                XCTAssertEqual(start.effects, [.startUpdates(start.call, session: W.maps1.name, updates)], label)
+                XCTAssertEqual(locate.effects, [.locate(locate.call, session: W.maps1.name, once)], label)
                 XCTAssertTrue(rig.core.updatesOn(W.maps1.name), label)
             } else {
                 XCTAssertEqual(start.effects, [.fail(start.call, .notAuthorized)], label)

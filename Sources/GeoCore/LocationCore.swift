@@ -1,0 +1,315 @@
+/// Fixes to granted sessions, as a pure state machine: one-shot requests,
+/// streaming updates with per-session filters, reduced accuracy, and gpsd's
+/// connection life cycle (connected only while some session needs a fix,
+/// lingering a little, reconnecting with backoff while gpsd is away).
+///
+/// No I/O and no clock of its own: each event brings `now` (monotonic
+/// nanoseconds) and the consent core's `grants`, asked at every delivery so a
+/// fix never reaches a session whose grant has ended, whatever order events
+/// arrive in. The daemon's location service carries out the effects, in order.
+public final class LocationCore {
+    struct Subscriber {
+        var options: UpdateOptions
+        var lastSent: Fix?
+        var lastSentAt: UInt64 = 0
+    }
+
+    /// Seconds gpsd stays open after the last session stops needing fixes.
+    public let linger: Double
+    public let grid: ReducedGrid
+    /// `host:port`, for messages.
+    let gpsdLabel: String
+
+    public private(set) var gpsdConnected = false
+    public private(set) var inUse = false
+    private var connecting = false
+    private var lingerScheduled = false
+    private var reconnectScheduled = false
+    /// Seconds before the next reconnect attempt: 0.1 doubling up to 5, reset by a fix.
+    private var backoff = 0.1
+    /// A LocationError episode is under way: log and signal once.
+    private var outage = false
+    private var lastFix: (fix: Fix, at: UInt64)?
+    /// Waiting `RequestLocation` calls, per session in arrival order.
+    private var pending: [String: [CallID]] = [:]
+    private var pendingSession: [CallID: String] = [:]
+    private var subscribers: [String: Subscriber] = [:]
+
+    private var effects: [LocationEffect] = []
+    private var now: UInt64 = 0
+
+    /// Fixes older than this are not sent to a new subscriber.
+    static let startCacheAge: UInt64 = 5_000_000_000
+
+    public init(linger: Double, gridSize: Double, gpsdLabel: String) {
+        self.linger = linger
+        self.grid = ReducedGrid(cellSize: gridSize)
+        self.gpsdLabel = gpsdLabel
+    }
+
+    private var demand: Bool { !pending.isEmpty || !subscribers.isEmpty }
+
+    /// Handles one event at monotonic time `now` (ns). `grants` is the accuracy a
+    /// session may receive at this moment (nil: none), asked for every delivery.
+    public func handle(_ event: LocationEvent, now: UInt64, grants: (String) -> Accuracy?) -> [LocationEffect] {
+        self.now = now
+        effects = []
+        switch event {
+        case .locate(let call, let session, let options):
+            locate(call, session, options, grants)
+        case .startUpdates(let call, let session, let options):
+            startUpdates(call, session, options, grants)
+        case .stopUpdates(let call, let session):
+            subscribers[session] = nil
+            if let call { effects.append(.reply(call, .empty)) }
+            demandChanged()
+        case .drop(let session):
+            drop(session)
+        case .fix(let fix):
+            received(fix, grants)
+        case .gpsdConnected:
+            connected()
+        case .gpsdConnectFailed(let reason):
+            connecting = false
+            gpsdFailed("cannot connect to gpsd at \(gpsdLabel): \(reason)")
+        case .gpsdClosed:
+            guard gpsdConnected else { break }
+            disconnect(reason: "gpsd at \(gpsdLabel) closed the connection")
+        case .timerFired(let timer):
+            fired(timer)
+        }
+        return effects
+    }
+
+    // MARK: Requests (already past the consent gate)
+
+    /// `RequestLocation`: a cached fix younger than `maxAge`, else the next one.
+    private func locate(_ call: CallID, _ session: String, _ options: LocationOptions, _ grants: (String) -> Accuracy?) {
+        if let last = lastFix, Double(now &- last.at) / 1e9 < options.maxAge, let acc = grants(session) {
+            var shown = Shown(last.fix, grid: grid)
+            return effects.append(.reply(call, .location(shown.view(acc), acc)))
+        }
+        effects.append(.scheduleTimer(.timeout(call), after: options.timeout))
+        pending[session, default: []].append(call)
+        pendingSession[call] = session
+        demandChanged()
+        if !gpsdConnected && !connecting {
+            // Try now rather than at the next backoff step: the caller is waiting.
+            if reconnectScheduled { cancel(.reconnect) }
+            connect()
+        }
+    }
+
+    private func timedOut(_ call: CallID) {
+        guard let session = pendingSession.removeValue(forKey: call) else { return }
+        pending[session]?.removeAll { $0 == call }
+        if pending[session]?.isEmpty == true { pending[session] = nil }
+        effects.append(.fail(call, gpsdConnected ? .timeout : .gpsUnavailable("gpsd at \(gpsdLabel) cannot be reached")))
+        demandChanged()
+    }
+
+    /// `StartUpdates`: replaces the session's options and restarts its filters.
+    private func startUpdates(_ call: CallID, _ session: String, _ options: UpdateOptions,
+                              _ grants: (String) -> Accuracy?) {
+        subscribers[session] = Subscriber(options: options)
+        effects.append(.reply(call, .empty))
+        if let last = lastFix, now &- last.at < Self.startCacheAge {
+            var shown = Shown(last.fix, grid: grid)
+            deliver(&shown, to: [session], grants)
+        }
+        // During an outage say so, even after a cached fix: no next fix can come,
+        // and the episode's LocationError went out before this session subscribed.
+        if !gpsdConnected && outage {
+            effects.append(.locationError(session: session,
+                                          .gpsUnavailable("gpsd at \(gpsdLabel) cannot be reached; retrying")))
+        }
+        demandChanged()
+    }
+
+    /// The session's grant ended (or it left): nothing more reaches it.
+    private func drop(_ session: String) {
+        subscribers[session] = nil
+        for call in pending.removeValue(forKey: session) ?? [] {
+            pendingSession[call] = nil
+            cancel(.timeout(call))
+            effects.append(.fail(call, .notAuthorized))
+        }
+        demandChanged()
+    }
+
+    // MARK: Fixes
+
+    /// One fix as each accuracy shows it, reduced once per fix and shared by every
+    /// session that receives it (fan-out to hundreds of sessions).
+    struct Shown {
+        let fix: Fix
+        let grid: ReducedGrid
+        private var reduced: Fix?
+
+        init(_ fix: Fix, grid: ReducedGrid) {
+            self.fix = fix
+            self.grid = grid
+        }
+
+        mutating func view(_ acc: Accuracy) -> Fix {
+            guard acc == .reduced else { return fix }
+            if let reduced { return reduced }
+            let r = grid.reduce(fix)
+            reduced = r
+            return r
+        }
+    }
+
+    private func received(_ fix: Fix, _ grants: (String) -> Accuracy?) {
+        backoff = 0.1
+        if outage {
+            outage = false
+            effects.append(.log(.notice, "gpsd at \(gpsdLabel) is back"))
+        }
+        lastFix = (fix, now)
+        var shown = Shown(fix, grid: grid)
+        if !pending.isEmpty {
+            let waiting = pending
+            pending = [:]
+            pendingSession = [:]
+            for (session, calls) in waiting {
+                let acc = grants(session)
+                for call in calls {
+                    cancel(.timeout(call))
+                    if let acc {
+                        effects.append(.reply(call, .location(shown.view(acc), acc)))
+                    } else {
+                        effects.append(.fail(call, .notAuthorized))
+                    }
+                }
+            }
+        }
+        deliver(&shown, to: Array(subscribers.keys), grants)
+        demandChanged()
+    }
+
+    /// Sends the fix to those of `sessions` whose grant still holds and whose
+    /// filters let it through, grouped by accuracy so each group's signal body
+    /// is built once. A subscriber without a grant is dropped.
+    private func deliver(_ shown: inout Shown, to sessions: [String], _ grants: (String) -> Accuracy?) {
+        var groups: [Accuracy: [String]] = [:]
+        for session in sessions {
+            guard var sub = subscribers[session] else { continue }
+            guard let acc = grants(session) else {
+                subscribers[session] = nil
+                continue
+            }
+            let view = shown.view(acc)
+            if let last = sub.lastSent {
+                if sub.options.minInterval > 0, Double(now &- sub.lastSentAt) / 1e9 < sub.options.minInterval { continue }
+                if sub.options.distanceFilter > 0, last.distance(to: view) < sub.options.distanceFilter { continue }
+            }
+            sub.lastSent = view
+            sub.lastSentAt = now
+            subscribers[session] = sub
+            groups[acc, default: []].append(session)
+        }
+        for acc in [Accuracy.full, .reduced] {
+            if let group = groups[acc] { effects.append(.locationUpdated(sessions: group, acc, shown.view(acc))) }
+        }
+    }
+
+    // MARK: gpsd connection
+
+    private func demandChanged() {
+        let use = demand
+        if use != inUse {
+            inUse = use
+            effects.append(.inUseChanged(use))
+        }
+        if use {
+            if lingerScheduled { cancel(.linger) }
+            if !gpsdConnected && !connecting && !reconnectScheduled { connect() }
+        } else if gpsdConnected && !lingerScheduled {
+            lingerScheduled = true
+            effects.append(.scheduleTimer(.linger, after: linger))
+        } else if !gpsdConnected && reconnectScheduled {
+            cancel(.reconnect)
+        }
+    }
+
+    private func connect() {
+        connecting = true
+        effects.append(.connect)
+    }
+
+    private func connected() {
+        connecting = false
+        // An outage (and the backoff) ends with the first fix, not the first connect:
+        // a port that accepts and then hangs up, floods or talks junk must not make the
+        // daemon reconnect, log and signal every 0.1 s (see received(_:_:)).
+        if !outage { effects.append(.log(.info, "connected to gpsd at \(gpsdLabel)")) }
+        setConnected(true)
+        demandChanged()
+    }
+
+    private func fired(_ timer: LocationTimer) {
+        switch timer {
+        case .timeout(let call):
+            timedOut(call)
+        case .linger:
+            guard lingerScheduled else { return }
+            lingerScheduled = false
+            if !demand { disconnect(reason: nil) }
+        case .reconnect:
+            guard reconnectScheduled else { return }
+            reconnectScheduled = false
+            if demand && !gpsdConnected && !connecting { connect() }
+        }
+    }
+
+    private func disconnect(reason: String?) {
+        effects.append(.disconnect)
+        setConnected(false)
+        if let reason { gpsdFailed(reason) }
+        else { effects.append(.log(.info, "disconnected from gpsd at \(gpsdLabel): no session needs fixes")) }
+    }
+
+    /// A connection attempt failed or gpsd went away: tell the subscribers (once
+    /// per outage) and retry with backoff while anyone still needs fixes.
+    private func gpsdFailed(_ why: String) {
+        if !outage {
+            effects.append(.log(.warning, why))
+            for session in subscribers.keys.sorted() {
+                effects.append(.locationError(session: session, .gpsUnavailable(why)))
+            }
+        }
+        outage = true
+        // One-shot requests fail at once: no fix can come from this attempt.
+        let waiting = pending
+        pending = [:]
+        pendingSession = [:]
+        for calls in waiting.values {
+            for call in calls {
+                cancel(.timeout(call))
+                effects.append(.fail(call, .gpsUnavailable(why)))
+            }
+        }
+        if !waiting.isEmpty { demandChanged() }
+        guard demand, !reconnectScheduled else { return }
+        let delay = backoff
+        backoff = min(backoff * 2, 5)
+        reconnectScheduled = true
+        effects.append(.scheduleTimer(.reconnect, after: delay))
+    }
+
+    private func setConnected(_ value: Bool) {
+        guard value != gpsdConnected else { return }
+        gpsdConnected = value
+        effects.append(.gpsdConnectedChanged(value))
+    }
+
+    private func cancel(_ timer: LocationTimer) {
+        switch timer {
+        case .linger: lingerScheduled = false
+        case .reconnect: reconnectScheduled = false
+        case .timeout: break
+        }
+        effects.append(.cancelTimer(timer))
+    }
+}

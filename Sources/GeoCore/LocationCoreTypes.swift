@@ -1,0 +1,91 @@
+/// Inputs and outputs of the location core (`LocationCore`): events in, effects out.
+/// No D-Bus or libgps types: the daemon's location service turns these into
+/// replies, signals, timers and the gpsd connection.
+
+/// An event the location service feeds the core.
+public enum LocationEvent: Equatable, Sendable {
+    /// `RequestLocation` passed the consent gate.
+    case locate(CallID, session: String, LocationOptions)
+    /// `StartUpdates` passed the consent gate: replaces the session's options.
+    case startUpdates(CallID, session: String, UpdateOptions)
+    /// `StopUpdates` (nil: no call to answer).
+    case stopUpdates(CallID?, session: String)
+    /// The session's grant ended, or it left the bus.
+    case drop(session: String)
+    /// gpsd reported a fix.
+    case fix(Fix)
+    /// A connection attempt to gpsd succeeded.
+    case gpsdConnected
+    /// A connection attempt to gpsd failed; `reason` describes the error.
+    case gpsdConnectFailed(reason: String)
+    /// gpsd closed the connection.
+    case gpsdClosed
+    /// A timer the core scheduled went off.
+    case timerFired(LocationTimer)
+}
+
+/// The timers the core asks for, by what they are for.
+public enum LocationTimer: Hashable, Sendable {
+    /// The `timeout` of a waiting `RequestLocation`.
+    case timeout(CallID)
+    /// Keeps gpsd open a little after the last session stops needing fixes.
+    case linger
+    /// The next connection attempt after gpsd went away.
+    case reconnect
+}
+
+/// Why a location call or subscription failed; the daemon maps these to the
+/// D-Bus error names of docs/dbus-api.md.
+public enum LocationFailure: Equatable, Sendable {
+    /// The session's grant ended while it waited.
+    case notAuthorized
+    /// gpsd is connected but no fix came in time.
+    case timeout
+    /// gpsd cannot be reached; the message says why.
+    case gpsUnavailable(String)
+
+    public var message: String {
+        switch self {
+        case .notAuthorized: return "The grant of this session ended"
+        case .timeout: return "No fix arrived in time"
+        case .gpsUnavailable(let m): return m
+        }
+    }
+}
+
+/// A successful answer to a location call.
+public enum LocationReply: Equatable, Sendable {
+    /// `StartUpdates`, `StopUpdates`.
+    case empty
+    /// `RequestLocation`: the fix as the session's accuracy shows it.
+    case location(Fix, Accuracy)
+}
+
+/// How loud a log line is.
+public enum LocationLogLevel: Equatable, Sendable {
+    case warning, notice, info
+}
+
+/// What the location service must do, in order.
+public enum LocationEffect: Equatable, Sendable {
+    case reply(CallID, LocationReply)
+    case fail(CallID, LocationFailure)
+    /// `LocationUpdated` to each of `sessions`: the same body for all of them
+    /// (`fix` is already reduced for `.reduced`).
+    case locationUpdated(sessions: [String], Accuracy, Fix)
+    /// `LocationError` to one session.
+    case locationError(session: String, LocationFailure)
+    /// `PropertiesChanged` for `GpsdConnected`.
+    case gpsdConnectedChanged(Bool)
+    /// `PropertiesChanged` for `InUse`.
+    case inUseChanged(Bool)
+    /// Start one connection attempt to gpsd; its outcome comes back as
+    /// `gpsdConnected` or `gpsdConnectFailed`.
+    case connect
+    /// Close the connection to gpsd.
+    case disconnect
+    /// Run `timerFired(timer)` after `seconds`.
+    case scheduleTimer(LocationTimer, after: Double)
+    case cancelTimer(LocationTimer)
+    case log(LocationLogLevel, String)
+}

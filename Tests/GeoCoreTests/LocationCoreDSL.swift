@@ -1,0 +1,207 @@
+import XCTest
+@testable import GeoCore
+
+// A small DSL for LocationCore tests: a rig that feeds events at an injected
+// monotonic time with a table of grants, keeps the timers and the connection
+// attempt the core asked for (and checks it never asks twice), and lookups
+// over effect lists.
+
+// MARK: - Fixes
+
+enum Spot {
+    /// A point in Munich; fixes are placed relative to it.
+    static let latitude = 48.137
+    static let longitude = 11.575
+
+    /// A fix `metres` north of the point (distances along a meridian are exact
+    /// on the sphere the core measures on).
+    static func north(_ metres: Double, timestamp: UInt64? = nil) -> Fix {
+        Fix(latitude: latitude + metres / GeoMath.metresPerDegree, longitude: longitude, mode: .threeD,
+            altitude: 520, horizontalAccuracy: 4, speed: 1.5, course: 90, timestamp: timestamp)
+    }
+
+    static let here = north(0)
+}
+
+// MARK: - Effect lookups
+
+extension Array where Element == LocationEffect {
+    func reply(to call: CallID) -> LocationReply? {
+        for e in self { if case .reply(call, let r) = e { return r } }
+        return nil
+    }
+
+    func failure(of call: CallID) -> LocationFailure? {
+        for e in self { if case .fail(call, let f) = e { return f } }
+        return nil
+    }
+
+    /// The fix each session got in a `LocationUpdated`.
+    var updates: [String: Fix] {
+        var out: [String: Fix] = [:]
+        for case .locationUpdated(let sessions, _, let fix) in self { for s in sessions { out[s] = fix } }
+        return out
+    }
+
+    /// The sessions of each `LocationUpdated` group.
+    var groups: [Accuracy: Set<String>] {
+        var out: [Accuracy: Set<String>] = [:]
+        for case .locationUpdated(let sessions, let acc, _) in self { out[acc, default: []].formUnion(sessions) }
+        return out
+    }
+
+    var locationErrors: [String] {
+        compactMap { if case .locationError(let s, _) = $0 { return s } else { return nil } }
+    }
+
+    var scheduled: [LocationTimer: Double] {
+        var out: [LocationTimer: Double] = [:]
+        for case .scheduleTimer(let t, let after) in self { out[t] = after }
+        return out
+    }
+
+    var cancelled: Set<LocationTimer> {
+        Set(compactMap { if case .cancelTimer(let t) = $0 { return t } else { return nil } })
+    }
+
+    var connects: Int { filter { $0 == .connect }.count }
+    var disconnects: Int { filter { $0 == .disconnect }.count }
+
+    var inUse: [Bool] { compactMap { if case .inUseChanged(let v) = $0 { return v } else { return nil } } }
+
+    var gpsdConnected: [Bool] {
+        compactMap { if case .gpsdConnectedChanged(let v) = $0 { return v } else { return nil } }
+    }
+
+    var logs: [LocationLogLevel] { compactMap { if case .log(let l, _) = $0 { return l } else { return nil } } }
+}
+
+// MARK: - The rig
+
+/// The outcome of one location call.
+struct LocationStep {
+    let call: CallID
+    let effects: [LocationEffect]
+
+    var reply: LocationReply? { effects.reply(to: call) }
+    var failure: LocationFailure? { effects.failure(of: call) }
+}
+
+/// Feeds a `LocationCore` one event at a time at `now` (monotonic ns) and
+/// carries out its timer and connection effects the way the daemon does.
+final class LocationRig {
+    static let gpsdLabel = "127.0.0.1:2947"
+    static let unreachable = LocationFailure.gpsUnavailable("gpsd at \(gpsdLabel) cannot be reached")
+    static let refused = LocationFailure.gpsUnavailable("cannot connect to gpsd at \(gpsdLabel): refused")
+    static let closed = LocationFailure.gpsUnavailable("gpsd at \(gpsdLabel) closed the connection")
+
+    let core: LocationCore
+    var now: UInt64 = 1_000_000_000_000
+    /// What the consent core would answer for each session (absent: no grant).
+    var grants: [String: Accuracy] = [:]
+    /// Deadlines of the timers the core has scheduled and not cancelled.
+    private(set) var timers: [LocationTimer: UInt64] = [:]
+    /// A connection attempt is under way.
+    private(set) var connecting = false
+    /// How many times the core asked `grants`.
+    private(set) var grantQueries = 0
+    private var nextCall: CallID = 0
+
+    init(linger: Double = 10, grid: Double = 5000, grants: [String: Accuracy] = [:]) {
+        core = LocationCore(linger: linger, gridSize: grid, gpsdLabel: Self.gpsdLabel)
+        self.grants = grants
+    }
+
+    @discardableResult
+    func send(_ event: LocationEvent, file: StaticString = #filePath, line: UInt = #line) -> [LocationEffect] {
+        let out = core.handle(event, now: now, grants: { self.grantQueries += 1; return self.grants[$0] })
+        for e in out {
+            switch e {
+            case .scheduleTimer(let t, let after):
+                XCTAssertNil(timers[t], "\(t) scheduled twice", file: file, line: line)
+                timers[t] = now + UInt64((after * 1e9).rounded())
+            case .cancelTimer(let t):
+                XCTAssertNotNil(timers.removeValue(forKey: t), "\(t) cancelled but not scheduled", file: file, line: line)
+            case .connect:
+                XCTAssertFalse(connecting, "a second connection attempt while one is under way", file: file, line: line)
+                connecting = true
+            default:
+                break
+            }
+        }
+        return out
+    }
+
+    private func newCall() -> CallID {
+        nextCall += 1
+        return nextCall
+    }
+
+    @discardableResult
+    func locate(_ session: String, maxAge: Double = 5, timeout: Double = 30) -> LocationStep {
+        let id = newCall()
+        return LocationStep(call: id, effects: send(.locate(id, session: session,
+                                                            LocationOptions(maxAge: maxAge, timeout: timeout))))
+    }
+
+    @discardableResult
+    func start(_ session: String, distance: Double = 0, interval: Double = 0) -> LocationStep {
+        let id = newCall()
+        return LocationStep(call: id, effects: send(.startUpdates(id, session: session,
+                                                                  UpdateOptions(distanceFilter: distance, minInterval: interval))))
+    }
+
+    @discardableResult
+    func stop(_ session: String) -> LocationStep {
+        let id = newCall()
+        return LocationStep(call: id, effects: send(.stopUpdates(id, session: session)))
+    }
+
+    @discardableResult
+    func drop(_ session: String) -> [LocationEffect] { send(.drop(session: session)) }
+
+    @discardableResult
+    func fix(_ f: Fix = Spot.here) -> [LocationEffect] { send(.fix(f)) }
+
+    /// The connection attempt the core asked for succeeds.
+    @discardableResult
+    func connected(file: StaticString = #filePath, line: UInt = #line) -> [LocationEffect] {
+        XCTAssertTrue(connecting, "no connection attempt to succeed", file: file, line: line)
+        connecting = false
+        return send(.gpsdConnected, file: file, line: line)
+    }
+
+    /// The connection attempt the core asked for fails.
+    @discardableResult
+    func connectFailed(file: StaticString = #filePath, line: UInt = #line) -> [LocationEffect] {
+        XCTAssertTrue(connecting, "no connection attempt to fail", file: file, line: line)
+        connecting = false
+        return send(.gpsdConnectFailed(reason: "refused"), file: file, line: line)
+    }
+
+    @discardableResult
+    func closed() -> [LocationEffect] { send(.gpsdClosed) }
+
+    /// Moves the clock on by `seconds`, firing the timers that fall due in
+    /// deadline order; returns the effects of all of them.
+    @discardableResult
+    func advance(_ seconds: Double) -> [LocationEffect] {
+        let end = now + UInt64((seconds * 1e9).rounded())
+        var out: [LocationEffect] = []
+        while let (timer, deadline) = timers.filter({ $0.value <= end }).min(by: { $0.value < $1.value }) {
+            now = deadline
+            timers[timer] = nil
+            out += send(.timerFired(timer))
+        }
+        now = end
+        return out
+    }
+
+    /// `sessions` subscribed (default options) with gpsd connected.
+    static func streaming(_ sessions: [String: Accuracy], linger: Double = 10) -> LocationRig {
+        let rig = LocationRig(linger: linger, grants: sessions)
+        for s in sessions.keys.sorted() { rig.start(s) }
+        rig.connected()
+        return rig
+    }
+}
