@@ -116,6 +116,10 @@ struct Step {
     var promptID: String? { confirm?.requestID }
     /// No answer yet: the call waits on a prompt.
     var pending: Bool { !effects.answers(call) }
+    /// The call failed with `AccessDenied`.
+    var accessDenied: Bool {
+        if case .accessDenied? = error { return true } else { return false }
+    }
 }
 
 /// Feeds a `ConsentCore` one event at a time at `now` (microseconds).
@@ -166,10 +170,10 @@ final class Rig {
         call(c, .requestWhenInUse(AuthOptions(reason: reason, accuracy: a, appName: appName, parentWindow: window)))
     }
 
-    /// The agent answers prompt `id` with `decision`.
+    /// The agent answers prompt `id` with the string `decision`, read as the daemon reads it.
     @discardableResult
     func answer(_ id: String?, _ decision: String) -> [CoreEffect] {
-        send(.agentAnswered(requestID: id ?? "<no prompt>", .decision(decision)))
+        send(.agentAnswered(requestID: id ?? "<no prompt>", AgentAnswer(reply: decision)))
     }
 
     /// The agent's `Confirm` timed out, failed, or the agent went away.
@@ -243,10 +247,10 @@ func nonAnswers(for kind: PromptKind) -> [(String, AgentAnswer)] {
         ("timeout", .noAnswer("timeout")),
         ("agent error", .noAnswer("org.freedesktop.DBus.Error.Failed")),
         ("agent gone", .noAnswer("agent left")),
-        ("unknown word", .decision("maybe")),
-        ("empty word", .decision("")),
-        ("wrong case", .decision("Allow-Once")),
+        ("unknown word", AgentAnswer(reply: "maybe")),
+        ("empty word", AgentAnswer(reply: "")),
+        ("wrong case", AgentAnswer(reply: "Allow-Once")),
     ]
-    if kind == .oneTime { list.append(("allow-while-using for one-time", .decision("allow-while-using"))) }
+    if kind == .oneTime { list.append(("allow-while-using for one-time", .decision(.allowWhileUsing))) }
     return list
 }
