@@ -730,6 +730,21 @@ final class ConsentCoreTests: XCTestCase {
         }
     }
 
+    /// The agent's reply is read at the boundary: the three words exactly, anything else is no answer.
+    func testAgentRepliesAreReadExactly() {
+        for d in [AgentDecision.allowOnce, .allowWhileUsing, .deny] {
+            XCTAssertEqual(AgentAnswer(reply: d.rawValue), .decision(d))
+            XCTAssertEqual("\(AgentAnswer.decision(d))", d.rawValue, "logged as the agent spelled it")
+        }
+        XCTAssertEqual(AgentDecision.allowOnce.rawValue, "allow-once")
+        XCTAssertEqual(AgentDecision.allowWhileUsing.rawValue, "allow-while-using")
+        XCTAssertEqual(AgentDecision.deny.rawValue, "deny")
+        for word in ["maybe", "", "Allow-Once", "DENY", " deny", "allow_once", "allow-once\n"] {
+            XCTAssertEqual(AgentAnswer(reply: word), .noAnswer("unknown decision '\(word)'"), word)
+        }
+        XCTAssertEqual("\(AgentAnswer(reply: "maybe"))", "no answer (unknown decision 'maybe')")
+    }
+
     // MARK: - Revoke
 
     func testRevokeEndsTheTemporaryGrant() {
