@@ -1,5 +1,4 @@
 import GeoDBus
-import GeoCore
 
 /// The geoconsent D-Bus API (docs/dbus-api.md), declared once. The daemon binds its
 /// handlers to these tables; `geoconsentctl` calls and implements them; the
@@ -12,11 +11,10 @@ public enum GeoConsentAPI {
     public static let errorPrefix = "org.geoconsent.GeoConsent1.Error."
 
     public enum ErrorName {
-        // The core's errors carry their D-Bus names (GeoCore cannot import this module).
-        public static let notAuthorized = CoreError.notAuthorized.name
-        public static let noAgent = CoreError.noAgent.name
-        public static let agentExists = CoreError.agentExists.name
-        public static let promptPending = CoreError.promptPending.name
+        public static let notAuthorized = errorPrefix + "NotAuthorized"
+        public static let noAgent = errorPrefix + "NoAgent"
+        public static let agentExists = errorPrefix + "AgentExists"
+        public static let promptPending = errorPrefix + "PromptPending"
         public static let gpsUnavailable = errorPrefix + "GpsUnavailable"
         public static let timeout = errorPrefix + "Timeout"
     }

@@ -175,7 +175,7 @@ public final class Daemon {
                 }
                 call.reply(encode(reply))
             case .fail(let id, let error):
-                calls.removeValue(forKey: id)?.fail(DBusError(error.name, error.message))
+                calls.removeValue(forKey: id)?.fail(error.dbusError)
             case .authorizationChanged(let session, let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: "AuthorizationChanged", [.uint32(status.rawValue)], destination: session)
@@ -274,7 +274,7 @@ public final class Daemon {
                 switch result {
                 case .success(let reply):
                     if reply.signature == "s", case .string(let d)? = reply.arguments().first {
-                        answer = .decision(d)
+                        answer = AgentAnswer(reply: d)
                     } else {
                         answer = .noAnswer("the agent answered with type '\(reply.signature)'")
                     }

@@ -4,22 +4,31 @@
 /// the effects it returns, in order.
 public final class ConsentCore {
     /// Persisted consent records (the daemon saves them on `saveConsents`).
-    public private(set) var records: [AppKey: ConsentRecord]
+    public var records: [AppKey: ConsentRecord] { consents.all }
     /// The `Enabled` property (saved on `saveEnabled`).
-    public private(set) var enabled: Bool
+    public private(set) var enabled: Bool {
+        didSet { allChanged = true }
+    }
     public var config: Config
 
     struct Session {
-        var caller: Caller
+        let caller: Caller
         /// The temporary grant of this session.
         var tempGrant: Accuracy?
         /// The accuracy of the session's last granted request: a request for less lowers the grant.
         var limit: Accuracy?
-        /// The prompt this session waits on (joined or queued).
-        var waiting: String?
+        /// The prompt this session waits on.
+        var waiting: Waiting?
         var updates = false
         var lastStatus: AuthorizationStatus
         var lastGranted: Bool
+    }
+
+    enum Waiting: Equatable {
+        /// Joined the open prompt with this request id.
+        case prompt(String)
+        /// Waits for the app's open prompt to end (in `queued`).
+        case queued
     }
 
     struct Agent: Equatable {
@@ -44,8 +53,9 @@ public final class ConsentCore {
         var waiters: [Waiter]
     }
 
-    private var sessions: [String: Session] = [:]
-    private var sessionsByApp: [AppKey: Set<String>] = [:]
+    /// Every write to a session or a record is noted by its table: see `announceChanges`.
+    private var sessions = SessionTable()
+    private var consents: RecordTable
     private var agents: [UInt32: Agent] = [:]
     private var prompts: [String: Prompt] = [:]
     private var openPrompt: [AppKey: String] = [:]
@@ -56,18 +66,13 @@ public final class ConsentCore {
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
     private var ended: Set<String> = []
-    private var touched: Set<AppKey> = []
-    /// Sessions whose own grant changed (nothing else of their app): announcing
-    /// these must not walk every session of the app, or one app's storm of taps
-    /// over hundreds of sessions costs O(sessions) per tap.
-    private var touchedSessions: Set<String> = []
-    private var touchedAll = false
+    /// `Enabled` changed in this event: every session may have a new status.
+    private var allChanged = false
     private var now: UInt64 = 0
-    private static let queuedMarker = "queued"
 
     public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true) {
         self.config = config
-        self.records = records
+        self.consents = RecordTable(records)
         self.enabled = enabled
     }
 
@@ -96,9 +101,6 @@ public final class ConsentCore {
         self.now = now
         effects = []
         ended = []
-        touched = []
-        touchedSessions = []
-        touchedAll = false
         switch event {
         case .client(let call, let caller, let request):
             client(call, caller, request)
@@ -110,6 +112,9 @@ public final class ConsentCore {
             nameLeft(name)
         }
         announceChanges()
+        sessions.forgetChanges()
+        consents.forgetChanges()
+        allChanged = false
         return effects
     }
 
@@ -125,7 +130,7 @@ public final class ConsentCore {
         let app = s.caller.app
         if isRestricted(app) { return .restricted }
         if policy(app) == .always { return .always }
-        let record = records[app]
+        let record = consents[app]
         if record?.decision == .whenInUse { return .whenInUse }
         if s.tempGrant != nil { return .whenInUse }
         if record?.decision == .denied { return .denied }
@@ -137,7 +142,7 @@ public final class ConsentCore {
         if isRestricted(app) { return nil }
         var best: Accuracy?
         if policy(app) == .always { best = .full }
-        if let r = records[app], r.decision == .whenInUse { best = max(best, r.decisionAccuracy ?? .full) }
+        if let r = consents[app], r.decision == .whenInUse { best = max(best, r.decisionAccuracy ?? .full) }
         if let t = s.tempGrant { best = max(best, t) }
         guard let best else { return nil }
         return s.limit == .reduced ? .reduced : best
@@ -148,7 +153,7 @@ public final class ConsentCore {
     }
 
     private func storedCovers(_ app: AppKey, _ a: Accuracy) -> Bool {
-        guard let r = records[app], r.decision == .whenInUse else { return false }
+        guard let r = consents[app], r.decision == .whenInUse else { return false }
         return (r.decisionAccuracy ?? .full).covers(a)
     }
 
@@ -157,8 +162,7 @@ public final class ConsentCore {
         var s = Session(caller: caller, lastStatus: .notDetermined, lastGranted: false)
         s.lastStatus = status(s)
         s.lastGranted = effectiveAccuracy(s) != nil
-        sessions[caller.name] = s
-        sessionsByApp[caller.app, default: []].insert(caller.name)
+        sessions.add(s)
         return s
     }
 
@@ -172,7 +176,7 @@ public final class ConsentCore {
             authorize(call, name, .whenInUse, o)
         case .getAuthorization:
             let st = status(s)
-            let record = records[caller.app]
+            let record = consents[caller.app]
             effects.append(.reply(call, .authorization(AuthorizationInfo(
                 status: st,
                 temporary: st == .whenInUse && record?.decision != .whenInUse,
@@ -184,7 +188,6 @@ public final class ConsentCore {
             s.limit = nil
             s.updates = false
             sessions[name] = s
-            touchedSessions.insert(name)
             effects.append(.reply(call, .empty))
             // Stop fixes even if a stored decision still grants: Revoke ends updates.
             endGrant(name)
@@ -213,13 +216,12 @@ public final class ConsentCore {
             // Config grants `full`; a request for less still lowers this session's grant.
             s.limit = a
             sessions[name] = s
-            touchedSessions.insert(name)
             return effects.append(.reply(call, .status(.always)))
         }
         if s.waiting != nil { return effects.append(.fail(call, .promptPending)) }
 
         let firstGrant = s.limit == nil
-        let record = records[app]
+        let record = consents[app]
         let heldCovers = (s.tempGrant.map { t in s.limit == .reduced ? Accuracy.reduced : t })?.covers(a) ?? false
         if storedCovers(app, a) || heldCovers {
             // Rule 2 (both kinds): already granted at this accuracy; a request for less lowers the grant.
@@ -227,7 +229,6 @@ public final class ConsentCore {
             s.limit = a
             sessions[name] = s
             if firstGrant { noteUse(app) }   // the first grant of this session
-            touchedSessions.insert(name)
             return effects.append(.reply(call, .status(.whenInUse)))
         }
         switch kind {
@@ -251,14 +252,13 @@ public final class ConsentCore {
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
-        touchedSessions.insert(name)
     }
 
     /// Updates `last-used` of an existing record; written lazily (not a decision).
     private func noteUse(_ app: AppKey) {
-        guard var r = records[app] else { return }
+        guard var r = consents[app] else { return }
         r.lastUsed = now
-        records[app] = r
+        consents[app] = r
         effects.append(.saveConsents(urgent: false))
     }
 
@@ -271,10 +271,10 @@ public final class ConsentCore {
             if p.kind == kind && p.accuracy.covers(o.accuracy) {
                 p.waiters.append(waiter)
                 prompts[openID] = p
-                s.waiting = openID
+                s.waiting = .prompt(openID)
             } else {
                 queued[app, default: []].append(waiter)
-                s.waiting = ConsentCore.queuedMarker
+                s.waiting = .queued
             }
             sessions[name] = s
             return
@@ -283,7 +283,7 @@ public final class ConsentCore {
         nextPromptID += 1
         prompts[id] = Prompt(id: id, app: app, kind: kind, accuracy: o.accuracy, agent: agent, waiters: [waiter])
         openPrompt[app] = id
-        s.waiting = id
+        s.waiting = .prompt(id)
         sessions[name] = s
         effects.append(.confirm(ConfirmRequest(
             agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
@@ -295,40 +295,39 @@ public final class ConsentCore {
     private func answered(_ id: String, _ answer: AgentAnswer) {
         guard let p = prompts.removeValue(forKey: id) else { return }   // late answer after Cancel
         openPrompt[p.app] = nil
-        touched.insert(p.app)
-        var decision = ""
+        var decision: AgentDecision?
         if case .decision(let d) = answer { decision = d }
         let live = p.waiters.filter { sessions[$0.session] != nil }
         for w in live { sessions[w.session]?.waiting = nil }
 
         switch (p.kind, decision) {
-        case (.oneTime, "allow-once"):
-            var r = records[p.app] ?? ConsentRecord()
+        case (.oneTime, .allowOnce?):
+            var r = consents[p.app] ?? ConsentRecord()
             r.oneTimeApproved = true
             r.oneTimeAccuracy = p.accuracy
             r.decidedAt = now
             r.lastUsed = now
-            records[p.app] = r
+            consents[p.app] = r
             effects.append(.saveConsents(urgent: true))
             for w in live { grantTemporary(w.session, w.options.accuracy) }
-        case (.whenInUse, "allow-once"):
+        case (.whenInUse, .allowOnce?):
             for w in live { grantTemporary(w.session, w.options.accuracy) }
             noteUse(p.app)
-        case (.whenInUse, "allow-while-using"):
-            var r = records[p.app] ?? ConsentRecord()
+        case (.whenInUse, .allowWhileUsing?):
+            var r = consents[p.app] ?? ConsentRecord()
             r.decision = .whenInUse
             r.decisionAccuracy = p.accuracy
             r.decidedAt = now
             r.lastUsed = now
-            records[p.app] = r
+            consents[p.app] = r
             effects.append(.saveConsents(urgent: true))
             for w in live { sessions[w.session]?.limit = w.options.accuracy }
-        case (.whenInUse, "deny"):
-            var r = records[p.app] ?? ConsentRecord()
+        case (.whenInUse, .deny?):
+            var r = consents[p.app] ?? ConsentRecord()
             r.decision = .denied
             r.decisionAccuracy = nil
             r.decidedAt = now
-            records[p.app] = r
+            consents[p.app] = r
             effects.append(.saveConsents(urgent: true))
         default:
             break   // deny of the button, timeout, agent error, anything else: nothing changes
@@ -350,33 +349,27 @@ public final class ConsentCore {
     }
 
     private func nameLeft(_ name: String) {
-        if let s = sessions.removeValue(forKey: name) {
+        if let s = sessions.remove(name) {
             let app = s.caller.app
-            sessionsByApp[app]?.remove(name)
-            if sessionsByApp[app]?.isEmpty == true { sessionsByApp[app] = nil }
-            if sessions.isEmpty {
-                // A dictionary keeps its largest capacity; after a crowd has left, let
-                // the storage go too (the daemon then trims the heap).
-                sessions = [:]
-                sessionsByApp = [:]
-            }
             if s.lastGranted || s.updates { endGrant(name) }
-            if let id = s.waiting {
-                if id == ConsentCore.queuedMarker {
-                    queued[app]?.removeAll { $0.session == name }
-                    if queued[app]?.isEmpty == true { queued[app] = nil }
-                } else if var p = prompts[id] {
-                    p.waiters.removeAll { $0.session == name }
-                    if p.waiters.isEmpty {
-                        // Nobody waits any more: withdraw the prompt.
-                        prompts[id] = nil
-                        openPrompt[app] = nil
-                        effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: id))
-                        reevaluateQueued(app)
-                    } else {
-                        prompts[id] = p
-                    }
+            switch s.waiting {
+            case .queued?:
+                queued[app]?.removeAll { $0.session == name }
+                if queued[app]?.isEmpty == true { queued[app] = nil }
+            case .prompt(let id)?:
+                guard var p = prompts[id] else { break }
+                p.waiters.removeAll { $0.session == name }
+                if p.waiters.isEmpty {
+                    // Nobody waits any more: withdraw the prompt.
+                    prompts[id] = nil
+                    openPrompt[app] = nil
+                    effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: id))
+                    reevaluateQueued(app)
+                } else {
+                    prompts[id] = p
                 }
+            case nil:
+                break
             }
         }
         if let (uid, _) = agents.first(where: { $0.value.name == name }) {
@@ -424,16 +417,15 @@ public final class ConsentCore {
                 return effects.append(.fail(call, .accessDenied("A sandboxed application may only reset its own consent")))
             }
             let app = AppKey(uid: target, appID: appID)
-            if records.removeValue(forKey: app) != nil { effects.append(.saveConsents(urgent: true)) }
+            if consents.removeValue(forKey: app) != nil { effects.append(.saveConsents(urgent: true)) }
             // Forgetting an app also ends its live temporary grants: fail closed.
-            for name in sessionsByApp[app] ?? [] {
+            for name in sessions.names(of: app) {
                 sessions[name]?.tempGrant = nil
                 sessions[name]?.limit = nil
             }
-            touched.insert(app)
             effects.append(.reply(call, .empty))
         case .listSessions:
-            let list = sessions.values.filter { caller.isRoot || $0.caller.uid == caller.uid }
+            let list = sessions.all.filter { caller.isRoot || $0.caller.uid == caller.uid }
                 .sorted { $0.caller.name < $1.caller.name }
                 .map { SessionInfo(name: $0.caller.name, uid: $0.caller.uid, appID: $0.caller.appID,
                                    status: status($0), updates: $0.updates) }
@@ -444,13 +436,12 @@ public final class ConsentCore {
                 enabled = value
                 effects.append(.saveEnabled)
                 if !value {
-                    for name in sessions.keys {
+                    for name in sessions.names {
                         sessions[name]?.tempGrant = nil
                         sessions[name]?.limit = nil
                     }
                     withdrawAllPrompts()
                 }
-                touchedAll = true
                 effects.append(.reply(call, .empty))
                 effects.append(.enabledChanged(value))
             } else {
@@ -479,22 +470,27 @@ public final class ConsentCore {
         }
     }
 
-    /// Unicasts `AuthorizationChanged` to every touched session whose status
-    /// changed, and ends the fixes of sessions that lost their grant.
     /// Adds `grantEnded` for a session, once per event (a set, not a scan of the
     /// effects: disabling the service ends every session's grant at once).
     private func endGrant(_ name: String) {
         if ended.insert(name).inserted { effects.append(.grantEnded(session: name)) }
     }
 
+    /// Unicasts `AuthorizationChanged` to every session whose status changed in
+    /// this event, and ends the fixes of sessions that lost their grant. A status
+    /// depends on `Enabled`, the config, the app's record and the session itself,
+    /// so the sessions to compare are those the tables noted as written and those
+    /// of apps whose record changed; all of them only when `Enabled` changed.
+    /// (The config does not change while an event is handled.)
     private func announceChanges() {
         var names: [String]
-        if touchedAll {
-            names = sessions.keys.sorted()
+        if allChanged {
+            names = sessions.names.sorted()
         } else {
-            names = touched.sorted().flatMap { (sessionsByApp[$0] ?? []).sorted() }
-            for name in touchedSessions.sorted() {
-                if let app = sessions[name]?.caller.app, !touched.contains(app) { names.append(name) }
+            let apps = consents.changed
+            names = apps.sorted().flatMap { sessions.names(of: $0).sorted() }
+            for name in sessions.changed.sorted() {
+                if let app = sessions[name]?.caller.app, !apps.contains(app) { names.append(name) }
             }
         }
         for name in names {

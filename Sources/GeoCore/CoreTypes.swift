@@ -49,12 +49,37 @@ public enum PromptKind: String, Sendable {
     case whenInUse = "when-in-use"
 }
 
+/// The answers an agent's `Confirm` may give (docs/dbus-api.md), as the agent spells them.
+public enum AgentDecision: String, Sendable {
+    case allowOnce = "allow-once"
+    case allowWhileUsing = "allow-while-using"
+    case deny
+}
+
 /// What an agent's `Confirm` came back with.
-public enum AgentAnswer: Equatable, Sendable {
-    /// A decision string, not yet checked against the kind.
-    case decision(String)
-    /// Timeout, error reply, wrong reply type, agent gone.
+public enum AgentAnswer: Equatable, Sendable, CustomStringConvertible {
+    /// A decision, not yet checked against the kind.
+    case decision(AgentDecision)
+    /// Timeout, error reply, wrong reply type, an unknown word, agent gone.
     case noAnswer(String)
+
+    /// The agent's reply string: a decision, or no answer when it is not one of
+    /// the words of the contract (they are matched exactly, case included).
+    public init(reply: String) {
+        if let d = AgentDecision(rawValue: reply) {
+            self = .decision(d)
+        } else {
+            self = .noAnswer("unknown decision '\(reply)'")
+        }
+    }
+
+    /// For the log: the decision as the agent spelled it, or why there is none.
+    public var description: String {
+        switch self {
+        case .decision(let d): return d.rawValue
+        case .noAnswer(let why): return "no answer (\(why))"
+        }
+    }
 }
 
 /// A client call the core rules on.
@@ -141,7 +166,7 @@ public enum CoreReply: Equatable, Sendable {
     }
 }
 
-/// The errors of docs/dbus-api.md, as the core decides them.
+/// The errors of docs/dbus-api.md, as the core decides them (GeoConsentAPI gives their D-Bus names).
 public enum CoreError: Equatable, Sendable, Error {
     case notAuthorized
     case noAgent
@@ -149,18 +174,6 @@ public enum CoreError: Equatable, Sendable, Error {
     case promptPending
     case accessDenied(String)
     case invalidArgs(String)
-
-    /// The D-Bus error name.
-    public var name: String {
-        switch self {
-        case .notAuthorized: return "org.geoconsent.GeoConsent1.Error.NotAuthorized"
-        case .noAgent: return "org.geoconsent.GeoConsent1.Error.NoAgent"
-        case .agentExists: return "org.geoconsent.GeoConsent1.Error.AgentExists"
-        case .promptPending: return "org.geoconsent.GeoConsent1.Error.PromptPending"
-        case .accessDenied: return "org.freedesktop.DBus.Error.AccessDenied"
-        case .invalidArgs: return "org.freedesktop.DBus.Error.InvalidArgs"
-        }
-    }
 
     public var message: String {
         switch self {

@@ -116,6 +116,10 @@ struct Step {
     var promptID: String? { confirm?.requestID }
     /// No answer yet: the call waits on a prompt.
     var pending: Bool { !effects.answers(call) }
+    /// The call failed with `AccessDenied`.
+    var accessDenied: Bool {
+        if case .accessDenied? = error { return true } else { return false }
+    }
 }
 
 /// Feeds a `ConsentCore` one event at a time at `now` (microseconds).
@@ -123,6 +127,8 @@ final class Rig {
     let core: ConsentCore
     var now: UInt64 = 1_700_000_000_000_000
     private var nextCall: CallID = 100
+    /// Sees every event and its effects (a `Ledger` checks them).
+    var observer: ((CoreEvent, [CoreEffect]) -> Void)?
 
     /// A core with `agents` registered (by default uid 1000's agent).
     init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true,
@@ -135,7 +141,11 @@ final class Rig {
     }
 
     @discardableResult
-    func send(_ event: CoreEvent) -> [CoreEffect] { core.handle(event, now: now) }
+    func send(_ event: CoreEvent) -> [CoreEffect] {
+        let effects = core.handle(event, now: now)
+        observer?(event, effects)
+        return effects
+    }
 
     private func newCall() -> CallID {
         nextCall += 1
@@ -166,10 +176,10 @@ final class Rig {
         call(c, .requestWhenInUse(AuthOptions(reason: reason, accuracy: a, appName: appName, parentWindow: window)))
     }
 
-    /// The agent answers prompt `id` with `decision`.
+    /// The agent answers prompt `id` with the string `decision`, read as the daemon reads it.
     @discardableResult
     func answer(_ id: String?, _ decision: String) -> [CoreEffect] {
-        send(.agentAnswered(requestID: id ?? "<no prompt>", .decision(decision)))
+        send(.agentAnswered(requestID: id ?? "<no prompt>", AgentAnswer(reply: decision)))
     }
 
     /// The agent's `Confirm` timed out, failed, or the agent went away.
@@ -243,10 +253,60 @@ func nonAnswers(for kind: PromptKind) -> [(String, AgentAnswer)] {
         ("timeout", .noAnswer("timeout")),
         ("agent error", .noAnswer("org.freedesktop.DBus.Error.Failed")),
         ("agent gone", .noAnswer("agent left")),
-        ("unknown word", .decision("maybe")),
-        ("empty word", .decision("")),
-        ("wrong case", .decision("Allow-Once")),
+        ("unknown word", AgentAnswer(reply: "maybe")),
+        ("empty word", AgentAnswer(reply: "")),
+        ("wrong case", AgentAnswer(reply: "Allow-Once")),
     ]
-    if kind == .oneTime { list.append(("allow-while-using for one-time", .decision("allow-while-using"))) }
+    if kind == .oneTime { list.append(("allow-while-using for one-time", .decision(.allowWhileUsing))) }
     return list
+}
+
+// MARK: - The clients' view
+
+/// Plays the watched clients: each starts with its `GetAuthorization` status and
+/// then knows only what `AuthorizationChanged` tells it. After every event the
+/// rig feeds, the core's status of each live watched session must be what that
+/// session was last told (a change nobody announced is a problem), every signal
+/// must tell something new, and a session that lost its grant must get `grantEnded`.
+final class Ledger {
+    private let rig: Rig
+    /// What each watched session was last told.
+    private var told: [String: AuthorizationStatus] = [:]
+    private var granted: [String: Bool] = [:]
+    /// `AuthorizationChanged` signals to watched sessions.
+    private(set) var signals = 0
+    private(set) var problems: [String] = []
+
+    /// Watches `callers` through the rig's observer.
+    init(_ rig: Rig, watching callers: [Caller]) {
+        self.rig = rig
+        for c in callers {
+            told[c.name] = rig.auth(c)?.status
+            granted[c.name] = rig.core.grantedAccuracy(for: c.name) != nil
+        }
+        rig.observer = { [unowned self] event, effects in self.check(event, effects) }
+    }
+
+    func status(_ c: Caller) -> AuthorizationStatus? { told[c.name] }
+
+    func check(_ event: CoreEvent, _ effects: [CoreEffect]) {
+        let context = "after \(event)"
+        for case .authorizationChanged(let name, let st) in effects where told[name] != nil {
+            if told[name] == st { problems.append("\(context): \(name) was told nothing new (\(st))") }
+            told[name] = st
+            signals += 1
+        }
+        for name in told.keys.sorted() {
+            guard let now = rig.core.status(for: name) else {
+                told[name] = nil   // the session left
+                continue
+            }
+            if now != told[name] { problems.append("\(context): \(name) is \(now) but was told \(String(describing: told[name]))") }
+            let grant = rig.core.grantedAccuracy(for: name) != nil
+            if granted[name] == true && !grant && !effects.grantsEnded.contains(name) {
+                problems.append("\(context): \(name) lost its grant without grantEnded")
+            }
+            granted[name] = grant
+        }
+    }
 }

@@ -99,7 +99,7 @@ final class ConsentCoreTests: XCTestCase {
 
     func testFirstTapWithoutAllowOnceChangesNothing() {
         var table = nonAnswers(for: .oneTime)
-        table.insert(("deny", .decision("deny")), at: 0)
+        table.insert(("deny", .decision(.deny)), at: 0)
         for (label, answer) in table {
             let rig = Rig()
             let tap = rig.tap(W.maps1)
@@ -114,7 +114,7 @@ final class ConsentCoreTests: XCTestCase {
 
     func testTapWithoutAllowOnceReturnsTheStatusThatApplies() {
         // "nothing changes; the status that applies is returned": denied stays denied.
-        for (label, answer) in [("deny", AgentAnswer.decision("deny")), ("timeout", .noAnswer("timeout"))] {
+        for (label, answer) in [("deny", AgentAnswer.decision(.deny)), ("timeout", .noAnswer("timeout"))] {
             let rig = Rig(records: stored((W.maps1, .denied)))
             let tap = rig.tap(W.maps1)
             XCTAssertNotNil(tap.confirm, "\(label): the button offers a one-time grant even when denied")
@@ -724,10 +724,25 @@ final class ConsentCoreTests: XCTestCase {
                 XCTAssertEqual(rig.core.agentName(forUID: caller.uid), caller.name, label)
             } else {
                 XCTAssertEqual(s.effects.count, 1, label)
-                XCTAssertEqual(s.error?.name, "org.freedesktop.DBus.Error.AccessDenied", label)
+                XCTAssertTrue(s.accessDenied, "\(label): \(s.effects)")
                 XCTAssertNil(rig.core.agentName(forUID: caller.uid), label)
             }
         }
+    }
+
+    /// The agent's reply is read at the boundary: the three words exactly, anything else is no answer.
+    func testAgentRepliesAreReadExactly() {
+        for d in [AgentDecision.allowOnce, .allowWhileUsing, .deny] {
+            XCTAssertEqual(AgentAnswer(reply: d.rawValue), .decision(d))
+            XCTAssertEqual("\(AgentAnswer.decision(d))", d.rawValue, "logged as the agent spelled it")
+        }
+        XCTAssertEqual(AgentDecision.allowOnce.rawValue, "allow-once")
+        XCTAssertEqual(AgentDecision.allowWhileUsing.rawValue, "allow-while-using")
+        XCTAssertEqual(AgentDecision.deny.rawValue, "deny")
+        for word in ["maybe", "", "Allow-Once", "DENY", " deny", "allow_once", "allow-once\n"] {
+            XCTAssertEqual(AgentAnswer(reply: word), .noAnswer("unknown decision '\(word)'"), word)
+        }
+        XCTAssertEqual("\(AgentAnswer(reply: "maybe"))", "no answer (unknown decision 'maybe')")
     }
 
     // MARK: - Revoke
@@ -866,7 +881,7 @@ final class ConsentCoreTests: XCTestCase {
                 XCTAssertNil(rig.core.records[AppKey(uid: uid ?? caller.uid, appID: appID)], label)
             } else {
                 XCTAssertEqual(r.effects.count, 1, "\(label): \(r.effects)")
-                XCTAssertEqual(r.error?.name, "org.freedesktop.DBus.Error.AccessDenied", label)
+                XCTAssertTrue(r.accessDenied, "\(label): \(r.effects)")
                 XCTAssertEqual(rig.core.records, records, "\(label): nothing forgotten")
             }
         }
@@ -879,7 +894,7 @@ final class ConsentCoreTests: XCTestCase {
             let rig = Rig()
             let r = rig.manage(W.aliceCtl, .setEnabled(value))
             XCTAssertEqual(r.effects.count, 1, "\(r.effects)")
-            XCTAssertEqual(r.error?.name, "org.freedesktop.DBus.Error.AccessDenied")
+            XCTAssertTrue(r.accessDenied, "\(r.effects)")
             XCTAssertTrue(rig.core.enabled)
         }
     }

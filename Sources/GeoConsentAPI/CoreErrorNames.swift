@@ -1,0 +1,21 @@
+import GeoDBus
+import GeoCore
+
+/// The core decides errors as `CoreError`; their D-Bus names belong to the API,
+/// not to the core, so they are given here.
+extension CoreError {
+    /// The error's name on the bus (docs/dbus-api.md).
+    public var dbusName: String {
+        switch self {
+        case .notAuthorized: return GeoConsentAPI.ErrorName.notAuthorized
+        case .noAgent: return GeoConsentAPI.ErrorName.noAgent
+        case .agentExists: return GeoConsentAPI.ErrorName.agentExists
+        case .promptPending: return GeoConsentAPI.ErrorName.promptPending
+        case .accessDenied: return DBusError.accessDeniedName
+        case .invalidArgs: return DBusError.invalidArgsName
+        }
+    }
+
+    /// The error reply a caller gets: the name and the core's message.
+    public var dbusError: DBusError { DBusError(dbusName, message) }
+}

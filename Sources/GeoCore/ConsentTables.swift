@@ -1,0 +1,92 @@
+/// The consent core's two tables, sessions and consent records. Every write goes
+/// through them and notes what it touched, so the core finds each session whose
+/// status may have changed (for `AuthorizationChanged`) without any rule having
+/// to report it, and without walking sessions nothing touched.
+
+extension ConsentCore {
+    /// The live sessions by unique name, indexed by app.
+    struct SessionTable {
+        private var byName: [String: Session] = [:]
+        private var byApp: [AppKey: Set<String>] = [:]
+        /// Sessions written since `forgetChanges()`.
+        private(set) var changed: Set<String> = []
+
+        var count: Int { byName.count }
+        var names: Dictionary<String, Session>.Keys { byName.keys }
+        var all: Dictionary<String, Session>.Values { byName.values }
+        func names(of app: AppKey) -> Set<String> { byApp[app] ?? [] }
+
+        /// Writing a session notes it as changed. Sessions come and go through
+        /// `add` and `remove` only, which keep the index by app.
+        subscript(name: String) -> Session? {
+            get { byName[name] }
+            set {
+                guard let newValue else {
+                    // `sessions[name]?.x = y` on a missing session writes nil back: nothing to do.
+                    precondition(byName[name] == nil, "sessions leave through remove(_:)")
+                    return
+                }
+                let old = byName.updateValue(newValue, forKey: name)
+                precondition(old != nil, "sessions arrive through add(_:)")
+                changed.insert(name)
+            }
+        }
+
+        mutating func add(_ s: Session) {
+            byName[s.caller.name] = s
+            byApp[s.caller.app, default: []].insert(s.caller.name)
+        }
+
+        mutating func remove(_ name: String) -> Session? {
+            guard let s = byName.removeValue(forKey: name) else { return nil }
+            let app = s.caller.app
+            byApp[app]?.remove(name)
+            if byApp[app]?.isEmpty == true { byApp[app] = nil }
+            if byName.isEmpty {
+                // A dictionary keeps its largest capacity; after a crowd has left, let
+                // the storage go too (the daemon then trims the heap).
+                byName = [:]
+                byApp = [:]
+            }
+            return s
+        }
+
+        mutating func forgetChanges() { changed = [] }
+    }
+
+    /// The consent records by app.
+    struct RecordTable {
+        private(set) var all: [AppKey: ConsentRecord]
+        /// Apps whose record changed in more than `last-used` since `forgetChanges()`.
+        private(set) var changed: Set<AppKey> = []
+
+        init(_ records: [AppKey: ConsentRecord]) { all = records }
+
+        subscript(app: AppKey) -> ConsentRecord? {
+            get { all[app] }
+            set {
+                let old: ConsentRecord?
+                if let newValue { old = all.updateValue(newValue, forKey: app) } else { old = all.removeValue(forKey: app) }
+                if Self.mayChangeStatus(from: old, to: newValue) { changed.insert(app) }
+            }
+        }
+
+        mutating func removeValue(forKey app: AppKey) -> ConsentRecord? {
+            let old = all[app]
+            self[app] = nil
+            return old
+        }
+
+        mutating func forgetChanges() { changed = [] }
+
+        /// Any change but `last-used` may change the status of the app's sessions.
+        /// `last-used` never does, and every silent tap writes it: noting the app
+        /// then would make one app's storm of taps over hundreds of sessions cost
+        /// O(sessions) per tap.
+        private static func mayChangeStatus(from old: ConsentRecord?, to new: ConsentRecord?) -> Bool {
+            var old = old
+            if let new { old?.lastUsed = new.lastUsed }
+            return old != new
+        }
+    }
+}
