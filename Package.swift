@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "GeoSystem", dependencies: ["GeoCore"]),
         // The daemon: wires core, bus, gpsd and state together.
         .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem", "CMalloc"]),
-        .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon"]),
+        .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon", "GeoConsentAPI", "GeoCore"]),
         // The client library apps import (and geoconsentctl uses).
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
         .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI", "GeoConsentClient"]),

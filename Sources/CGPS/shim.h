@@ -9,8 +9,4 @@
 #error "geoconsent is written against libgps API major version 11 (gpsd 3.22)"
 #endif
 
-/// The API version the module was compiled against, for logs and tests.
-static const int cgps_api_major = GPSD_API_MAJOR_VERSION;
-static const int cgps_api_minor = GPSD_API_MINOR_VERSION;
-
 #endif

@@ -19,3 +19,16 @@ extension CoreError {
     /// The error reply a caller gets: the name and the core's message.
     public var dbusError: DBusError { DBusError(dbusName, message) }
 }
+
+/// The location core's failures, named on the bus: the error reply of a held
+/// `RequestLocation`, and the first argument of `LocationError`.
+extension LocationFailure {
+    /// The error's name on the bus (docs/dbus-api.md "Errors").
+    public var dbusName: String {
+        switch self {
+        case .notAuthorized: return GeoConsentAPI.ErrorName.notAuthorized
+        case .timeout: return GeoConsentAPI.ErrorName.timeout
+        case .gpsUnavailable: return GeoConsentAPI.ErrorName.gpsUnavailable
+        }
+    }
+}

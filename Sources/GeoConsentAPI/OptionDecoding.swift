@@ -15,7 +15,8 @@ public enum OptionDecoding {
         return s
     }
 
-    private static func seconds(_ d: [String: DBusValue], _ key: String, allowZero: Bool) throws -> Double? {
+    /// A finite `d` option: seconds for the timing keys, metres for the distance filter.
+    private static func number(_ d: [String: DBusValue], _ key: String, allowZero: Bool) throws -> Double? {
         guard let v = d[key] else { return nil }
         guard case .double(let x) = v else { throw DBusError.invalidArgs("option '\(key)' must be of type d, got \(v.signature)") }
         guard x.isFinite, allowZero ? x >= 0 : x > 0 else {
@@ -43,16 +44,16 @@ public enum OptionDecoding {
     public static func location(_ v: DBusValue) throws -> LocationOptions {
         let d = try dict(v)
         var o = LocationOptions()
-        if let x = try seconds(d, "max-age", allowZero: true) { o.maxAge = x }
-        if let x = try seconds(d, "timeout", allowZero: false) { o.timeout = min(x, 86_400) }
+        if let x = try number(d, "max-age", allowZero: true) { o.maxAge = x }
+        if let x = try number(d, "timeout", allowZero: false) { o.timeout = min(x, 86_400) }
         return o
     }
 
     public static func updates(_ v: DBusValue) throws -> UpdateOptions {
         let d = try dict(v)
         var o = UpdateOptions()
-        if let x = try seconds(d, "distance-filter", allowZero: true) { o.distanceFilter = x }
-        if let x = try seconds(d, "min-interval", allowZero: true) { o.minInterval = x }
+        if let x = try number(d, "distance-filter", allowZero: true) { o.distanceFilter = x }
+        if let x = try number(d, "min-interval", allowZero: true) { o.minInterval = x }
         return o
     }
 

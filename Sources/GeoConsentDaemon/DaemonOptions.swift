@@ -1,5 +1,3 @@
-import GeoDBus
-
 /// geoconsentd's command line (docs/dbus-api.md "Command lines").
 public struct DaemonOptions: Equatable {
     public var bus: String = "system"

@@ -81,13 +81,13 @@ final class LocationService {
             case .reply(let id, .location(let fix, let acc)):
                 held.removeValue(forKey: id)?.reply([encoded.value(fix, acc)])
             case .fail(let id, let failure):
-                held.removeValue(forKey: id)?.fail(DBusError(Self.errorName(failure), failure.message))
+                held.removeValue(forKey: id)?.fail(DBusError(failure.dbusName, failure.message))
             case .locationUpdated(let sessions, let acc, let fix):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: "LocationUpdated", [encoded.value(fix, acc)], destinations: sessions)
             case .locationError(let session, let failure):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: "LocationError", [.string(Self.errorName(failure)), .string(failure.message)],
+                            member: "LocationError", [.string(failure.dbusName), .string(failure.message)],
                             destination: session)
             case .gpsdConnectedChanged(let value):
                 propertyChanged("GpsdConnected", value)
@@ -128,14 +128,6 @@ final class LocationService {
             let v = LocationDictionary.encode(fix, accuracy: acc)
             cache[acc] = (fix, v)
             return v
-        }
-    }
-
-    private static func errorName(_ failure: LocationFailure) -> String {
-        switch failure {
-        case .notAuthorized: return GeoConsentAPI.ErrorName.notAuthorized
-        case .timeout: return GeoConsentAPI.ErrorName.timeout
-        case .gpsUnavailable: return GeoConsentAPI.ErrorName.gpsUnavailable
         }
     }
 

@@ -22,12 +22,11 @@ func watchCommand(_ ctx: inout Context) async throws {
     let client = try connect(ctx)
     defer { client.close() }
     // Ctrl-C ends the watch cleanly (exit 0), like the end of the event stream.
-    let stop = SignalStop()
+    exitOnInterrupt()
     _ = try await authorize(client, accuracy: accuracy, reason: "geoconsentctl watch")
     try await client.startUpdates(distanceFilter: distance, minInterval: interval)
     if !json { eprint("Watching; press Ctrl-C to stop.") }
     for await event in client.events {
-        if stop.requested { break }
         switch event {
         case .locationUpdated(let loc):
             print(json ? JSON(loc.raw).text : oneLine(loc.raw))
@@ -42,16 +41,13 @@ func watchCommand(_ ctx: inout Context) async throws {
     }
 }
 
-/// SIGINT/SIGTERM while awaiting events: note it and wake the stream by exiting
-/// the process cleanly (the grant ends with the connection).
-final class SignalStop: @unchecked Sendable {
-    var requested = false
-    init() {
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig) { _ in
-                // Async-signal-safe: nothing to flush that matters; the bus sees us leave.
-                _exit(0)
-            }
+/// SIGINT/SIGTERM while awaiting events end the process at once with status 0:
+/// the bus sees the connection leave, and the grant ends with it.
+func exitOnInterrupt() {
+    for sig in [SIGINT, SIGTERM] {
+        signal(sig) { _ in
+            // Async-signal-safe: nothing to flush that matters; the bus sees us leave.
+            _exit(0)
         }
     }
 }
