@@ -12,6 +12,8 @@
 #   iproute2 libglib2.0-bin groff-base    service tests: ip netns (gpsd lockdown),
 #                                         gdbus (policy tests as other uids),
 #                                         groff (man pages render without warnings)
+#   python3-gi                            the policy test's interface-less calls
+#                                         (GDBus from /usr/bin/python3)
 #   make                                  make install test
 #   g++                                   libstdc++.a: the release links the Swift
 #                                         runtime's C++ runtime in (Makefile)
@@ -33,7 +35,7 @@
 set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
-      iproute2 libglib2.0-bin groff-base make g++)
+      iproute2 libglib2.0-bin groff-base python3-gi make g++)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;

@@ -206,6 +206,51 @@ final class ServiceTests: XCTestCase {
         XCTAssertEqual(agent.cancels, ["from-service-user", "from-root"])
     }
 
+    /// dbus-daemon matches a rule's `send_interface` against messages that carry
+    /// no interface too: a default-context deny with `send_interface` alone would
+    /// refuse every interface-less call to every other service once our file is
+    /// installed. Such a call, from an unprivileged uid, must still get through;
+    /// an interface-less call to a consent agent must still be refused.
+    func testPolicyLetsCallsWithoutInterfaceReachOtherServices() throws {
+        let (bus, _) = try policyBus()
+        defer { bus.stop() }
+        // Debian's python3 with PyGObject (scripts/deps.sh): GDBus sends a method
+        // call without an interface field when given None.
+        let script = """
+        import sys
+        from gi.repository import Gio
+        c = Gio.DBusConnection.new_for_address_sync(sys.argv[1], Gio.DBusConnectionFlags.AUTHENTICATION_CLIENT
+                                                    | Gio.DBusConnectionFlags.MESSAGE_BUS_CONNECTION, None, None)
+        m = Gio.DBusMessage.new_method_call(sys.argv[2], sys.argv[3], None, sys.argv[4])
+        r, _ = c.send_message_with_reply_sync(m, 0, 10000, None)
+        print(r.get_error_name() or "ok", r.get_body())
+        """
+        // The bus driver is no such service: system.conf itself denies interface-less
+        // calls to it (its deny of org.freedesktop.DBus.Debug.Stats matches them).
+        let peers = PeerLoop()
+        let other = try peers.connect(bus.address)
+        XCTAssertEqual(try other.requestName(PolicyBus.otherService), .primaryOwner)
+        // Any object will do for the other service; it serves one at TestAgent.path.
+        _ = TestAgent(peer: other, behaviour: .never)
+        func callPumping(_ dest: String, _ path: String, _ member: String) throws -> String {
+            let p = try ChildProcess(executable: setpriv,
+                                     arguments: ServiceTests.nobody.setprivArgs() +
+                                        ["/usr/bin/python3", "-c", script, bus.address, dest, path, member],
+                                     logPath: bus.dir.file("call-\(member).log"), captureStdout: true)
+            defer { p.stop() }
+            // The callee lives in this thread: pump its loop while the child waits.
+            peers.pump(timeout: 15) { !p.isRunning }
+            return (p.readStdoutLine(timeout: 1) ?? "") + tailOf(bus.dir.file("call-\(member).log"))
+        }
+        let reached = try callPumping(PolicyBus.otherService, TestAgent.path, "Introspect")
+        XCTAssertTrue(reached.hasPrefix("ok ('<!DOCTYPE"), "an interface-less call to another service was refused: \(reached)")
+        // A consent agent (a connection serving the Agent interface) stays unreachable.
+        let agent = TestAgent(peer: try peers.connect(bus.address), behaviour: .answer("deny"))
+        let answer = try callPumping(agent.peer.uniqueName, TestAgent.path, "Cancel")
+        XCTAssertTrue(answer.hasPrefix("org.freedesktop.DBus.Error.AccessDenied"), "agent reached without interface: \(answer)")
+        XCTAssertEqual(agent.cancels, [])
+    }
+
     func testPolicyGpsdSignalsReachOnlyServiceUserAndRoot() throws {
         let (bus, user) = try policyBus()
         defer { bus.stop() }
@@ -729,6 +774,8 @@ fileprivate struct ServiceUser {
 /// shipped dbus-policy/org.geoconsent.GeoConsent1.conf, or of a copy where the
 /// stand-in user replaces `geoconsent`.
 fileprivate final class PolicyBus {
+    /// A stand-in for any other system service, which root may own and anyone may call.
+    static let otherService = "org.geoconsent.test.OtherService"
     let dir: TempDir
     let address: String
     let process: ChildProcess
@@ -780,6 +827,13 @@ fileprivate final class PolicyBus {
           </policy>
           <policy user="root">
             <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
+          </policy>
+          <!-- Another system service, with the usual policy of one (polkit's, say). -->
+          <policy user="root">
+            <allow own="\(PolicyBus.otherService)"/>
+          </policy>
+          <policy context="default">
+            <allow send_destination="\(PolicyBus.otherService)"/>
           </policy>
           <include>\(policy)</include>
         </busconfig>
