@@ -13,6 +13,7 @@ extension CoreError {
         case .promptPending: return GeoConsentAPI.ErrorName.promptPending
         case .accessDenied: return DBusError.accessDeniedName
         case .invalidArgs: return DBusError.invalidArgsName
+        case .limitsExceeded: return DBusError.limitsExceededName
         }
     }
 
@@ -29,6 +30,7 @@ extension LocationFailure {
         case .notAuthorized: return GeoConsentAPI.ErrorName.notAuthorized
         case .timeout: return GeoConsentAPI.ErrorName.timeout
         case .gpsUnavailable: return GeoConsentAPI.ErrorName.gpsUnavailable
+        case .tooManyRequests: return DBusError.limitsExceededName
         }
     }
 }

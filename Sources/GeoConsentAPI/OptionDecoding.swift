@@ -4,15 +4,46 @@ import GeoCore
 /// Decodes the `a{sv}` options of docs/dbus-api.md: unknown keys are ignored, a known key
 /// of the wrong type (or a value out of range) is `InvalidArgs`.
 public enum OptionDecoding {
+    /// The longest string, in bytes, each argument may be (docs/dbus-api.md
+    /// "Limits"): what a caller sends is kept while its call waits and shown in
+    /// prompts, so none of it may be as large as a message can be.
+    public enum MaxBytes {
+        public static let reason = 1024
+        public static let appName = 256
+        public static let parentWindow = 256
+        /// An app id (`ResetConsent`), as long as an identity may be.
+        public static let appID = 4096
+        /// An agent's object path (`RegisterAgent`, `UnregisterAgent`).
+        public static let agentPath = 1024
+    }
+
+    /// `s`, refused when longer than `max` bytes.
+    private static func bounded(_ s: String, _ what: String, max: Int) throws -> String {
+        guard s.utf8.count <= max else {
+            throw DBusError.invalidArgs("\(what) is \(s.utf8.count) bytes long, more than the \(max) allowed")
+        }
+        return s
+    }
+
+    /// `ResetConsent`'s app id.
+    public static func appID(_ v: DBusValue) throws -> String {
+        try bounded(v.stringValue ?? "", "app_id", max: MaxBytes.appID)
+    }
+
+    /// `RegisterAgent`'s and `UnregisterAgent`'s object path.
+    public static func agentPath(_ v: DBusValue) throws -> String {
+        try bounded(v.stringValue ?? "", "the agent's object path", max: MaxBytes.agentPath)
+    }
+
     private static func dict(_ v: DBusValue) throws -> [String: DBusValue] {
         guard let d = v.vardictValue else { throw DBusError.invalidArgs("options must be a{sv}") }
         return d
     }
 
-    private static func string(_ d: [String: DBusValue], _ key: String) throws -> String? {
+    private static func string(_ d: [String: DBusValue], _ key: String, max: Int) throws -> String? {
         guard let v = d[key] else { return nil }
         guard case .string(let s) = v else { throw DBusError.invalidArgs("option '\(key)' must be of type s, got \(v.signature)") }
-        return s
+        return try bounded(s, "option '\(key)'", max: max)
     }
 
     /// A finite `d` option: seconds for the timing keys, metres for the distance filter.
@@ -29,15 +60,15 @@ public enum OptionDecoding {
     public static func auth(_ v: DBusValue) throws -> AuthOptions {
         let d = try dict(v)
         var o = AuthOptions()
-        if let r = try string(d, "reason") { o.reason = r }
-        if let a = try string(d, "accuracy") {
+        if let r = try string(d, "reason", max: MaxBytes.reason) { o.reason = r }
+        if let a = try string(d, "accuracy", max: 16) {
             guard let acc = Accuracy(rawValue: a) else {
                 throw DBusError.invalidArgs("option 'accuracy' must be 'full' or 'reduced'")
             }
             o.accuracy = acc
         }
-        if let n = try string(d, "app-name") { o.appName = n }
-        if let w = try string(d, "parent-window") { o.parentWindow = w }
+        if let n = try string(d, "app-name", max: MaxBytes.appName) { o.appName = n }
+        if let w = try string(d, "parent-window", max: MaxBytes.parentWindow) { o.parentWindow = w }
         return o
     }
 

@@ -26,15 +26,15 @@ extension Daemon {
             "StopUpdates": { d, call in d.client(call, .stopUpdates) },
             "Revoke": { d, call in d.client(call, .revoke) },
             "RegisterAgent": { d, call in
-                d.management(call, .registerAgent(path: call.arguments[0].stringValue ?? ""))
+                d.decoded(call, { try OptionDecoding.agentPath(call.arguments[0]) }) { d.management(call, .registerAgent(path: $0)) }
             },
             "UnregisterAgent": { d, call in
-                d.management(call, .unregisterAgent(path: call.arguments[0].stringValue ?? ""))
+                d.decoded(call, { try OptionDecoding.agentPath(call.arguments[0]) }) { d.management(call, .unregisterAgent(path: $0)) }
             },
             "ListConsents": { d, call in d.management(call, .listConsents) },
             "ResetConsent": { d, call in
-                d.decoded(call, { try OptionDecoding.reset(call.arguments[1]) }) { uid in
-                    d.management(call, .resetConsent(appID: call.arguments[0].stringValue ?? "", uid: uid))
+                d.decoded(call, { (try OptionDecoding.appID(call.arguments[0]), try OptionDecoding.reset(call.arguments[1])) }) {
+                    d.management(call, .resetConsent(appID: $0.0, uid: $0.1))
                 }
             },
             "ListSessions": { d, call in d.management(call, .listSessions) },

@@ -33,7 +33,8 @@ final class LocationService {
         self.server = server
         self.consent = consent
         self.connector = GPSDConnector(loop: loop, host: host, port: port)
-        self.core = LocationCore(linger: linger, gridSize: gridSize, gpsdLabel: "\(host):\(port)")
+        self.core = LocationCore(linger: linger, gridSize: gridSize, gpsdLabel: "\(host):\(port)",
+                                 requestsPerSession: consent.config.limits.locationRequestsPerSession)
     }
 
     // MARK: Requests (already past the consent gate)

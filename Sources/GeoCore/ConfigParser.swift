@@ -123,6 +123,21 @@ public enum ConfigParser {
                 default:
                     throw fail("unknown key '\(key)' in [agents]")
                 }
+            case .limits:
+                let v = try count(value, key: key, fail: fail)
+                switch key {
+                case "sessions-per-user": result.limits.sessionsPerUser = v
+                case "waiting-per-user": result.limits.waitingPerUser = v
+                case "prompts-per-user":
+                    guard v <= Limits.openPrompts else {
+                        throw fail("prompts-per-user must be at most \(Limits.openPrompts), not '\(value)'")
+                    }
+                    result.limits.promptsPerUser = v
+                case "consents-per-user": result.limits.consentsPerUser = v
+                case "location-requests-per-session": result.limits.locationRequestsPerSession = v
+                default:
+                    throw fail("unknown key '\(key)' in [limits]")
+                }
             case .app(let appID):
                 switch key {
                 case "policy":
@@ -141,6 +156,7 @@ public enum ConfigParser {
     private enum Section {
         case daemon
         case agents
+        case limits
         case app(String)
     }
 
@@ -179,7 +195,7 @@ public enum ConfigParser {
             while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
         }
         guard i < line.endIndex, line[i] == "]" else {
-            throw fail("malformed section header: expected [daemon], [agents] or [app \"APP_ID\"]")
+            throw fail("malformed section header: expected [daemon], [agents], [limits] or [app \"APP_ID\"]")
         }
         let rest = trim(line[line.index(after: i)...])
         if !rest.isEmpty, rest.first != "#", rest.first != ";" {
@@ -188,6 +204,7 @@ public enum ConfigParser {
         switch (name, appID) {
         case ("daemon", nil): return .daemon
         case ("agents", nil): return .agents
+        case ("limits", nil): return .limits
         case ("app", let id?):
             if id.isEmpty { throw fail("empty app-id in [app \"\"]") }
             return .app(id)
@@ -195,6 +212,15 @@ public enum ConfigParser {
         case (_, _?): throw fail("unknown section '\(name)' (only [app \"…\"] takes a name)")
         default: throw fail("unknown section [\(name)]")
         }
+    }
+
+    /// A limit: a whole number from 1 to 65536 (0 would lock every user out).
+    private static func count(_ value: String, key: String, fail: (String) -> ConfigError) throws -> Int {
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), value.utf8.count <= 5,
+              let v = Int(value), (1...65536).contains(v) else {
+            throw fail("\(key) must be a whole number from 1 to 65536, not '\(value)'")
+        }
+        return v
     }
 
     /// A duration in seconds: non-negative decimal, at most `maxSeconds`.

@@ -157,8 +157,16 @@ public final class ConsentCore {
         return (r.decisionAccuracy ?? .full).covers(a)
     }
 
-    private func session(for caller: Caller) -> Session {
+    /// The caller's session, made at its first call unless its uid has all the
+    /// sessions it may have (then the call fails and nil is returned).
+    private func session(for caller: Caller, _ call: CallID) -> Session? {
         if let s = sessions[caller.name] { return s }
+        let limit = config.limits.sessionsPerUser
+        if !caller.isRoot && sessions.sessionCount(uid: caller.uid) >= limit {
+            effects.append(.fail(call, .limitsExceeded(
+                "uid \(caller.uid) has \(limit) sessions with the location service, its limit (sessions-per-user)")))
+            return nil
+        }
         var s = Session(caller: caller, lastStatus: .notDetermined, lastGranted: false)
         s.lastStatus = status(s)
         s.lastGranted = effectiveAccuracy(s) != nil
@@ -167,7 +175,7 @@ public final class ConsentCore {
     }
 
     private func client(_ call: CallID, _ caller: Caller, _ request: ClientRequest) {
-        var s = session(for: caller)
+        guard var s = session(for: caller, call) else { return }
         let name = caller.name
         switch request {
         case .requestOneTime(let o):
@@ -254,6 +262,12 @@ public final class ConsentCore {
         sessions[name] = s
     }
 
+    /// Whether a decision about `app` may be stored: its record exists, or its
+    /// uid has fewer than `consents-per-user` (root has no such limit).
+    private func mayStore(_ app: AppKey) -> Bool {
+        consents[app] != nil || app.uid == 0 || consents.count(uid: app.uid) < config.limits.consentsPerUser
+    }
+
     /// Updates `last-used` of an existing record; written lazily (not a decision).
     private func noteUse(_ app: AppKey) {
         guard var r = consents[app] else { return }
@@ -266,6 +280,18 @@ public final class ConsentCore {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
         guard let agent = agents[app.uid] else { return effects.append(.fail(call, .noAgent)) }
+        let limits = config.limits
+        if app.uid != 0 {
+            if sessions.waitingCount(uid: app.uid) >= limits.waitingPerUser {
+                return effects.append(.fail(call, .limitsExceeded(
+                    "uid \(app.uid) has \(limits.waitingPerUser) requests waiting on prompts, its limit (waiting-per-user)")))
+            }
+            if !mayStore(app) {
+                return effects.append(.fail(call, .limitsExceeded(
+                    "uid \(app.uid) has \(limits.consentsPerUser) stored decisions, its limit (consents-per-user); "
+                    + "reset some with geoconsentctl reset")))
+            }
+        }
         let waiter = Waiter(call: call, session: name, kind: kind, options: o)
         if let openID = openPrompt[app], var p = prompts[openID] {
             if p.kind == kind && p.accuracy.covers(o.accuracy) {
@@ -278,6 +304,12 @@ public final class ConsentCore {
             }
             sessions[name] = s
             return
+        }
+        if prompts.count >= Limits.openPrompts
+            || (app.uid != 0 && prompts.values.lazy.filter({ $0.app.uid == app.uid }).count >= limits.promptsPerUser) {
+            // Answered at once, as a prompt that cannot be shown is (no answer:
+            // nothing changes), rather than by a wait on other users' prompts.
+            return effects.append(.reply(call, .status(status(s))))
         }
         let id = String(nextPromptID)
         nextPromptID += 1
@@ -301,6 +333,9 @@ public final class ConsentCore {
         for w in live { sessions[w.session]?.waiting = nil }
 
         switch (p.kind, decision) {
+        case (.oneTime, .allowOnce?) where !mayStore(p.app):
+            // The uid reached its limit while the prompt was open: the grant, not the confirmation.
+            for w in live { grantTemporary(w.session, w.options.accuracy) }
         case (.oneTime, .allowOnce?):
             var r = consents[p.app] ?? ConsentRecord()
             r.oneTimeApproved = true
@@ -313,6 +348,8 @@ public final class ConsentCore {
         case (.whenInUse, .allowOnce?):
             for w in live { grantTemporary(w.session, w.options.accuracy) }
             noteUse(p.app)
+        case (.whenInUse, .allowWhileUsing?) where !mayStore(p.app):
+            for w in live { grantTemporary(w.session, w.options.accuracy) }
         case (.whenInUse, .allowWhileUsing?):
             var r = consents[p.app] ?? ConsentRecord()
             r.decision = .whenInUse
@@ -322,6 +359,8 @@ public final class ConsentCore {
             consents[p.app] = r
             effects.append(.saveConsents(urgent: true))
             for w in live { sessions[w.session]?.limit = w.options.accuracy }
+        case (.whenInUse, .deny?) where !mayStore(p.app):
+            break
         case (.whenInUse, .deny?):
             var r = consents[p.app] ?? ConsentRecord()
             r.decision = .denied

@@ -8,10 +8,16 @@ extension ConsentCore {
     struct SessionTable {
         private var byName: [String: Session] = [:]
         private var byApp: [AppKey: Set<String>] = [:]
+        /// Sessions of each uid, and those of them waiting on a prompt: the
+        /// per-user limits, kept as the table is written.
+        private var sessionsOf: [UInt32: Int] = [:]
+        private var waitingOf: [UInt32: Int] = [:]
         /// Sessions written since `forgetChanges()`.
         private(set) var changed: Set<String> = []
 
         var count: Int { byName.count }
+        func sessionCount(uid: UInt32) -> Int { sessionsOf[uid] ?? 0 }
+        func waitingCount(uid: UInt32) -> Int { waitingOf[uid] ?? 0 }
         var names: Dictionary<String, Session>.Keys { byName.keys }
         var all: Dictionary<String, Session>.Values { byName.values }
         func names(of app: AppKey) -> Set<String> { byApp[app] ?? [] }
@@ -28,13 +34,23 @@ extension ConsentCore {
                 }
                 let old = byName.updateValue(newValue, forKey: name)
                 precondition(old != nil, "sessions arrive through add(_:)")
+                if (old?.waiting != nil) != (newValue.waiting != nil) {
+                    Self.count(&waitingOf, newValue.caller.uid, newValue.waiting != nil ? 1 : -1)
+                }
                 changed.insert(name)
             }
         }
 
         mutating func add(_ s: Session) {
+            precondition(byName[s.caller.name] == nil && s.waiting == nil, "a session is added once, not waiting")
             byName[s.caller.name] = s
             byApp[s.caller.app, default: []].insert(s.caller.name)
+            Self.count(&sessionsOf, s.caller.uid, 1)
+        }
+
+        private static func count(_ table: inout [UInt32: Int], _ uid: UInt32, _ delta: Int) {
+            let n = (table[uid] ?? 0) + delta
+            table[uid] = n > 0 ? n : nil
         }
 
         mutating func remove(_ name: String) -> Session? {
@@ -42,11 +58,15 @@ extension ConsentCore {
             let app = s.caller.app
             byApp[app]?.remove(name)
             if byApp[app]?.isEmpty == true { byApp[app] = nil }
+            Self.count(&sessionsOf, app.uid, -1)
+            if s.waiting != nil { Self.count(&waitingOf, app.uid, -1) }
             if byName.isEmpty {
                 // A dictionary keeps its largest capacity; after a crowd has left, let
                 // the storage go too (the daemon then trims the heap).
                 byName = [:]
                 byApp = [:]
+                sessionsOf = [:]
+                waitingOf = [:]
             }
             return s
         }
@@ -57,16 +77,27 @@ extension ConsentCore {
     /// The consent records by app.
     struct RecordTable {
         private(set) var all: [AppKey: ConsentRecord]
+        /// Records of each uid (the per-user limit).
+        private var recordsOf: [UInt32: Int] = [:]
         /// Apps whose record changed in more than `last-used` since `forgetChanges()`.
         private(set) var changed: Set<AppKey> = []
 
-        init(_ records: [AppKey: ConsentRecord]) { all = records }
+        init(_ records: [AppKey: ConsentRecord]) {
+            all = records
+            for app in records.keys { recordsOf[app.uid, default: 0] += 1 }
+        }
+
+        func count(uid: UInt32) -> Int { recordsOf[uid] ?? 0 }
 
         subscript(app: AppKey) -> ConsentRecord? {
             get { all[app] }
             set {
                 let old: ConsentRecord?
                 if let newValue { old = all.updateValue(newValue, forKey: app) } else { old = all.removeValue(forKey: app) }
+                if (old == nil) != (newValue == nil) {
+                    let n = (recordsOf[app.uid] ?? 0) + (newValue == nil ? -1 : 1)
+                    recordsOf[app.uid] = n > 0 ? n : nil
+                }
                 if Self.mayChangeStatus(from: old, to: newValue) { changed.insert(app) }
             }
         }

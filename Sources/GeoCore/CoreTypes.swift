@@ -174,6 +174,8 @@ public enum CoreError: Equatable, Sendable, Error {
     case promptPending
     case accessDenied(String)
     case invalidArgs(String)
+    /// A per-user limit of `Config.limits` was reached; the text names it.
+    case limitsExceeded(String)
 
     public var message: String {
         switch self {
@@ -181,7 +183,7 @@ public enum CoreError: Equatable, Sendable, Error {
         case .noAgent: return "No consent agent is registered for this user"
         case .agentExists: return "A consent agent is already registered for this user"
         case .promptPending: return "This session already waits on a prompt"
-        case .accessDenied(let m), .invalidArgs(let m): return m
+        case .accessDenied(let m), .invalidArgs(let m), .limitsExceeded(let m): return m
         }
     }
 }

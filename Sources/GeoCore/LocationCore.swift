@@ -17,6 +17,8 @@ public final class LocationCore {
     /// Seconds gpsd stays open after the last session stops needing fixes.
     public let linger: Double
     public let grid: ReducedGrid
+    /// `RequestLocation` calls one session may have waiting (`Limits`).
+    public let requestsPerSession: Int
     /// `host:port`, for messages.
     let gpsdLabel: String
 
@@ -41,8 +43,10 @@ public final class LocationCore {
     /// Fixes older than this are not sent to a new subscriber.
     static let startCacheAge: UInt64 = 5_000_000_000
 
-    public init(linger: Double, gridSize: Double, gpsdLabel: String) {
+    public init(linger: Double, gridSize: Double, gpsdLabel: String,
+                requestsPerSession: Int = Limits().locationRequestsPerSession) {
         self.linger = linger
+        self.requestsPerSession = requestsPerSession
         self.grid = ReducedGrid(cellSize: gridSize)
         self.gpsdLabel = gpsdLabel
     }
@@ -88,6 +92,9 @@ public final class LocationCore {
         if let last = lastFix, Double(now &- last.at) / 1e9 < options.maxAge, let acc = grants(session) {
             var shown = Shown(last.fix, grid: grid)
             return effects.append(.reply(call, .location(shown.view(acc), acc)))
+        }
+        if pending[session]?.count ?? 0 >= requestsPerSession {
+            return effects.append(.fail(call, .tooManyRequests(requestsPerSession)))
         }
         effects.append(.scheduleTimer(.timeout(call), after: options.timeout))
         pending[session, default: []].append(call)

@@ -43,12 +43,16 @@ public enum LocationFailure: Equatable, Sendable {
     case timeout
     /// gpsd cannot be reached; the message says why.
     case gpsUnavailable(String)
+    /// The session already has this many requests waiting (its limit).
+    case tooManyRequests(Int)
 
     public var message: String {
         switch self {
         case .notAuthorized: return "The grant of this session ended"
         case .timeout: return "No fix arrived in time"
         case .gpsUnavailable(let m): return m
+        case .tooManyRequests(let n):
+            return "This session has \(n) RequestLocation calls waiting, its limit (location-requests-per-session)"
         }
     }
 }

@@ -109,6 +109,31 @@ public struct Config: Equatable, Sendable {
     public var agentAllow: [String] = []
     /// Admin rulings per app-id.
     public var apps: [String: AppPolicy] = [:]
+    /// What one user can make the daemon hold.
+    public var limits = Limits()
+
+    public init() {}
+}
+
+/// Bounds on what one uid can make the daemon hold (docs/dbus-api.md "Limits"),
+/// so that no user can grow its memory, its state file or its pending calls
+/// on the bus at the expense of the others. Root (uid 0) is bound by
+/// `openPrompts` only: it can do anything to the daemon anyway.
+public struct Limits: Equatable, Sendable {
+    /// Sessions (client connections the daemon tracks) of one uid.
+    public var sessionsPerUser = 64
+    /// Taps of one uid waiting on prompts (one per session at most: `PromptPending`).
+    public var waitingPerUser = 32
+    /// Open prompts (agent calls in flight) of one uid.
+    public var promptsPerUser = 4
+    /// Stored consent records of one uid.
+    public var consentsPerUser = 1024
+    /// `RequestLocation` calls one session may have waiting for a fix.
+    public var locationRequestsPerSession = 8
+    /// Open prompts in all, below the bus's limit of pending replies per
+    /// connection (128 on the system bus): agent calls of one uid must never
+    /// make the bus refuse the daemon's calls to another uid's agent.
+    public static let openPrompts = 64
 
     public init() {}
 }

@@ -19,6 +19,7 @@ public struct DBusError: Error, Equatable, Sendable, CustomStringConvertible {
     public static let unknownPropertyName = "org.freedesktop.DBus.Error.UnknownProperty"
     public static let propertyReadOnlyName = "org.freedesktop.DBus.Error.PropertyReadOnly"
     public static let accessDeniedName = "org.freedesktop.DBus.Error.AccessDenied"
+    public static let limitsExceededName = "org.freedesktop.DBus.Error.LimitsExceeded"
     public static let failedName = "org.freedesktop.DBus.Error.Failed"
     public static let noReplyName = "org.freedesktop.DBus.Error.NoReply"
     public static let timeoutName = "org.freedesktop.DBus.Error.Timeout"

@@ -80,6 +80,11 @@ final class ConfigParserTests: XCTestCase {
             },
             Case(text: "[app \"x\"]\npolicy = always\npolicy = restricted") { $0.apps == ["x": .restricted] },
             Case(text: "[daemon]\nprompt-timeout = 5\n[daemon]\nprompt-timeout = 7") { $0.promptTimeout == 7 },
+            Case(text: "[limits]\nsessions-per-user = 8") { $0.limits.sessionsPerUser == 8 },
+            Case(text: "[limits]\nwaiting-per-user = 65536") { $0.limits.waitingPerUser == 65536 },
+            Case(text: "[limits]\nprompts-per-user = 1") { $0.limits.promptsPerUser == 1 },
+            Case(text: "[limits]\nconsents-per-user = 20") { $0.limits.consentsPerUser == 20 },
+            Case(text: "[limits]\nlocation-requests-per-session = 3") { $0.limits.locationRequestsPerSession == 3 },
         ]
         for c in cases {
             let config = try parse(c.text)
@@ -136,6 +141,12 @@ final class ConfigParserTests: XCTestCase {
             ("[daemon \"x\"]", 1, "unknown section 'daemon'"),
             ("[daemon]\nfoo = 1", 2, "unknown key 'foo' in [daemon]"),
             ("[agents]\ndeny = x", 2, "unknown key 'deny' in [agents]"),
+            ("[limits]\nsessions = 3", 2, "unknown key 'sessions' in [limits]"),
+            ("[limits]\nsessions-per-user = 0", 2, "from 1 to 65536"),
+            ("[limits]\nsessions-per-user = -1", 2, "from 1 to 65536"),
+            ("[limits]\nwaiting-per-user = 1.5", 2, "whole number"),
+            ("[limits]\nconsents-per-user = 65537", 2, "from 1 to 65536"),
+            ("[limits]\nprompts-per-user = 65", 2, "at most 64"),
             ("[app \"x\"]\nmode = always", 2, "unknown key 'mode' in [app \"x\"]"),
             ("[daemon]\n\nprompt-timeout", 3, "expected 'key = value'"),
             ("[daemon]\n= 5", 2, "missing key"),
