@@ -30,7 +30,13 @@ extension Message {
 
     /// Appends arguments. Throws `InvalidArgs` for a value libdbus would reject.
     public func append(_ values: [DBusValue]) throws {
-        for v in values { try v.validateForWire() }
+        try append(values, nestingLimit: DBusValue.maxTotalDepth)
+    }
+
+    /// `append` with another limit on total nesting. libdbus enforces its own only
+    /// when it reads a message, so tests pass `.max` to build what the bus refuses.
+    func append(_ values: [DBusValue], nestingLimit: Int) throws {
+        for v in values { try v.validateForWire(levels: nestingLimit) }
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(raw, &iter)
         for v in values {

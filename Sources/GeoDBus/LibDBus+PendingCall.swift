@@ -46,6 +46,12 @@ extension Connection {
             loop?.later { completion(.failure(DBusError(DBusError.disconnectedName, "not connected"))) }
             return
         }
+        // The box is retained once here and released only by the free function,
+        // which libdbus calls when it frees the pending call: after the notify
+        // (reply, error reply or timeout), or with no notify at all when the
+        // connection drops. So `finalize` is where an unanswered call still gets
+        // completed. The connection holds the pending call until then; our own
+        // reference goes right away (the unref below).
         let box = Unmanaged.passRetained(PendingCompletion(completion, loop: loop, state: state)).toOpaque()
         _ = dbus_pending_call_set_notify(pending, { p, data in
             guard let p, let data else { return }
