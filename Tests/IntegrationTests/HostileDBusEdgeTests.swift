@@ -1,6 +1,6 @@
 import XCTest
 import Foundation
-import GeoDBus
+@testable import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
 #if canImport(Glibc)
@@ -100,26 +100,45 @@ final class HostileDBusEdgeTests: StackTestCase {
     }
 
     func testVariantNestingUpToAndPastTheBusLimit() throws {
-        // Variants in variants up to the bus's limit of 64 levels in all; past it the bus
-        // drops the sender, and the daemon never sees the message.
-        for depth in [32, 62, 63, 100] {
+        // Variants in variants up to the bus's limit of 64 levels in all (the a{sv}, its
+        // entry and the option's variant are 3 of them). Past it our own layer refuses
+        // the value and the sender keeps its connection; built without that check, the
+        // bus drops the sender, and the daemon never sees the message.
+        for depth in [32, 61, 62, 63, 100] {
             var v: DBusValue = .string("core")
             for _ in 0..<depth { v = .variant(v) }
+            let args: [DBusValue] = [.vardict(["reason": v])]
             let p = try stack.peer()
             let t0 = secondsNow()
             let r = p.call(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
-                           "RequestOneTimeAuthorization", [.vardict(["reason": v])], timeout: 10)
-            let outcome: String
+                           "RequestOneTimeAuthorization", args, timeout: 10)
+            var outcome: String
             switch r {
             case .success: outcome = "reply"
             case .failure(let e):
-                outcome = Hostile.shortError(e.name) + (p.connection.isConnected ? "" : " (the bus dropped the sender)")
-                if depth + 2 <= 63 { XCTAssertEqual(e.name, invalid, "variant depth \(depth)") }
-                else { XCTAssertEqual(e.name, DBusError.disconnectedName, "variant depth \(depth)") }
+                outcome = Hostile.shortError(e.name) + (depth + 3 <= 64 ? "" : " (refused locally)")
+                XCTAssertEqual(e.name, invalid, "variant depth \(depth)")
+                XCTAssertTrue(p.connection.isConnected, "variant depth \(depth)")
+            }
+            if depth + 3 > 64 {
+                let unchecked = try stack.peer()
+                let m = try Message.methodCall(destination: GeoConsentAPI.busName, path: GeoConsentAPI.objectPath,
+                                               interface: GeoConsentAPI.interfaceName, member: "RequestOneTimeAuthorization")
+                try m.append(args, nestingLimit: .max)
+                var sent: Result<Message, DBusError>?
+                unchecked.connection.call(m, timeout: 10) { sent = $0 }
+                stack.peers.pump(timeout: 15) { sent != nil }
+                if case .failure(let e) = sent {
+                    XCTAssertEqual(e.name, DBusError.disconnectedName, "variant depth \(depth), unchecked")
+                    outcome += "; sent unchecked: " + Hostile.shortError(e.name)
+                        + (unchecked.connection.isConnected ? "" : " (the bus dropped the sender)")
+                } else {
+                    XCTFail("variant depth \(depth), unchecked: \(String(describing: sent))")
+                }
             }
             XCTAssertLessThan(secondsNow() - t0, 5, "variant depth \(depth): the call hung")
             XCTAssertTrue(root.pingDaemon(), "daemon gone after variant depth \(depth)")
-            lines.append("variant nesting \(depth) in a{sv} (total depth \(depth + 2)) -> \(outcome)")
+            lines.append("variant nesting \(depth) in a{sv} (total depth \(depth + 3)) -> \(outcome)")
         }
         checkDaemonFlat("variant nesting")
     }

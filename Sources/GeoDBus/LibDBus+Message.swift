@@ -1,0 +1,83 @@
+// Part of the LibDBus+*.swift family, the only files that call libdbus-1.
+// Messages: building calls, signals, replies and errors, and reading their header.
+// Their arguments are marshalled in LibDBus+Marshal.swift. Everything above this
+// family speaks DBusValue, Message and Connection; nothing else imports CDBus.
+import CDBus
+
+/// The kind of a D-Bus message.
+public enum MessageType: Int32, Sendable {
+    case invalid = 0, methodCall = 1, methodReturn = 2, error = 3, signal = 4
+}
+
+/// An owned reference to a libdbus message.
+public final class Message {
+    let raw: OpaquePointer
+
+    /// Takes over one reference to `raw`.
+    init(adopting raw: OpaquePointer) { self.raw = raw }
+    deinit { dbus_message_unref(raw) }
+
+    /// A method call. Throws `InvalidArgs` for names libdbus would reject.
+    public static func methodCall(destination: String?, path: String, interface: String?, member: String) throws -> Message {
+        guard DBusValidate.objectPath(path), DBusValidate.member(member),
+              destination.map(DBusValidate.busName) ?? true,
+              interface.map(DBusValidate.interface) ?? true else {
+            throw DBusError.invalidArgs("invalid destination, path, interface or member")
+        }
+        guard let m = dbus_message_new_method_call(destination, path, interface, member) else {
+            throw DBusError.failed("out of memory")
+        }
+        return Message(adopting: m)
+    }
+
+    /// A signal. Set `destination` for a unicast signal.
+    public static func signal(path: String, interface: String, member: String, destination: String? = nil) throws -> Message {
+        guard DBusValidate.objectPath(path), DBusValidate.interface(interface), DBusValidate.member(member) else {
+            throw DBusError.invalidArgs("invalid path, interface or member")
+        }
+        guard let m = dbus_message_new_signal(path, interface, member) else { throw DBusError.failed("out of memory") }
+        let msg = Message(adopting: m)
+        if let destination { _ = dbus_message_set_destination(m, destination) }
+        return msg
+    }
+
+    /// A method return for this call.
+    public func makeReturn() -> Message? {
+        dbus_message_new_method_return(raw).map { Message(adopting: $0) }
+    }
+
+    /// An error reply for this call.
+    public func makeError(_ error: DBusError) -> Message? {
+        let name = DBusValidate.errorName(error.name) ? error.name : DBusError.failedName
+        let text = error.message.replacingNulls()
+        return dbus_message_new_error(raw, name, text).map { Message(adopting: $0) }
+    }
+
+    public var type: MessageType { MessageType(rawValue: dbus_message_get_type(raw)) ?? .invalid }
+    public var sender: String? { dbus_message_get_sender(raw).map { String(cString: $0) } }
+    public var destination: String? { dbus_message_get_destination(raw).map { String(cString: $0) } }
+    public var path: String? { dbus_message_get_path(raw).map { String(cString: $0) } }
+    public var interface: String? { dbus_message_get_interface(raw).map { String(cString: $0) } }
+    public var member: String? { dbus_message_get_member(raw).map { String(cString: $0) } }
+    public var errorName: String? { dbus_message_get_error_name(raw).map { String(cString: $0) } }
+    public var signature: String { dbus_message_get_signature(raw).map { String(cString: $0) } ?? "" }
+    public var noReplyExpected: Bool {
+        get { dbus_message_get_no_reply(raw) != 0 }
+        set { dbus_message_set_no_reply(raw, newValue ? 1 : 0) }
+    }
+    public func setDestination(_ name: String) { _ = dbus_message_set_destination(raw, name) }
+
+    /// A copy with the same header and (already marshalled) body, no serial yet:
+    /// one signal body can go to many destinations without marshalling it again.
+    public func copy() -> Message? {
+        dbus_message_copy(raw).map { Message(adopting: $0) }
+    }
+
+
+    /// For an error message: its name and first string argument.
+    public var asError: DBusError? {
+        guard type == .error else { return nil }
+        let text = arguments().first?.stringValue ?? ""
+        return DBusError(errorName ?? DBusError.failedName, text)
+    }
+}
