@@ -165,9 +165,21 @@ final class HostileDBusEdgeTests: StackTestCase {
     func testHugeStrings() throws {
         // 1 MB and 8 MB.
         let mb = String(repeating: "\u{1F30D}geo", count: 1 << 18)   // ~1.75 MB of UTF-8
-        probe("1.75 MB reason", "RequestOneTimeAuthorization", [.vardict(["reason": .string(mb)])],
-              expect: [GeoConsentAPI.ErrorName.noAgent])
-        probe("1.75 MB app-id to ResetConsent", "ResetConsent", [.string(mb), .vardict([:])], expect: ["ok"])
+        // Strings a waiting call would keep, or a prompt would show, are refused past their caps.
+        probe("1.75 MB reason", "RequestOneTimeAuthorization", [.vardict(["reason": .string(mb)])], expect: [invalid])
+        probe("1.75 MB app-id to ResetConsent", "ResetConsent", [.string(mb), .vardict([:])], expect: [invalid])
+        let caps = [("reason", OptionDecoding.MaxBytes.reason), ("app-name", OptionDecoding.MaxBytes.appName),
+                    ("parent-window", OptionDecoding.MaxBytes.parentWindow)]
+        for (key, max) in caps {
+            probe("\(key) of \(max) bytes", "RequestOneTimeAuthorization",
+                  [.vardict([key: .string(String(repeating: "r", count: max))])], expect: [GeoConsentAPI.ErrorName.noAgent])
+            probe("\(key) of \(max + 1) bytes", "RequestOneTimeAuthorization",
+                  [.vardict([key: .string(String(repeating: "r", count: max + 1))])], expect: [invalid])
+        }
+        probe("app id of 4096 bytes to ResetConsent", "ResetConsent",
+              [.string(String(repeating: "a", count: OptionDecoding.MaxBytes.appID)), .vardict([:])], expect: ["ok"])
+        probe("app id of 4097 bytes to ResetConsent", "ResetConsent",
+              [.string(String(repeating: "a", count: OptionDecoding.MaxBytes.appID + 1)), .vardict([:])], expect: [invalid])
         probe("8 MB member-less junk to GetAuthorization", "GetAuthorization",
               [.string(String(repeating: "z", count: 8 << 20))], expect: [invalid])
         probe("1 MB interface name in Properties.Get", iface: ObjectServer.properties, "Get",
