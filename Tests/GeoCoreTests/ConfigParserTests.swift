@@ -45,6 +45,13 @@ final class ConfigParserTests: XCTestCase {
         [agents]
         allow =                    # app-ids allowed to register (;-separated); empty: any unsandboxed app
 
+        [limits]                   # per uid, see "Limits"
+        sessions-per-user = 64
+        waiting-per-user = 32
+        prompts-per-user = 4
+        consents-per-user = 1024
+        location-requests-per-session = 8
+
         [app "APP_ID"]             # one section per app the admin rules on
         policy = always            # or: restricted
         """
