@@ -62,6 +62,8 @@ extension Daemon {
 
     /// A client request: starts the caller's session if it has none.
     func client(_ call: MethodCall, _ request: ClientRequest) {
+        // `request` holds what was decoded; a call that waits keeps no more.
+        call.releaseArguments()
         withCaller(call) { [weak self] caller in
             guard let self else { return }
             self.feed(.client(self.hold(call), caller, request))
@@ -69,6 +71,7 @@ extension Daemon {
     }
 
     func management(_ call: MethodCall, _ request: ManagementRequest) {
+        call.releaseArguments()
         withCaller(call) { [weak self] caller in
             guard let self else { return }
             self.feed(.management(self.hold(call), caller, request))

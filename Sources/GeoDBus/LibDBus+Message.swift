@@ -9,6 +9,14 @@ public enum MessageType: Int32, Sendable {
     case invalid = 0, methodCall = 1, methodReturn = 2, error = 3, signal = 4
 }
 
+/// Where the reply to a method call goes: the caller's unique name and the
+/// call's serial.
+public struct ReplyAddress: Equatable, Sendable {
+    public var sender: String
+    public var serial: UInt32
+    public var noReplyExpected: Bool
+}
+
 /// An owned reference to a libdbus message.
 public final class Message {
     let raw: OpaquePointer
@@ -42,16 +50,47 @@ public final class Message {
     }
 
     /// A method return for this call.
-    public func makeReturn() -> Message? {
-        dbus_message_new_method_return(raw).map { Message(adopting: $0) }
-    }
+    public func makeReturn() -> Message? { Message.methodReturn(to: replyAddress) }
 
     /// An error reply for this call.
-    public func makeError(_ error: DBusError) -> Message? {
-        let name = DBusValidate.errorName(error.name) ? error.name : DBusError.failedName
-        let text = error.message.replacingNulls()
-        return dbus_message_new_error(raw, name, text).map { Message(adopting: $0) }
+    public func makeError(_ error: DBusError) -> Message? { Message.error(error, to: replyAddress) }
+
+    /// Where replies to this call go: all a call that is answered later needs
+    /// to keep of it, rather than the message itself.
+    public var replyAddress: ReplyAddress {
+        ReplyAddress(sender: sender ?? "", serial: dbus_message_get_serial(raw), noReplyExpected: noReplyExpected)
     }
+
+    /// A method return to the call at `address`, built as
+    /// dbus_message_new_method_return builds it from the call: destination, reply
+    /// serial, and no reply expected to the reply.
+    public static func methodReturn(to address: ReplyAddress) -> Message? {
+        guard let m = dbus_message_new(DBUS_MESSAGE_TYPE_METHOD_RETURN) else { return nil }
+        let msg = Message(adopting: m)
+        return msg.address(to: address) ? msg : nil
+    }
+
+    /// An error reply to the call at `address`, as dbus_message_new_error makes it:
+    /// the error name (`Failed` when libdbus would reject it) and the text as its
+    /// one string argument.
+    public static func error(_ error: DBusError, to address: ReplyAddress) -> Message? {
+        let name = DBusValidate.errorName(error.name) ? error.name : DBusError.failedName
+        guard let m = dbus_message_new(DBUS_MESSAGE_TYPE_ERROR) else { return nil }
+        let msg = Message(adopting: m)
+        guard dbus_message_set_error_name(m, name) != 0, msg.address(to: address),
+              (try? msg.append([.string(error.message.replacingNulls())])) != nil else { return nil }
+        return msg
+    }
+
+    private func address(to a: ReplyAddress) -> Bool {
+        dbus_message_set_no_reply(raw, 1)
+        guard dbus_message_set_reply_serial(raw, a.serial) != 0 else { return false }
+        return a.sender.isEmpty || dbus_message_set_destination(raw, a.sender) != 0
+    }
+
+    /// Whether Unix file descriptors came with the message. libdbus keeps them
+    /// open as long as the message lives.
+    public var containsUnixFDs: Bool { dbus_message_contains_unix_fds(raw) != 0 }
 
     public var type: MessageType { MessageType(rawValue: dbus_message_get_type(raw)) ?? .invalid }
     public var sender: String? { dbus_message_get_sender(raw).map { String(cString: $0) } }

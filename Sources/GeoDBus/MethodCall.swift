@@ -1,22 +1,34 @@
 /// An incoming method call that can be answered now or later (a prompt may
 /// take a minute). Exactly one reply is sent; later ones are ignored.
+///
+/// A call answered later keeps only where its reply goes (`ReplyAddress`), not
+/// the message: a caller must not be able to pin megabytes of message, or the
+/// file descriptors sent with it, for as long as a prompt stays open. Its
+/// decoded arguments go too, once the handler has read them
+/// (`releaseArguments()`).
 public final class MethodCall {
-    public let message: Message
     /// The decoded arguments; their types already match the declared signature.
-    public let arguments: [DBusValue]
-    /// The caller's unique bus name.
-    public let sender: String
+    /// Empty after `releaseArguments()`.
+    public private(set) var arguments: [DBusValue]
+    /// Where the reply goes.
+    public let replyAddress: ReplyAddress
     let expectedOutSignature: String
     private weak var connection: Connection?
     public private(set) var isAnswered = false
 
+    /// The caller's unique bus name.
+    public var sender: String { replyAddress.sender }
+
     init(message: Message, arguments: [DBusValue], connection: Connection, outSignature: String) {
-        self.message = message
+        self.replyAddress = message.replyAddress
         self.arguments = arguments
-        self.sender = message.sender ?? ""
         self.connection = connection
         self.expectedOutSignature = outSignature
     }
+
+    /// Lets the arguments go: the handler has decoded what it needs, and the
+    /// call may wait a long time for its answer.
+    public func releaseArguments() { arguments = [] }
 
     /// Sends a method return with `values`. A reply that does not match the
     /// declared out-signature is a bug: the caller gets `Failed` instead.
@@ -27,7 +39,7 @@ public final class MethodCall {
             return fail(.failed("internal error: reply \(sig) does not match \(expectedOutSignature)"))
         }
         isAnswered = true
-        guard !message.noReplyExpected, let r = message.makeReturn() else { return }
+        guard !replyAddress.noReplyExpected, let r = Message.methodReturn(to: replyAddress) else { return }
         do {
             try r.append(values)
             connection?.send(r)
@@ -44,7 +56,7 @@ public final class MethodCall {
     public func fail(_ error: DBusError) {
         guard !isAnswered else { return }
         isAnswered = true
-        guard !message.noReplyExpected, let r = message.makeError(error) else { return }
+        guard !replyAddress.noReplyExpected, let r = Message.error(error, to: replyAddress) else { return }
         connection?.send(r)
     }
 }

@@ -105,6 +105,14 @@ public final class ObjectServer {
         guard msg.type == .methodCall, let path = msg.path, let member = msg.member else {
             return onOtherMessage?(msg) ?? false
         }
+        // No interface served here takes a file descriptor. Refuse the call now:
+        // libdbus closes the descriptors when the message goes, which is as soon
+        // as this returns, instead of holding them for as long as a call waits.
+        if msg.containsUnixFDs {
+            MethodCall(message: msg, arguments: [], connection: connection, outSignature: "")
+                .fail(.invalidArgs("\(member) takes no file descriptors"))
+            return true
+        }
         let iface = msg.interface
 
         func call(_ out: String) -> MethodCall {

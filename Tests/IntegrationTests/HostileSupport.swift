@@ -193,7 +193,7 @@ final class HostileAgent {
         case .answer(let d): call.reply([.string(d)])
         case .hold: held[c.requestID] = call
         case .raw(let values):
-            if let r = call.message.makeReturn() {
+            if let r = Message.methodReturn(to: call.replyAddress) {
                 try? r.append(values)
                 peer.connection.send(r)
             }

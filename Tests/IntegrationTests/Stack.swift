@@ -137,7 +137,7 @@ final class TestAgent {
         case .never: held[c.requestID] = call
         case .wrongType:
             // Bypass the declared out-signature: answer with a uint32.
-            if let r = call.message.makeReturn() {
+            if let r = Message.methodReturn(to: call.replyAddress) {
                 try? r.append([.uint32(1)])
                 peer.connection.send(r)
             }
