@@ -11,17 +11,17 @@ extension Daemon {
         GeoConsentAPI.client,
         methods: [
             "RequestOneTimeAuthorization": { d, call in
-                d.decoded(call, { try OptionDecoding.auth(call.arguments[0]) }) { d.client(call, .requestOneTime($0)) }
+                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.client(call, .requestOneTime($0)) }
             },
             "RequestWhenInUseAuthorization": { d, call in
-                d.decoded(call, { try OptionDecoding.auth(call.arguments[0]) }) { d.client(call, .requestWhenInUse($0)) }
+                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.client(call, .requestWhenInUse($0)) }
             },
             "GetAuthorization": { d, call in d.client(call, .getAuthorization) },
             "RequestLocation": { d, call in
-                d.decoded(call, { try OptionDecoding.location(call.arguments[0]) }) { d.client(call, .requestLocation($0)) }
+                d.decoded(call, { try OptionDictionary.decodeLocation(call.arguments[0]) }) { d.client(call, .requestLocation($0)) }
             },
             "StartUpdates": { d, call in
-                d.decoded(call, { try OptionDecoding.updates(call.arguments[0]) }) { d.client(call, .startUpdates($0)) }
+                d.decoded(call, { try OptionDictionary.decodeUpdates(call.arguments[0]) }) { d.client(call, .startUpdates($0)) }
             },
             "StopUpdates": { d, call in d.client(call, .stopUpdates) },
             "Revoke": { d, call in d.client(call, .revoke) },
@@ -33,20 +33,20 @@ extension Daemon {
             },
             "ListConsents": { d, call in d.management(call, .listConsents) },
             "ResetConsent": { d, call in
-                d.decoded(call, { try OptionDecoding.reset(call.arguments[1]) }) { uid in
+                d.decoded(call, { try OptionDictionary.decodeReset(call.arguments[1]) }) { uid in
                     d.management(call, .resetConsent(appID: call.arguments[0].stringValue ?? "", uid: uid))
                 }
             },
             "ListSessions": { d, call in d.management(call, .listSessions) },
         ],
         getters: [
-            "Version": { _ in .string(geoconsentVersion) },
-            "Enabled": { d in .bool(d.core.enabled) },
-            "GpsdConnected": { d in .bool(d.location.gpsdConnected) },
-            "InUse": { d in .bool(d.location.inUse) },
+            DaemonProperties.version: { _ in .string(geoconsentVersion) },
+            DaemonProperties.enabled: { d in .bool(d.core.enabled) },
+            DaemonProperties.gpsdConnected: { d in .bool(d.location.gpsdConnected) },
+            DaemonProperties.inUse: { d in .bool(d.location.inUse) },
         ],
         setters: [
-            "Enabled": { d, call, value in d.management(call, .setEnabled(value.boolValue ?? false)) },
+            DaemonProperties.enabled: { d, call, value in d.management(call, .setEnabled(value.boolValue ?? false)) },
         ])
 
     /// Decodes options; a wrong type is answered with `InvalidArgs` before anything else happens.
