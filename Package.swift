@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
         .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
         // make bench: the real stack against floors measured in the same run.
-        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoConsentAPI"]),
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI"]),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),

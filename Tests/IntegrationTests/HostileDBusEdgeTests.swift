@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -216,7 +217,7 @@ final class HostileDBusEdgeTests: StackTestCase {
         // A forged NameOwnerChanged (the bus sets the real sender, so it must be
         // ignored), and unknown signals.
         let victim = try stack.peer()
-        XCTAssertEqual(try victim.hostileAuthorization().status, 0)
+        XCTAssertEqual(try victim.authorization().status, .notDetermined)
         let forger = try stack.peer()
         for dest in [GeoConsentAPI.busName, nil] as [String?] {
             if let m = try? Message.signal(path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
@@ -231,7 +232,7 @@ final class HostileDBusEdgeTests: StackTestCase {
             forger.connection.send(m)
         }
         XCTAssertTrue(forger.pingDaemon())
-        XCTAssertTrue(try root.hostileSessions().contains { $0.name == victim.uniqueName },
+        XCTAssertTrue(try root.sessions().contains { $0.name == victim.uniqueName },
                       "a forged NameOwnerChanged ended a session")
         lines.append("forged NameOwnerChanged (unicast and broadcast) -> ignored, victim session kept")
         // The reserved Local interface and path: libdbus/the bus refuse them, whatever happens the daemon stays.
