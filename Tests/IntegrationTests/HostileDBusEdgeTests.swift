@@ -227,7 +227,7 @@ final class HostileDBusEdgeTests: StackTestCase {
             }
         }
         if let m = try? Message.signal(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                       member: "AuthorizationChanged", destination: GeoConsentAPI.busName) {
+                                       member: AuthorizationChangedSignal.member, destination: GeoConsentAPI.busName) {
             try m.append([.uint32(4)])
             forger.connection.send(m)
         }

@@ -46,7 +46,7 @@ final class HostileGpsdTests: AllowingAgentTestCase {
     func allLocationsSane(_ clients: [BusPeer]) -> Bool {
         clients.allSatisfy { c in
             c.locations().allSatisfy { d in
-                abs(d.latitude) <= 90 && abs(d.longitude) <= 180 && d.numbers.allSatisfy { $0.value.isFinite }
+                abs(d.latitude) <= 90 && abs(d.longitude) <= 180 && d.numbers.allSatisfy(\.isFinite)
             }
         }
     }

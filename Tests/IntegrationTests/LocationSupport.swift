@@ -124,17 +124,11 @@ extension Message {
 }
 
 extension Location {
-    /// Every number of the fix that was reported, by its name in `Fix`: for checks
-    /// that none is NaN or infinite.
-    var numbers: [(name: String, value: Double)] {
+    /// Every number of the fix that was reported: for checks that none is NaN or infinite.
+    var numbers: [Double] {
         let f = fix
-        let all: [(String, Double?)] = [
-            ("latitude", f.latitude), ("longitude", f.longitude), ("altitude", f.altitude),
-            ("ellipsoidalAltitude", f.ellipsoidalAltitude), ("horizontalAccuracy", f.horizontalAccuracy),
-            ("verticalAccuracy", f.verticalAccuracy), ("speed", f.speed), ("speedAccuracy", f.speedAccuracy),
-            ("course", f.course), ("courseAccuracy", f.courseAccuracy),
-        ]
-        return all.compactMap { name, v in v.map { (name, $0) } }
+        return [f.latitude, f.longitude] + [f.altitude, f.ellipsoidalAltitude, f.horizontalAccuracy, f.verticalAccuracy,
+                                            f.speed, f.speedAccuracy, f.course, f.courseAccuracy].compactMap { $0 }
     }
 }
 
