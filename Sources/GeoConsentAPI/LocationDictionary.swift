@@ -53,6 +53,7 @@ extension LocationDictionary {
 /// The body of `RequestLocation`'s reply and of the `LocationUpdated` signal:
 /// `(a{sv} location)`, one location dictionary.
 public enum LocationBody {
+    /// The body around a dictionary `LocationDictionary.encode` made.
     public static func encode(_ dictionary: DBusValue) -> [DBusValue] { [dictionary] }
 
     /// Nil unless the first value is a location dictionary.

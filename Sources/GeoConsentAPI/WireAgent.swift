@@ -28,6 +28,7 @@ public struct AgentPrompt: Equatable, Sendable {
     /// The app's window, for a dialog to attach to (`x11:ID`, `wayland:HANDLE` or empty).
     public var parentWindow: String
 
+    /// A prompt; details left out read as the daemon never sends them (empty, 0, false, full).
     public init(requestID: String, appID: String, kind: PromptKind?, appName: String = "", reason: String = "",
                 accuracy: Accuracy = .full, pid: UInt32 = 0, sandboxed: Bool = false, executable: String = "",
                 parentWindow: String = "") {
@@ -46,8 +47,10 @@ public struct AgentPrompt: Equatable, Sendable {
 
 /// `Confirm(s request_id, s app_id, s kind, a{sv} details) -> (s decision)`: the arguments.
 public enum ConfirmCall {
+    /// The method's name.
     public static let member = "Confirm"
 
+    /// The daemon's call: ids, kind and the details of docs/dbus-api.md, every key always present.
     public static func encode(_ r: ConfirmRequest) -> [DBusValue] {
         [.string(r.requestID), .string(r.appID), .string(r.kind.rawValue), .vardict([
             "app-name": .string(r.appName),
@@ -76,6 +79,7 @@ public enum ConfirmCall {
 
 /// `Confirm`'s reply: `(s decision)`.
 public enum ConfirmReply {
+    /// An agent's answer.
     public static func encode(_ decision: AgentDecision) -> [DBusValue] { encode(word: decision.rawValue) }
 
     /// Any word, decision or not (tests of agents that answer nonsense).
@@ -93,8 +97,10 @@ public enum ConfirmReply {
 
 /// `Cancel(s request_id) -> ()`: the prompt is withdrawn.
 public enum CancelCall {
+    /// The method's name.
     public static let member = "Cancel"
 
+    /// The daemon's call withdrawing `requestID`.
     public static func encode(requestID: String) -> [DBusValue] { [.string(requestID)] }
 
     /// The request id; nil unless the one value is a string.

@@ -9,6 +9,7 @@ import GeoCore
 
 /// `RequestOneTimeAuthorization` and `RequestWhenInUseAuthorization` reply: `(u status)`.
 public enum StatusReply {
+    /// The daemon's reply.
     public static func encode(_ status: AuthorizationStatus) -> [DBusValue] { [.uint32(status.rawValue)] }
 
     /// Nil unless the first value is a known status.
@@ -20,6 +21,7 @@ public enum StatusReply {
 /// `GetAuthorization` reply: `(u status, a{sv} details)`, details `temporary` b,
 /// `accuracy` s (`full`, `reduced` or `none`), `app-id` s, `one-time-approved` b.
 public enum AuthorizationReply {
+    /// The daemon's reply; no grant is `accuracy` `none`.
     public static func encode(_ a: AuthorizationInfo) -> [DBusValue] {
         [.uint32(a.status.rawValue), .vardict([
             "temporary": .bool(a.temporary),
@@ -42,6 +44,7 @@ public enum AuthorizationReply {
 
 /// `ListSessions` reply: `a(susub)`, (unique name, uid, app-id, status, updates on).
 public enum SessionListReply {
+    /// The daemon's reply (typed even when empty).
     public static func encode(_ sessions: [SessionInfo]) -> [DBusValue] {
         [.array(element: "(susub)", sessions.map {
             .structure([.string($0.name), .uint32($0.uid), .string($0.appID), .uint32($0.status.rawValue), .bool($0.updates)])
@@ -69,6 +72,7 @@ public struct StoredConsent: Equatable, Sendable {
     /// What the user decided.
     public var record: ConsentRecord
 
+    /// The consent of `appID` for `uid`.
     public init(uid: UInt32, appID: String, record: ConsentRecord) {
         self.uid = uid
         self.appID = appID
@@ -78,6 +82,7 @@ public struct StoredConsent: Equatable, Sendable {
 
 /// `ListConsents` reply: `a(usa{sv})`, (uid, app-id, consent record).
 public enum ConsentListReply {
+    /// The daemon's reply (typed even when empty).
     public static func encode(_ consents: [(AppKey, ConsentRecord)]) -> [DBusValue] {
         [.array(element: "(usa{sv})", consents.map { key, record in
             .structure([.uint32(key.uid), .string(key.appID), ConsentRecordDictionary.encode(record)])
@@ -97,6 +102,7 @@ public enum ConsentListReply {
 
 /// A consent record as `ListConsents` carries it (`a{sv}`); every key always present.
 public enum ConsentRecordDictionary {
+    /// Every key always present; "none" is an empty string.
     public static func encode(_ r: ConsentRecord) -> DBusValue {
         .vardict([
             "decision": .string(r.decision?.rawValue ?? ""),

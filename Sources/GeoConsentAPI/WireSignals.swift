@@ -7,8 +7,10 @@ import GeoCore
 
 /// `AuthorizationChanged(u status)`, unicast to the session whose status changed.
 public enum AuthorizationChangedSignal {
+    /// The signal's name.
     public static let member = "AuthorizationChanged"
 
+    /// The daemon's signal.
     public static func encode(_ status: AuthorizationStatus) -> [DBusValue] { [.uint32(status.rawValue)] }
 
     /// Nil unless the first value is a known status.
@@ -19,8 +21,10 @@ public enum AuthorizationChangedSignal {
 
 /// `LocationError(s error_name, s message)`, unicast to a session with updates on.
 public enum LocationErrorSignal {
+    /// The signal's name.
     public static let member = "LocationError"
 
+    /// The daemon's signal: the error name of docs/dbus-api.md and a message.
     public static func encode(name: String, message: String) -> [DBusValue] { [.string(name), .string(message)] }
 
     /// Nil unless both values are strings.
@@ -32,6 +36,7 @@ public enum LocationErrorSignal {
 
 /// `LocationUpdated(a{sv} location)`: its body is a `LocationBody`.
 public enum LocationUpdatedSignal {
+    /// The signal's name.
     public static let member = "LocationUpdated"
 }
 
@@ -46,6 +51,7 @@ public struct DaemonStatus: Equatable, Sendable {
     /// Some session has a location request or updates running (`InUse`).
     public var inUse: Bool
 
+    /// The four properties' values.
     public init(version: String, enabled: Bool, gpsdConnected: Bool, inUse: Bool) {
         self.version = version
         self.enabled = enabled
@@ -57,9 +63,13 @@ public struct DaemonStatus: Equatable, Sendable {
 /// The properties of `org.geoconsent.GeoConsent1`: their names, `GetAll`'s
 /// dictionary and what `PropertiesChanged` carries for them.
 public enum DaemonProperties {
+    /// `s`, constant.
     public static let version = "Version"
+    /// `b`, read-write (root), emits changes.
     public static let enabled = "Enabled"
+    /// `b`, emits changes.
     public static let gpsdConnected = "GpsdConnected"
+    /// `b`, emits changes.
     public static let inUse = "InUse"
 
     /// `GetAll`'s dictionary (the object server builds it from the getters; this is what they return).
