@@ -36,15 +36,16 @@ let package = Package(
         // The daemon: wires core, bus, gpsd and state together.
         .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem", "CMalloc"]),
         .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon", "GeoConsentAPI", "GeoCore"]),
-        // The client library apps import (and geoconsentctl uses).
+        // The client library apps import: calls, signals and a consent agent; an app
+        // needs no other module. geoconsentctl talks to the daemon through it alone.
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
-        .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI", "GeoConsentClient"]),
+        .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient"]),
 
         // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
         .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
         // make bench: the real stack against floors measured in the same run.
-        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoConsentAPI"]),
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI"]),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),

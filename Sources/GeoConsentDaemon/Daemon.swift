@@ -178,7 +178,8 @@ public final class Daemon {
                 calls.removeValue(forKey: id)?.fail(error.dbusError)
             case .authorizationChanged(let session, let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: "AuthorizationChanged", [.uint32(status.rawValue)], destination: session)
+                            member: AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status),
+                            destination: session)
             case .confirm(let request):
                 confirm(request)
             case .cancel(let agentName, let agentPath, let requestID):
@@ -198,7 +199,7 @@ public final class Daemon {
             case .enabledChanged(let value):
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                         changed: ["Enabled": .bool(value)])
+                                         changed: DaemonProperties.changed(DaemonProperties.enabled, value))
             case .startUpdates(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
                 location.startUpdates(call, id: id, session: session, options: options)
@@ -231,41 +232,23 @@ public final class Daemon {
         case .empty:
             return []
         case .status(let s):
-            return [.uint32(s.rawValue)]
+            return StatusReply.encode(s)
         case .authorization(let a):
-            return [.uint32(a.status.rawValue), .vardict([
-                "temporary": .bool(a.temporary),
-                "accuracy": .string(a.accuracy?.rawValue ?? "none"),
-                "app-id": .string(a.appID),
-                "one-time-approved": .bool(a.oneTimeApproved),
-            ])]
+            return AuthorizationReply.encode(a)
         case .consents(let list):
-            return [.array(element: "(usa{sv})", list.map { key, record in
-                .structure([.uint32(key.uid), .string(key.appID), RecordEncoding.encode(record)])
-            })]
+            return ConsentListReply.encode(list)
         case .sessions(let list):
-            return [.array(element: "(susub)", list.map {
-                .structure([.string($0.name), .uint32($0.uid), .string($0.appID), .uint32($0.status.rawValue), .bool($0.updates)])
-            })]
+            return SessionListReply.encode(list)
         }
     }
 
     // MARK: Agents
 
     private func confirm(_ r: ConfirmRequest) {
-        let details: DBusValue = .vardict([
-            "app-name": .string(r.appName),
-            "reason": .string(r.reason),
-            "accuracy": .string(r.accuracy.rawValue),
-            "pid": .uint32(r.pid),
-            "sandboxed": .bool(r.sandboxed),
-            "executable": .string(r.executable),
-            "parent-window": .string(r.parentWindow),
-        ])
         do {
             let m = try Message.methodCall(destination: r.agentName, path: r.agentPath,
-                                           interface: GeoConsentAPI.agentInterfaceName, member: "Confirm")
-            try m.append([.string(r.requestID), .string(r.appID), .string(r.kind.rawValue), details])
+                                           interface: GeoConsentAPI.agentInterfaceName, member: ConfirmCall.member)
+            try m.append(ConfirmCall.encode(r))
             Log.info("asking agent \(r.agentName) about \(r.appID) (\(r.kind.rawValue), request \(r.requestID))")
             connection.call(m, timeout: r.timeout) { [weak self] result in
                 guard let self else { return }
@@ -273,11 +256,7 @@ public final class Daemon {
                 let answer: AgentAnswer
                 switch result {
                 case .success(let reply):
-                    if reply.signature == "s", case .string(let d)? = reply.arguments().first {
-                        answer = AgentAnswer(reply: d)
-                    } else {
-                        answer = .noAnswer("the agent answered with type '\(reply.signature)'")
-                    }
+                    answer = ConfirmReply.decode(signature: reply.signature, reply.arguments())
                 case .failure(let e):
                     answer = .noAnswer(e.description)
                     if e.name == DBusError.noReplyName && !alreadyWithdrawn {
@@ -302,8 +281,8 @@ public final class Daemon {
 
     private func sendCancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
         guard let m = try? Message.methodCall(destination: agentName, path: agentPath,
-                                              interface: GeoConsentAPI.agentInterfaceName, member: "Cancel"),
-              (try? m.append([.string(requestID)])) != nil else { return }
+                                              interface: GeoConsentAPI.agentInterfaceName, member: CancelCall.member),
+              (try? m.append(CancelCall.encode(requestID: requestID))) != nil else { return }
         m.noReplyExpected = true
         connection.send(m)
     }

@@ -72,7 +72,7 @@ final class HostileFairnessTests: AllowingAgentTestCase {
         let inFlight = env["GEOCONSENT_STORM_IN_FLIGHT"].flatMap { Int($0) } ?? 4
         let window = Hostile.stress ? 10.0 : 2.0
         let polite = try stack.peer()
-        XCTAssertEqual(try polite.hostileAuthorization().status, 0)
+        XCTAssertEqual(try polite.authorization().status, .notDetermined)
         // The storm's app has its one-time approval: every tap is a silent grant.
         let primer = try stack.peer()
         XCTAssertEqual(try primer.tap().get(), 4)
@@ -105,7 +105,7 @@ final class HostileFairnessTests: AllowingAgentTestCase {
         let stormRate = Double(taps - taps0) / span
         let daemonCPU = (Hostile.cpuSeconds(stack.daemon.pid) - cpuD0) / span * 100
         let testCPU = (Hostile.cpuSeconds(getpid()) - cpuT0) / span * 100
-        let liveSessions = try stack.peer().hostileSessions().count
+        let liveSessions = try stack.peer().sessions().count
         running = false
         stack.peers.pump(timeout: 30) { outstanding == 0 }   // drain
         stack.peers.settle(0.5)
