@@ -1,7 +1,7 @@
 import XCTest
 import Foundation
 import GeoCore
-import GeoDBus
+@testable import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
 #if canImport(Glibc)
@@ -68,14 +68,18 @@ final class HostileDBusTests: StackTestCase {
         var v: DBusValue = .string("x")
         for _ in 0..<70 { v = .variant(v) }
         let t0 = secondsNow()
-        let dropped = p.callAsync(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
-                                  "GetAuthorization", [v], timeout: 20)
-        XCTAssertTrue(stack.peers.pump(timeout: 5) { held.isDone && dropped.isDone }, "pending calls never completed")
+        // Past our own check (validateForWire refuses it before it is sent): the bus drops the sender.
+        let m = try Message.methodCall(destination: GeoConsentAPI.busName, path: GeoConsentAPI.objectPath,
+                                       interface: GeoConsentAPI.interfaceName, member: "GetAuthorization")
+        try m.append([v], nestingLimit: .max)
+        var droppedResult: Result<[DBusValue], DBusError>?
+        p.connection.call(m, timeout: 20) { r in droppedResult = r.map { $0.arguments() } }
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { held.isDone && droppedResult != nil }, "pending calls never completed")
         let dt = secondsNow() - t0
         XCTAssertFalse(p.connection.isConnected)
-        for c in [held, dropped] {
-            if case .failure(let e)? = c.result { XCTAssertEqual(e.name, DBusError.disconnectedName) }
-            else { XCTFail("expected Disconnected, got \(String(describing: c.result))") }
+        for r in [held.result, droppedResult] {
+            if case .failure(let e)? = r { XCTAssertEqual(e.name, DBusError.disconnectedName) }
+            else { XCTFail("expected Disconnected, got \(String(describing: r))") }
         }
         // Calls made after the drop fail at once too.
         let after = p.callAsync(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName, "GetAuthorization")

@@ -40,7 +40,9 @@ final class HostileFairnessTests: AllowingAgentTestCase {
     func testTapCostInTheCoreDoesNotGrowWithTheAppsSessionCount() {
         func secondsPerTap(sessions n: Int, taps: Int) -> Double {
             let app = AppKey(uid: 1000, appID: "/usr/bin/storm")
-            let core = ConsentCore(records: [app: ConsentRecord(oneTimeApproved: true, oneTimeAccuracy: .full)])
+            var config = Config()
+            config.limits.sessionsPerUser = n   // one uid's sessions, beyond the default limit
+            let core = ConsentCore(config: config, records: [app: ConsentRecord(oneTimeApproved: true, oneTimeAccuracy: .full)])
             var id: CallID = 0
             func caller(_ i: Int) -> Caller { Caller(name: ":1.\(i)", uid: 1000, pid: 4242, appID: app.appID) }
             for i in 0..<n {
