@@ -253,8 +253,11 @@ public final class Daemon {
     // MARK: Agents
 
     private func confirm(_ r: ConfirmRequest) {
+        // app_id and executable were made display-safe when the caller was
+        // resolved; app-name is the client's own claim, escaped the same way.
+        // reason and parent-window go as they are (docs/dbus-api.md, Agent interface).
         let details: DBusValue = .vardict([
-            "app-name": .string(r.appName),
+            "app-name": .string(DisplayText.escaped(r.appName)),
             "reason": .string(r.reason),
             "accuracy": .string(r.accuracy.rawValue),
             "pid": .uint32(r.pid),
