@@ -47,6 +47,9 @@ let package = Package(
         .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
         // make bench: the real stack against floors measured in the same run.
         .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoConsentAPI"]),
+        // One unprivileged local user for the integration tests: the victim, its
+        // agent, and the attacks (run as other uids with setpriv).
+        .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI"]),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),
@@ -56,7 +59,7 @@ let package = Package(
         .testTarget(name: "HarnessTests", dependencies: ["GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["GeoDBus", "GeoConsentAPI", "GeoConsentClient", "GeoTestSupport", "GeoConsentDaemon",
-                                   "geoconsentd", "geoconsentctl"]),
+                                   "geoconsentd", "geoconsentctl", "geoconsent-localuser"]),
     ],
     swiftLanguageModes: [.v5]
 )
