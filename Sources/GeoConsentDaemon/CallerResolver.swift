@@ -5,15 +5,35 @@ import GeoSystem
 /// Finds out who a bus peer is: uid and pid from the bus (`GetConnectionCredentials`),
 /// the app-id from /proc. Identity never comes from what a client says.
 /// Answers are cached per unique name (never reused on a bus) until it leaves,
-/// together with the start time of the process they were read from: every later
-/// call checks that this PID is still that process of that uid, and is refused
-/// once it is not (the connection then outlived the process that made it, and
-/// its PID may be another program's now). A refused connection is never resolved
-/// afresh, so it cannot pick up whoever gets its PID next.
+/// together with the start time of the process they were read from. Later calls
+/// check that this PID is still that process of that uid, and once it is not
+/// (the connection outlived the process that made it, and its PID may be
+/// another program's now) the connection is refused for good: it is never
+/// resolved afresh, so it cannot pick up whoever gets its PID next.
 final class CallerResolver {
+    /// A connection resolved once.
+    private struct Known {
+        var caller: Caller
+        /// The start time of the process first seen for the connection.
+        var startTime: UInt64
+        /// When that was last confirmed (monotonic nanoseconds).
+        var checkedAt: UInt64
+        /// Set once the check failed: every later call gets this.
+        var refusal: DBusError?
+    }
+
+    /// How long a successful check stands. Why not check every call: a check
+    /// reads `/proc/PID/stat` (several system calls), which pipelined calls of one
+    /// connection would pay each time (docs/performance.md, taps pipelined);
+    /// and a PID is handed to a new process only after the kernel has cycled
+    /// through the whole PID space (`pid_max` allocations), which takes far
+    /// longer. Within the interval the connection keeps the identity of its own
+    /// first process, never another's.
+    static let recheckInterval: UInt64 = 100_000_000
+
     private let connection: Connection
     private let identity: AppIdentityResolver
-    private var known: [String: (caller: Caller, startTime: UInt64)] = [:]
+    private var known: [String: Known] = [:]
     /// App-ids and executable paths, one copy each: thousands of sessions of one
     /// app then share two strings instead of holding two each.
     private var interned: Set<String> = []
@@ -26,14 +46,21 @@ final class CallerResolver {
 
     /// Calls `done` with the caller, at once when known, else after a bus round trip.
     func resolve(_ name: String, _ done: @escaping (Result<Caller, DBusError>) -> Void) {
-        if let k = known[name] {
+        if var k = known[name] {
+            if let refusal = k.refusal { return done(.failure(refusal)) }
+            let now = EventLoop.monotonicNanos()
+            if now &- k.checkedAt < CallerResolver.recheckInterval { return done(.success(k.caller)) }
             switch identity.verify(pid: k.caller.pid, uid: k.caller.uid, startTime: k.startTime) {
             case .success:
+                k.checkedAt = now
+                known[name] = k
                 return done(.success(k.caller))
             case .failure(let e):
-                Log.info("refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), \(k.caller.appID)): " +
+                Log.info("refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), \(k.caller.appID)) from now on: " +
                          "not the process first seen for it: \(e)")
-                return done(.failure(CallerResolver.denied(e)))
+                k.refusal = CallerResolver.denied(e)
+                known[name] = k
+                return done(.failure(k.refusal!))
             }
         }
         if waiting[name] != nil {
@@ -60,7 +87,9 @@ final class CallerResolver {
         case .success(let m):
             result = decode(name, m)
         }
-        if case .success(let k) = result { known[name] = k }
+        if case .success(let k) = result {
+            known[name] = Known(caller: k.caller, startTime: k.startTime, checkedAt: EventLoop.monotonicNanos())
+        }
         for done in waiting.removeValue(forKey: name) ?? [] { done(result.map { $0.caller }) }
     }
 
