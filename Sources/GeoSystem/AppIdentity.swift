@@ -110,7 +110,7 @@ public struct AppIdentityResolver: Sendable {
     }
 
     /// Checks that `pid` is still the process of `uid` that started at `startTime`
-    /// (a caller resolved before): cheap, for every later call of a connection.
+    /// (a caller resolved before): cheaper than `resolve`, for later calls of a connection.
     public func verify(pid: UInt32, uid: UInt32, startTime: UInt64) -> Result<Void, IdentityError> {
         switch open(pid) {
         case .failure(let e): return .failure(e)

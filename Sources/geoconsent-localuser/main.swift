@@ -17,7 +17,7 @@ usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
       as hex) and answers DECISION (default allow-once)
   tap [--app-name NAME]
       GetAuthorization, then a tap; prints the app-id (hex) and both replies
-  sandbox-marker --dir DIR --kind fifo|devzero|huge|directory [--calls N]
+  sandbox-marker --dir DIR --kind fifo|devzero|huge [--calls N]
       makes DIR/.flatpak-info hostile, connects, enters a user namespace of
       its own, chroots into DIR and calls GetAuthorization and taps N times
   spoof-exe --dir DIR
