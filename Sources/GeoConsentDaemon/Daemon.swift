@@ -245,6 +245,11 @@ public final class Daemon {
     // MARK: Agents
 
     private func confirm(_ r: ConfirmRequest) {
+        // app_id and executable were made display-safe when the caller was
+        // resolved; app-name is the client's own claim, escaped the same way.
+        // reason and parent-window go as they are (docs/dbus-api.md, Agent interface).
+        var r = r
+        r.appName = DisplayText.escaped(r.appName)
         do {
             let m = try Message.methodCall(destination: r.agentName, path: r.agentPath,
                                            interface: GeoConsentAPI.agentInterfaceName, member: ConfirmCall.member)
