@@ -18,6 +18,8 @@ public final class GeoConsentClient: @unchecked Sendable {
     var server: ObjectServer?
     /// The registered agents' endpoints by object path (loop thread only).
     var agents: [String: AgentEndpoint] = [:]
+    /// A match for geoconsentd's NameOwnerChanged is in place (retrying agents).
+    var watchingDaemon = false
     private var thread = pthread_t()
     private var continuation: AsyncStream<ClientEvent>.Continuation?
 
@@ -93,6 +95,11 @@ public final class GeoConsentClient: @unchecked Sendable {
 
     /// The daemon's signals to this session, as `events`.
     func signal(_ m: Message) -> Bool {
+        if m.type == .signal, m.member == "NameOwnerChanged", m.sender == "org.freedesktop.DBus" {
+            let a = m.arguments()
+            if a.count == 3, a[0].stringValue == GeoConsentAPI.busName { daemonOwnerChanged(to: a[2].stringValue ?? "") }
+            return true
+        }
         guard m.type == .signal, m.interface == GeoConsentAPI.interfaceName, m.path == GeoConsentAPI.objectPath else {
             return false
         }

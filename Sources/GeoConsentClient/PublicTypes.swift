@@ -15,6 +15,11 @@ public typealias DBusValue = GeoDBus.DBusValue
 /// What a failed call throws: the D-Bus error name (docs/dbus-api.md "Errors") and its message.
 public typealias DBusError = GeoDBus.DBusError
 
+/// The sanitizer for what an agent or app shows of a caller: control, format and
+/// bidirectional characters written out as `\uXXXX` (the daemon applies the same
+/// to the identities it reports; agents apply it to every field they display).
+public typealias DisplayText = GeoCore.DisplayText
+
 /// Authorization status, numbered as CLAuthorizationStatus.
 public typealias AuthorizationStatus = GeoCore.AuthorizationStatus
 /// `full`, or `reduced` (a grid cell of a few kilometres).

@@ -24,6 +24,14 @@ final class TerminalAgent {
         switch request {
         case .confirm(let prompt, let responder): confirm(Prompt(prompt: prompt, responder: responder))
         case .cancel(let id): cancel(id)
+        case .registered:
+            print("Consent agent registered for uid \(getuid())\(auto.map { ", answering \($0.rawValue)" } ?? ""); Ctrl-C to stop.")
+            fflush(stdout)
+        case .unregistered(let reason):
+            // Another agent of this uid holds the slot, or geoconsentd is away: the
+            // library registers again as soon as it can.
+            print("Not the consent agent for now (\(TerminalAgent.printable(reason))); waiting to register again.")
+            fflush(stdout)
         }
     }
 
@@ -31,7 +39,7 @@ final class TerminalAgent {
         if let auto {
             // allow-while-using is not an answer to the button: give what the user meant, once.
             let d: AgentDecision = (auto == .allowWhileUsing && p.prompt.kind == .oneTime) ? .allowOnce : auto
-            print("Request \(p.id): \(describe(p.prompt)) -> \(d.rawValue)")
+            print("Request \(TerminalAgent.printable(p.id)): \(describe(p.prompt)) -> \(d.rawValue)")
             fflush(stdout)
             return p.responder.reply(d)
         }
@@ -48,21 +56,18 @@ final class TerminalAgent {
         }
     }
 
-    /// Client-supplied text, made safe for a terminal: control characters (escape
-    /// sequences could repaint the prompt) become "?", and it is cut to 200 characters.
-    static func printable(_ s: String) -> String {
-        var out = String.UnicodeScalarView()
-        for u in s.unicodeScalars.prefix(200) {
-            let v = u.value
-            let control = v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v)
-            out.append(control ? "?" : u)
-        }
-        return String(out)
+    /// Any text a prompt shows, made safe for a terminal with the sanitizer the
+    /// daemon and the graphical agent use (escape sequences could repaint the
+    /// prompt, a bidi override reorder it): unsafe characters are written out as
+    /// `\uXXXX`, and the result is cut to `limit` characters.
+    static func printable(_ s: String, limit: Int = 200) -> String {
+        let safe = DisplayText.escaped(s)
+        return safe.count <= limit ? safe : String(safe.prefix(limit - 1)) + "…"
     }
 
     func describe(_ p: AgentPrompt) -> String {
         let name = TerminalAgent.printable(p.appName)
-        let who = TerminalAgent.printable(p.appID) + " (pid \(p.pid))" + (name.isEmpty ? "" : ", calling itself \"\(name)\"")
+        let who = TerminalAgent.printable(p.appID, limit: 4096) + " (pid \(p.pid))" + (name.isEmpty ? "" : ", calling itself \"\(name)\"")
         let acc = p.accuracy == .reduced ? "approximate" : "precise"
         let what = p.kind == .oneTime ? "your \(acc) location once" : "your \(acc) location while in use"
         return "\(who) asks for \(what)"
@@ -144,9 +149,9 @@ func agentCommand(_ ctx: inout Context) async throws {
     }
     try ctx.noMoreArguments()
     let client = try connect(ctx)
-    let requests = try await client.registerAgent(at: TerminalAgent.path)
-    print("Consent agent registered for uid \(getuid())\(autoWord.map { ", answering \($0)" } ?? ""); Ctrl-C to stop.")
-    fflush(stdout)
+    // Retrying: after a restart of geoconsentd any program of this uid may register
+    // first; this agent waits for the slot and registers again when the daemon returns.
+    let requests = try await client.registerAgent(at: TerminalAgent.path, retrying: true)
     // Ctrl-C (or SIGTERM) ends the agent, exit status 0; its registration ends with the connection.
     exitOnInterrupt()
     let (inputs, feed) = AsyncStream<AgentInput>.makeStream()
