@@ -58,12 +58,13 @@ screenshots: build
 	DESKTOP_SCREENSHOTS=docs/screenshots bash desktop/test-desktop.sh "$$($(SWIFT) build --show-bin-path)"
 
 # The hostile-world suite at full counts (docs/reliability.md): fuzzed D-Bus input,
-# gpsd and agent faults, client churn, kill -9 during consent writes, fairness.
+# gpsd and agent faults, client churn, kill -9 during consent writes, fairness,
+# and hostile local users of another uid (LocalUser*: needs root, else skipped).
 # `make test` runs the same tests with small counts.
 .PHONY: stress
 stress: deps
 	$(SWIFT) build --build-tests
-	GEOCONSENT_STRESS=1 $(SWIFT) test --skip-build --disable-swift-testing --filter Hostile
+	GEOCONSENT_STRESS=1 $(SWIFT) test --skip-build --disable-swift-testing --filter 'Hostile|LocalUser'
 
 # Performance against floors measured in the same run (docs/performance.md).
 bench: release

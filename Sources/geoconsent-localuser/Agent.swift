@@ -4,10 +4,13 @@ import GeoConsentAPI
 
 /// A consent agent for this uid that shows, byte for byte, what the daemon
 /// tells it: `confirm kind=K app-id=HEX executable=HEX app-name=HEX`, then
-/// answers with a fixed decision.
+/// answers with a fixed decision, or, with `never`, holds the call unanswered
+/// (a silent agent: each prompt stays open until the daemon gives up on it).
 final class PrintingAgent {
     static let path = "/org/geoconsent/localuser/Agent"
     let answer: String
+    /// The calls a silent agent holds (kept so that they are never answered).
+    var held: [MethodCall] = []
 
     init(answer: String) { self.answer = answer }
 
@@ -19,7 +22,11 @@ final class PrintingAgent {
                 + " app-id=\(hex(args.count > 1 ? args[1].stringValue ?? "" : ""))"
                 + " executable=\(hex(details["executable"]?.stringValue ?? ""))"
                 + " app-name=\(hex(details["app-name"]?.stringValue ?? ""))")
-            call.reply([.string(agent.answer)])
+            if agent.answer == "never" {
+                agent.held.append(call)
+            } else {
+                call.reply([.string(agent.answer)])
+            }
         },
         "Cancel": { _, call in call.reply() },
     ])

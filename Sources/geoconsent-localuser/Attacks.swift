@@ -1,7 +1,8 @@
 import Glibc
 import GeoDBus
 
-/// `tap`: what the daemon calls this process (app-id, as hex), then a tap.
+/// `tap`: what the daemon calls this process (app-id, as hex), then a tap and
+/// how long its answer took (`tap-ms N`).
 func runTap(bus: String, appName: String) -> Int32 {
     let c = connect(bus)
     let auth = call(c, "GetAuthorization")
@@ -9,10 +10,11 @@ func runTap(bus: String, appName: String) -> Int32 {
         say("app-id hex=\(hex(v.dropFirst().first?.vardictValue?["app-id"]?.stringValue ?? ""))")
     }
     report("GetAuthorization", auth) { "status \($0.first?.uint32Value ?? 999)" }
-    report("RequestOneTimeAuthorization",
-           call(c, "RequestOneTimeAuthorization", [.vardict(["app-name": .string(appName), "reason": .string("tap")])])) {
-        "status \($0.first?.uint32Value ?? 999)"
-    }
+    let t0 = monotonic()
+    let tap = call(c, "RequestOneTimeAuthorization", [.vardict(["app-name": .string(appName), "reason": .string("tap")])])
+    let ms = (monotonic() - t0) * 1000
+    report("RequestOneTimeAuthorization", tap) { "status \($0.first?.uint32Value ?? 999)" }
+    say("tap-ms \(Int(ms.rounded()))")
     return 0
 }
 
@@ -131,31 +133,4 @@ func runBorrowPID(bus: String, goFile: String, resolveFirst: Bool) -> Int32 {
         v.first?.vardictValue?["latitude"] != nil ? "fix" : "no fix"
     }
     return 0
-}
-
-private func readAll(_ path: String) -> [UInt8]? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 && errno == EINTR { continue }
-        if n <= 0 { return n == 0 ? out : nil }
-        out += chunk[0..<n]
-    }
-}
-
-private func writeFile(_ path: String, _ bytes: [UInt8]) {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard fd >= 0 else { fail("create \(path): \(String(cString: strerror(errno)))") }
-    var off = 0
-    while off < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + off, $0.count - off) }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { fail("write \(path): \(String(cString: strerror(errno)))") }
-        off += n
-    }
-    close(fd)
 }

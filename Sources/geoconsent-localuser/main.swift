@@ -12,11 +12,26 @@ usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
       round after round on a fresh connection: forget the app's one-time
       confirmation, tap (this uid's agent answers), fetch a fix; prints each
       round and, on SIGTERM, a summary with the tap latencies
-  agent [--answer DECISION]
+  agent [--answer DECISION|never]
       a consent agent for this uid that prints what each Confirm carries (UTF-8
-      as hex) and answers DECISION (default allow-once)
+      as hex) and answers DECISION (default allow-once), or never answers
   tap [--app-name NAME]
-      GetAuthorization, then a tap; prints the app-id (hex) and both replies
+      GetAuthorization, then a tap; prints the app-id (hex), both replies and
+      the tap's latency
+  taps --calls N [--fds K] [--string KEY --bytes B] [--wait S]
+      N taps at once, one per connection, each with K file descriptors and a
+      B-byte string under KEY; prints each answer as it comes, until all are
+      answered, SIGTERM, or S seconds (default 30)
+  tap-copies --dir DIR --copies N [--one-by-one] [--quiet S]
+      N paths of this program in DIR (apps of their own), each running `tap`,
+      all at once (those still waiting after S quiet seconds are killed) or
+      one by one; prints each copy's output
+  flood-sessions --connections N [--close K]
+      GetAuthorization on N connections; then closes K served ones and calls
+      again on K refused ones
+  flood-locate --requests N
+      a tap, one RequestLocation, then N RequestLocation at once on one
+      connection, none answerable from a cached fix
   sandbox-marker --dir DIR --kind fifo|devzero|huge [--calls N]
       makes DIR/.flatpak-info hostile, connects, enters a user namespace of
       its own, chroots into DIR and calls GetAuthorization and taps N times
@@ -67,6 +82,19 @@ case "agent":
     exit(runAgent(bus: bus, answer: options.values["--answer"] ?? "allow-once"))
 case "tap":
     exit(runTap(bus: bus, appName: options.values["--app-name"] ?? "geoconsent-localuser"))
+case "taps":
+    exit(runTaps(bus: bus, calls: Int(options.required("--calls")) ?? 1, fds: Int(options.values["--fds"] ?? "") ?? 0,
+                 stringKey: options.values["--string"], stringBytes: Int(options.values["--bytes"] ?? "") ?? 0,
+                 waitSeconds: Double(options.values["--wait"] ?? "") ?? 30))
+case "tap-copies":
+    exit(runTapCopies(bus: bus, dir: options.required("--dir"), copies: Int(options.required("--copies")) ?? 1,
+                      oneByOne: options.flags.contains("--one-by-one"),
+                      quietSeconds: Double(options.values["--quiet"] ?? "") ?? 3))
+case "flood-sessions":
+    exit(runFloodSessions(bus: bus, connections: Int(options.required("--connections")) ?? 1,
+                          close: Int(options.values["--close"] ?? "") ?? 0))
+case "flood-locate":
+    exit(runFloodLocate(bus: bus, requests: Int(options.required("--requests")) ?? 1))
 case "sandbox-marker":
     exit(runSandboxMarker(bus: bus, dir: options.required("--dir"), kind: options.required("--kind"),
                           calls: Int(options.values["--calls"] ?? "") ?? 10))

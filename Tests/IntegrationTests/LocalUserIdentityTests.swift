@@ -40,39 +40,10 @@ final class LocalUserIdentityTests: XCTestCase {
         } ?? found
     }
 
-    /// Runs `attack` while the victim taps: waits for two rounds before it and
-    /// three after it, then checks every round of the victim succeeded and the
-    /// daemon still runs. Returns the victim's report.
-    @discardableResult
-    private func whileVictimTaps(_ label: String, file: StaticString = #filePath, line: UInt = #line,
-                                 _ attack: () throws -> String) throws -> VictimReport {
-        let victim = try rig.startVictim()
-        var attacked = "(attack not run)"
-        defer {
-            let report = victim.finish()
-            Hostile.report("local-user \(label)", "victim \(report.latencies), failed rounds \(report.failedRounds.count); \(attacked)")
-        }
-        XCTAssertTrue(victim.waitForRounds(2, timeout: 60),
-                      "the victim was not served before the attack: \(victim.rounds)\ndaemon:\n\(rig.daemon.log())",
-                      file: file, line: line)
-        let before = victim.rounds.count
-        attacked = try attack()
-        XCTAssertTrue(victim.waitForRounds(before + 3, timeout: 60),
-                      "the victim was not served after the attack (\(victim.rounds.count - before) rounds)\ndaemon:\n\(rig.daemon.log())",
-                      file: file, line: line)
-        XCTAssertTrue(rig.daemon.process.isRunning, "the daemon exited:\n\(rig.daemon.log())", file: file, line: line)
-        let report = victim.finish()
-        XCTAssertTrue(report.failedRounds.isEmpty, "victim rounds failed: \(report.failedRounds)", file: file, line: line)
-        XCTAssertGreaterThanOrEqual(report.rounds.count, before + 3, file: file, line: line)
-        XCTAssertEqual(report.summary["taps-failed"], "0", file: file, line: line)
-        XCTAssertEqual(report.summary["fixes-failed"], "0", file: file, line: line)
-        return report
-    }
-
     // MARK: the rig itself
 
     func testVictimIsServedWithoutAttack() throws {
-        let report = try whileVictimTaps("no attack") { "no attack" }
+        let report = try rig.whileVictimTaps("no attack") { _ in "no attack" }
         XCTAssertGreaterThanOrEqual(report.rounds.count, 5)
     }
 
@@ -81,7 +52,7 @@ final class LocalUserIdentityTests: XCTestCase {
     /// Runs `sandbox-marker --kind KIND` as the attacker and checks each of its
     /// calls got `AccessDenied` naming `why`.
     private func sandboxMarkerAttack(_ kind: String, refusedBecause why: String) throws {
-        try whileVictimTaps(".flatpak-info \(kind)") {
+        try rig.whileVictimTaps(".flatpak-info \(kind)") { _ in
             let dir = try rig.directory("attacker-root-\(kind)", ownedBy: LocalUserRig.attacker)
             let r = try rig.run(LocalUserRig.attacker, ["sandbox-marker", "--dir", dir, "--kind", kind, "--calls", "10"],
                                 log: "attacker-\(kind).log", timeout: 90)
@@ -171,7 +142,7 @@ final class LocalUserIdentityTests: XCTestCase {
     func testBorrowingAnotherUsersPIDGivesNoIdentity() throws {
         // The attacker's connection is first resolved after its PID went to the
         // victim's /usr/bin/sleep, for which the config says `policy = always`.
-        try whileVictimTaps("borrowed PID of another uid") {
+        try rig.whileVictimTaps("borrowed PID of another uid") { _ in
             let (replies, pid) = try borrowPID(resolveFirst: false, taker: LocalUserRig.victimUser)
             let auth = replies.first { $0.hasPrefix("reply GetAuthorization ") } ?? "(none)"
             let locate = replies.first { $0.hasPrefix("reply RequestLocation ") } ?? "(none)"
@@ -186,7 +157,7 @@ final class LocalUserIdentityTests: XCTestCase {
     func testConnectionOutlivingItsProcessIsRefusedOnceItsPIDIsReused() throws {
         // Resolved while its process lived; the PID then goes to another process
         // of the same uid: the start time differs from the one first seen.
-        try whileVictimTaps("PID reused after first resolution") {
+        try rig.whileVictimTaps("PID reused after first resolution") { _ in
             let (replies, _) = try borrowPID(resolveFirst: true, taker: LocalUserRig.attacker)
             let first = replies.first { $0.hasPrefix("reply GetAuthorization-first ") } ?? "(none)"
             let auth = replies.first { $0.hasPrefix("reply GetAuthorization ") } ?? "(none)"
@@ -201,10 +172,9 @@ final class LocalUserIdentityTests: XCTestCase {
 
     func testSpoofedExecutablePathReachesTheAgentEscaped() throws {
         let agentLog = rig.work.file("attacker-agent.log")
-        let agent = try rig.start(LocalUserRig.attacker, ["agent", "--answer", "allow-once"], log: "attacker-agent.log")
+        let agent = try rig.startAgent(LocalUserRig.attacker, answer: "allow-once", log: "attacker-agent.log")
         defer { agent.stop() }
-        XCTAssertNotNil(waitForLine(in: agentLog, timeout: 15) { $0.hasPrefix("registered") }, tailOf(agentLog))
-        try whileVictimTaps("spoofed executable path") {
+        try rig.whileVictimTaps("spoofed executable path") { _ in
             let dir = try rig.directory("attacker-bin", ownedBy: LocalUserRig.attacker)
             let r = try rig.run(LocalUserRig.attacker, ["spoof-exe", "--dir", dir], log: "spoof.log", timeout: 60)
             let lines = r.output.split(separator: "\n")

@@ -113,72 +113,24 @@ final class LocalUserRig {
         return Victim(agent: agent, process: process, logPath: work.file("victim.log"))
     }
 
+    /// `geoconsent-localuser agent --answer ANSWER` as `user` (`never`: a
+    /// silent agent), once registered; its output (`confirm …` per prompt) in `log`.
+    func startAgent(_ user: ServiceUser, answer: String, log: String) throws -> ChildProcess {
+        let agent = try start(user, ["agent", "--answer", answer], log: log)
+        guard waitForLine(in: work.file(log), timeout: 15, where: { $0.hasPrefix("registered") }) != nil else {
+            agent.stop()
+            throw HarnessError("the agent of uid \(user.uid) did not register: \(tailOf(work.file(log)))")
+        }
+        return agent
+    }
+
+    /// The `confirm …` lines an agent started with `startAgent` has printed.
+    func confirms(in log: String) -> [String] {
+        guard let data = FileManager.default.contents(atPath: work.file(log)) else { return [] }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("confirm ") }.map(String.init)
+    }
+
     private var setpriv: String { TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv" }
-}
-
-/// The victim of `LocalUserRig`: one round after another (tap answered by its
-/// own agent, then a fix), each on a fresh connection, until `finish()`.
-final class Victim {
-    let agent: ChildProcess
-    let process: ChildProcess
-    let logPath: String
-
-    init(agent: ChildProcess, process: ChildProcess, logPath: String) {
-        self.agent = agent
-        self.process = process
-        self.logPath = logPath
-    }
-
-    /// The `round …` lines printed so far.
-    var rounds: [String] { lines().filter { $0.hasPrefix("round ") } }
-
-    /// Waits until at least `n` rounds are done; false on timeout or if the victim died.
-    @discardableResult
-    func waitForRounds(_ n: Int, timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while rounds.count < n {
-            if Date() > deadline || !process.isRunning { return false }
-            usleep(20_000)
-        }
-        return true
-    }
-
-    /// Stops the victim (SIGTERM: it ends its round and prints its summary) and its agent.
-    func finish() -> VictimReport {
-        process.signal(SIGTERM)
-        if process.waitForExit(timeout: 40) == nil { process.stop() }
-        agent.stop()
-        return VictimReport(lines: lines())
-    }
-
-    private func lines() -> [String] {
-        guard let data = FileManager.default.contents(atPath: logPath) else { return [] }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
-    }
-}
-
-/// What the victim saw: its rounds and its summary line.
-struct VictimReport {
-    var rounds: [String]
-    var failedRounds: [String]
-    var summary: [String: String]
-
-    init(lines: [String]) {
-        rounds = lines.filter { $0.hasPrefix("round ") }
-        failedRounds = rounds.filter { !($0.contains(" tap=ok ") && $0.contains(" fix=ok ")) }
-        summary = [:]
-        if let s = lines.last(where: { $0.hasPrefix("summary ") }) {
-            for field in s.split(separator: " ").dropFirst() {
-                let kv = field.split(separator: "=", maxSplits: 1)
-                if kv.count == 2 { summary[String(kv[0])] = String(kv[1]) }
-            }
-        }
-    }
-
-    /// "N rounds, tap p50 X ms, max Y ms" for the report lines.
-    var latencies: String {
-        "\(rounds.count) rounds, tap p50 \(summary["tap-p50-ms"] ?? "?") ms, max \(summary["tap-max-ms"] ?? "?") ms"
-    }
 }
 
 /// Feeds gpsd one fix every 200 ms on a thread of its own, until stopped.
