@@ -99,10 +99,20 @@ final class CallerResolver {
               let pid = creds["ProcessID"]?.uint32Value else {
             return .failure(.accessDenied("The bus gave no uid and pid for the caller"))
         }
-        switch identity.resolve(pid: pid, uid: uid) {
+        // The AppArmor label of the connection (bytes, then a NUL), when the
+        // kernel has one: the only proof of a Snap (AppIdentityResolver rule 1).
+        var label: [UInt8]? = nil
+        if let items = creds["LinuxSecurityLabel"]?.arrayValue, items.count <= 4096 {
+            label = items.compactMap { if case .byte(let b) = $0 { return b } else { return nil } }
+        }
+        switch identity.resolve(pid: pid, uid: uid, securityLabel: label) {
         case .success(let app):
             let caller = Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
-                                sandboxed: app.sandboxed, executable: intern(app.executable))
+                                identity: app.identity, executable: intern(app.executable))
+            if let why = app.notVerified {
+                Log.info("\(name) (pid \(pid), uid \(uid)) claims the Flatpak \(app.appID), not verified: \(why); " +
+                         "treated as sandboxed, and config naming it does not apply")
+            }
             return .success((caller, app.startTime))
         case .failure(let e):
             Log.info("could not resolve the app of \(name) (pid \(pid), uid \(uid)): \(e)")
