@@ -15,11 +15,12 @@ import GeoCore
 
 extension AppIdentityResolver {
     /// The snap's instance name (`NAME` or `NAME_KEY` of a parallel install)
-    /// when `label`, a `LinuxSecurityLabel` (the label's bytes, then a NUL), is
+    /// when `label`, a `LinuxSecurityLabel` (the label's bytes, then a NUL; a
+    /// final newline as `/proc/PID/attr/current` has it is ignored too), is
     /// an AppArmor label `snap.NAME.…` in enforce (or kill) mode; nil otherwise.
     static func snapName(fromSecurityLabel label: [UInt8]) -> String? {
         var bytes = label[...]
-        while bytes.last == 0 { bytes = bytes.dropLast() }
+        while bytes.last == 0 || bytes.last == 0x0A { bytes = bytes.dropLast() }
         guard !bytes.isEmpty, bytes.count <= 4096, bytes.allSatisfy({ (0x20..<0x7F).contains($0) }) else {
             return nil
         }
