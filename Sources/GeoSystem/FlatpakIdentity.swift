@@ -20,7 +20,7 @@
 ///
 /// A system service cannot stop there. A process of the caller's uid is
 /// unsandboxed and untrusted here, and can pass every one of those checks: a
-/// user namespace and mount namespace of its own, a chroot, an instance record
+/// user namespace and mount namespace of its own, a root of its own, an instance record
 /// in its own runtime directory, or simply `bwrap` run as flatpak runs it (bwrap
 /// needs no privilege the user lacks). And the instance record lies in a 0700
 /// directory of the user, which this daemon cannot read. So a Flatpak id is
@@ -28,8 +28,10 @@
 /// 1. the file passes the portal's checks: a regular file, read safely and
 ///    bounded (`readCallerFile`), `[Application] name` a valid app id,
 ///    `[Instance] instance-id` present;
-/// 2. the process has a mount namespace of its own, not PID 1's: bwrap always
-///    makes one, a plain chroot does not;
+/// 2. the process's root is a mount point (`/proc/PID/mountinfo` lists one at
+///    `/`): bwrap pivots into a root of its own, chroot(2) into a directory
+///    makes none. (This stops the plain chroot; one who bind-mounts first or
+///    runs bwrap passes it, and meets 3.);
 /// 3. the app id is installed system-wide: a directory owned by root at
 ///    `INSTALLATION/app/ID` (`/var/lib/flatpak/app/ID`). Only the administrator
 ///    puts it there, and any user may run code under an installed app's id
@@ -49,17 +51,16 @@ extension AppIdentityResolver {
         guard AppIdentityResolver.keyFileValue(info, group: "Instance", key: "instance-id") != nil else {
             return "its .flatpak-info has no [Instance] instance-id, which Flatpak writes for every sandbox"
         }
-        let own: String, host: String
+        let mounts: (bytes: [UInt8], complete: Bool)?
         do {
-            own = try dir.readLink("ns/mnt")
-            let initProcess = try ProcessDirectory(path: procRoot + "/1")
-            defer { initProcess.close() }
-            host = try initProcess.readLink("ns/mnt")
+            mounts = try dir.readKernelFilePrefix("mountinfo")
         } catch {
-            return "its mount namespace cannot be compared with PID 1's: \(error)"
+            return "its mounts cannot be read: \(error)"
         }
-        if own == host {
-            return "it shares PID 1's mount namespace (\(own)): a chroot, not a sandbox"
+        guard let mounts else { return "it has no mountinfo" }
+        if !AppIdentityResolver.rootIsAMount(mountinfo: mounts.bytes) {
+            return mounts.complete ? "its root is no mount point: a chroot into a directory, not a sandbox"
+                : "its root is no mount point in the first \(IdentityLimits.fileBytes / 1024) KiB of its mountinfo"
         }
         for installation in flatpakInstallations {
             var st = stat()
@@ -70,6 +71,20 @@ extension AppIdentityResolver {
         }
         return "\(appID) is not installed system-wide (no directory owned by root at " +
             flatpakInstallations.map { $0 + "/app/" + appID }.joined(separator: " or ") + ")"
+    }
+
+    /// Whether `/proc/PID/mountinfo` lists a mount at the process's root: its
+    /// lines are `ID PARENT MAJ:MIN ROOT MOUNTPOINT …`, mount points relative to
+    /// that root, and mounts not reachable from it are left out. bwrap pivots
+    /// into a root of its own, a mount; chroot(2) into a plain directory leaves
+    /// none at `/` (only complete lines count: a prefix may end mid-line).
+    static func rootIsAMount(mountinfo: [UInt8]) -> Bool {
+        var lines = mountinfo.split(separator: 0x0A, omittingEmptySubsequences: false)
+        lines.removeLast()   // after the last newline: empty, or a cut line
+        return lines.contains { line in
+            let fields = line.split(separator: 0x20, maxSplits: 5, omittingEmptySubsequences: false)
+            return fields.count > 4 && fields[4].elementsEqual([UInt8(ascii: "/")])
+        }
     }
 
     /// The `name=` key of the `[Application]` group, or nil.

@@ -10,16 +10,13 @@ final class FakeProc {
     func process(_ pid: UInt32, comm: String = "app", start: UInt64 = 4242,
                  cgroup: String? = "0::/user.slice/user-1000.slice/session-2.scope\n",
                  exe: String? = "/usr/bin/app", flatpakInfo: String? = nil,
-                 mountNamespace: UInt64? = nil) -> FakeProc {
+                 mountinfo: String? = nil) -> FakeProc {
         let p = String(pid)
         dir.write(p + "/stat", Self.stat(pid: pid, comm: comm, start: start))
         if let cgroup { dir.write(p + "/cgroup", cgroup) }
         if let exe { XCTAssertEqual(symlink(exe, dir.sub(p + "/exe")), 0) }
         if let flatpakInfo { dir.write(p + "/root/.flatpak-info", flatpakInfo) }
-        if let mountNamespace {
-            try? FileManager.default.createDirectory(atPath: dir.sub(p + "/ns"), withIntermediateDirectories: true)
-            XCTAssertEqual(symlink("mnt:[\(mountNamespace)]", dir.sub(p + "/ns/mnt")), 0)
-        }
+        if let mountinfo { dir.write(p + "/mountinfo", mountinfo) }
         return self
     }
 

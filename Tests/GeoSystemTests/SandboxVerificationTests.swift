@@ -4,8 +4,8 @@ import XCTest
 import GeoCore
 
 /// When a sandbox id counts as verified (docs/dbus-api.md, "Identity"): a
-/// Flatpak by its `.flatpak-info`, a mount namespace of its own and a
-/// system-wide installation of the app (FlatpakIdentity.swift); a Snap only by
+/// Flatpak by its `.flatpak-info`, a root that is a mount and a system-wide
+/// installation of the app (FlatpakIdentity.swift); a Snap only by
 /// the AppArmor label the bus reports (SnapIdentity.swift).
 final class SandboxVerificationTests: XCTestCase {
     static let firefoxInfo = """
@@ -19,14 +19,24 @@ final class SandboxVerificationTests: XCTestCase {
 
         """
 
-    /// A fixture /proc with PID 1 in mount namespace 1, and a system
-    /// installation in which `installed` app ids have a directory.
+    /// What bwrap leaves in `/proc/PID/mountinfo`: a tmpfs at the root it pivoted into.
+    static let sandboxMounts = """
+        1021 998 0:112 / / rw,nosuid,nodev,relatime - tmpfs tmpfs rw,size=65536k,mode=755,uid=1000,gid=1000
+        1022 1021 0:57 /flatpak/runtime/files /usr ro,nosuid,nodev,relatime - ext4 /dev/vda2 ro
+        1023 1021 0:57 /flatpak/app/files /app ro,nosuid,nodev,relatime - ext4 /dev/vda2 ro
+        1030 1021 0:113 / /.flatpak-info ro,nosuid,nodev,relatime - tmpfs tmpfs rw
+
+        """
+    /// A chroot(2) into a directory: no mount is reachable at its root.
+    static let chrootMounts = ""
+
+    /// A fixture /proc and a system installation in which `installed` app ids
+    /// have a directory.
     private struct World {
         let fake = FakeProc()
         var installation: String { fake.dir.sub("var/lib/flatpak") }
 
         init(installed: [String] = ["org.mozilla.firefox"]) {
-            fake.process(1, comm: "init", exe: "/sbin/init", mountNamespace: 1)
             for id in installed {
                 try? FileManager.default.createDirectory(atPath: installation + "/app/" + id + "/x86_64",
                                                          withIntermediateDirectories: true)
@@ -54,7 +64,7 @@ final class SandboxVerificationTests: XCTestCase {
 
     func testASandboxOfAnInstalledAppIsVerified() {
         let w = World()
-        w.fake.process(100, exe: "/app/lib/firefox/firefox", flatpakInfo: Self.firefoxInfo, mountNamespace: 2)
+        w.fake.process(100, exe: "/app/lib/firefox/firefox", flatpakInfo: Self.firefoxInfo, mountinfo: Self.sandboxMounts)
         let app = resolved(w.resolve())
         XCTAssertEqual(app?.appID, "org.mozilla.firefox")
         XCTAssertEqual(app?.identity, .flatpak)
@@ -62,16 +72,15 @@ final class SandboxVerificationTests: XCTestCase {
         XCTAssertEqual(app?.executable, "/app/lib/firefox/firefox")
     }
 
-    func testAChrootInTheHostsMountNamespaceIsNotAFlatpak() {
-        // unshare(CLONE_NEWUSER) and chroot(2) leave the process in PID 1's mount
-        // namespace; bwrap never does.
+    func testAChrootIntoADirectoryIsNotAFlatpak() {
+        // unshare(CLONE_NEWUSER) and chroot(2): the root is a plain directory.
         let w = World()
-        w.fake.process(100, flatpakInfo: Self.firefoxInfo, mountNamespace: 1)
+        w.fake.process(100, flatpakInfo: Self.firefoxInfo, mountinfo: Self.chrootMounts)
         let app = resolved(w.resolve())
         XCTAssertEqual(app?.identity, .unverifiedFlatpak)
         XCTAssertEqual(app?.appID, "org.mozilla.firefox", "still the name its records are kept under")
         XCTAssertTrue(app?.sandboxed ?? false, "restricted as a sandbox")
-        XCTAssertTrue(app?.notVerified?.contains("shares PID 1's mount namespace (mnt:[1]): a chroot, not a sandbox") ?? false,
+        XCTAssertTrue(app?.notVerified?.contains("its root is no mount point: a chroot into a directory, not a sandbox") ?? false,
                       app?.notVerified ?? "")
     }
 
@@ -79,7 +88,7 @@ final class SandboxVerificationTests: XCTestCase {
         // A sandbox of its own that names an app the administrator never installed
         // (or that is installed for one user only, which anyone can do with any id).
         let w = World(installed: ["org.gnome.Maps"])
-        w.fake.process(100, flatpakInfo: Self.firefoxInfo, mountNamespace: 2)
+        w.fake.process(100, flatpakInfo: Self.firefoxInfo, mountinfo: Self.sandboxMounts)
         let app = resolved(w.resolve())
         XCTAssertEqual(app?.identity, .unverifiedFlatpak)
         XCTAssertTrue(app?.notVerified?.contains("org.mozilla.firefox is not installed system-wide (no directory owned by root at "
@@ -94,13 +103,13 @@ final class SandboxVerificationTests: XCTestCase {
         let elsewhere = w.fake.dir.sub("elsewhere")
         try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
         XCTAssertEqual(symlink(elsewhere, w.installation + "/app/org.mozilla.firefox"), 0)
-        w.fake.process(100, flatpakInfo: Self.firefoxInfo, mountNamespace: 2)
+        w.fake.process(100, flatpakInfo: Self.firefoxInfo, mountinfo: Self.sandboxMounts)
         XCTAssertEqual(resolved(w.resolve())?.identity, .unverifiedFlatpak)
         // Nor a directory of another owner (only root can make one here).
         guard getuid() == 0 else { return }
         let w2 = World()
         XCTAssertEqual(chown(w2.installation + "/app/org.mozilla.firefox", 65534, 65534), 0)
-        w2.fake.process(100, flatpakInfo: Self.firefoxInfo, mountNamespace: 2)
+        w2.fake.process(100, flatpakInfo: Self.firefoxInfo, mountinfo: Self.sandboxMounts)
         XCTAssertEqual(resolved(w2.resolve())?.identity, .unverifiedFlatpak)
     }
 
@@ -108,28 +117,51 @@ final class SandboxVerificationTests: XCTestCase {
         // Flatpak writes [Instance] instance-id for every sandbox, and
         // xdg-desktop-portal refuses a .flatpak-info without it.
         let w = World()
-        w.fake.process(100, flatpakInfo: "[Application]\nname=org.mozilla.firefox\n", mountNamespace: 2)
+        w.fake.process(100, flatpakInfo: "[Application]\nname=org.mozilla.firefox\n", mountinfo: Self.sandboxMounts)
         let app = resolved(w.resolve())
         XCTAssertEqual(app?.identity, .unverifiedFlatpak)
         XCTAssertTrue(app?.notVerified?.contains("no [Instance] instance-id") ?? false, app?.notVerified ?? "")
         let empty = World()
         empty.fake.process(100, flatpakInfo: "[Application]\nname=org.mozilla.firefox\n[Instance]\ninstance-id=\n",
-                           mountNamespace: 2)
+                           mountinfo: Self.sandboxMounts)
         XCTAssertEqual(resolved(empty.resolve())?.identity, .unverifiedFlatpak)
     }
 
-    func testUnreadableMountNamespacesAreNotVerified() {
+    func testMountinfoIsReadToABound() {
+        // Missing: not verified.
         let w = World()
-        w.fake.process(100, flatpakInfo: Self.firefoxInfo)   // no ns/mnt
-        let app = resolved(w.resolve())
-        XCTAssertEqual(app?.identity, .unverifiedFlatpak)
-        XCTAssertTrue(app?.notVerified?.contains("cannot be compared with PID 1's") ?? false, app?.notVerified ?? "")
+        w.fake.process(100, flatpakInfo: Self.firefoxInfo)
+        XCTAssertEqual(resolved(w.resolve())?.notVerified, "it has no mountinfo")
+        // Longer than 64 KiB (a host with many mounts): the first 64 KiB are read.
+        let filler = (0..<2000).map { "\(2000 + $0) 1021 0:57 /x /mnt/m\($0) rw - ext4 /dev/vda2 rw\n" }.joined()
+        XCTAssertGreaterThan(filler.utf8.count, IdentityLimits.fileBytes)
+        let first = World()
+        first.fake.process(100, flatpakInfo: Self.firefoxInfo, mountinfo: Self.sandboxMounts + filler)
+        XCTAssertEqual(resolved(first.resolve())?.identity, .flatpak)
+        let late = World()
+        late.fake.process(100, flatpakInfo: Self.firefoxInfo, mountinfo: filler + Self.sandboxMounts)
+        XCTAssertEqual(resolved(late.resolve())?.notVerified, "its root is no mount point in the first 64 KiB of its mountinfo")
+    }
+
+    func testRootMountLines() {
+        let cases: [(String, Bool)] = [
+            ("1 0 0:1 / / rw - tmpfs tmpfs rw\n", true),
+            ("455 337 254:0 /tmp/chr / rw,relatime - ext4 /dev/vda rw\n", true),   // bind-mounted, then chroot
+            ("1 0 0:1 / /proc rw - proc proc rw\n", false),
+            ("1 0 0:1 / /\\040 rw - tmpfs tmpfs rw\n", false),
+            ("1 0 0:1 / / rw - tmpfs tmpfs rw", false),   // a cut line does not count
+            ("", false),
+            ("garbage\n", false),
+        ]
+        for (text, root) in cases {
+            XCTAssertEqual(AppIdentityResolver.rootIsAMount(mountinfo: Array(text.utf8)), root, text)
+        }
     }
 
     func testUnsafeFlatpakInfoStillRefusesTheCaller() {
         // Verification comes after the safe read: a FIFO is refused as before.
         let w = World()
-        w.fake.process(100, mountNamespace: 2)
+        w.fake.process(100, mountinfo: Self.sandboxMounts)
         let info = w.fake.dir.sub("100/root/.flatpak-info")
         try? FileManager.default.createDirectory(atPath: w.fake.dir.sub("100/root"), withIntermediateDirectories: true)
         XCTAssertEqual(mkfifo(info, 0o644), 0)
@@ -194,7 +226,7 @@ final class SandboxVerificationTests: XCTestCase {
         XCTAssertEqual(devmode?.identity, .executable)
         // The label is the kernel's word: it wins over a .flatpak-info the process shows.
         let both = World()
-        both.fake.process(100, flatpakInfo: Self.firefoxInfo, mountNamespace: 2)
+        both.fake.process(100, flatpakInfo: Self.firefoxInfo, mountinfo: Self.sandboxMounts)
         XCTAssertEqual(resolved(both.resolve(label: "snap.firefox.firefox (enforce)"))?.identity, .snap)
     }
 }

@@ -33,40 +33,12 @@ final class LocalUserIdentityTests: XCTestCase {
         return "[app \"\(sleepPath)\"]\npolicy = always\n"
     }
 
-    private var sleepPath: String {
-        let found = TestPaths.findExecutable("sleep") ?? "/usr/bin/sleep"
-        return (try? FileManager.default.destinationOfSymbolicLink(atPath: found)).map {
-            $0.hasPrefix("/") ? $0 : (found as NSString).deletingLastPathComponent + "/" + $0
-        } ?? found
-    }
+    private var sleepPath: String { LocalUserRig.sleepPath }
 
-    /// Runs `attack` while the victim taps: waits for two rounds before it and
-    /// three after it, then checks every round of the victim succeeded and the
-    /// daemon still runs. Returns the victim's report.
     @discardableResult
     private func whileVictimTaps(_ label: String, file: StaticString = #filePath, line: UInt = #line,
                                  _ attack: () throws -> String) throws -> VictimReport {
-        let victim = try rig.startVictim()
-        var attacked = "(attack not run)"
-        defer {
-            let report = victim.finish()
-            Hostile.report("local-user \(label)", "victim \(report.latencies), failed rounds \(report.failedRounds.count); \(attacked)")
-        }
-        XCTAssertTrue(victim.waitForRounds(2, timeout: 60),
-                      "the victim was not served before the attack: \(victim.rounds)\ndaemon:\n\(rig.daemon.log())",
-                      file: file, line: line)
-        let before = victim.rounds.count
-        attacked = try attack()
-        XCTAssertTrue(victim.waitForRounds(before + 3, timeout: 60),
-                      "the victim was not served after the attack (\(victim.rounds.count - before) rounds)\ndaemon:\n\(rig.daemon.log())",
-                      file: file, line: line)
-        XCTAssertTrue(rig.daemon.process.isRunning, "the daemon exited:\n\(rig.daemon.log())", file: file, line: line)
-        let report = victim.finish()
-        XCTAssertTrue(report.failedRounds.isEmpty, "victim rounds failed: \(report.failedRounds)", file: file, line: line)
-        XCTAssertGreaterThanOrEqual(report.rounds.count, before + 3, file: file, line: line)
-        XCTAssertEqual(report.summary["taps-failed"], "0", file: file, line: line)
-        XCTAssertEqual(report.summary["fixes-failed"], "0", file: file, line: line)
-        return report
+        try rig.whileVictimTaps(label, file: file, line: line, attack)
     }
 
     // MARK: the rig itself
