@@ -2,8 +2,9 @@ import GeoCore
 import GeoDBus
 import GeoSystem
 
-/// Finds out who a bus peer is: uid and pid from the bus (`GetConnectionCredentials`),
-/// the app-id from /proc. Identity never comes from what a client says.
+/// Finds out who a bus peer is: uid, pid and AppArmor label from the bus
+/// (`GetConnectionCredentials`), the app-id and what it rests on (`IdentityKind`)
+/// from the label and /proc. Identity never comes from what a client says.
 /// Answers are cached per unique name (never reused on a bus) until it leaves,
 /// together with the start time of the process they were read from. Later calls
 /// check that this PID is still that process of that uid, and once it is not
@@ -109,6 +110,7 @@ final class CallerResolver {
         case .success(let app):
             let caller = Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
                                 identity: app.identity, executable: intern(app.executable))
+            Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(app.appID)")
             if let why = app.notVerified {
                 Log.info("\(name) (pid \(pid), uid \(uid)) claims the Flatpak \(app.appID), not verified: \(why); " +
                          "treated as sandboxed, and config naming it does not apply")
