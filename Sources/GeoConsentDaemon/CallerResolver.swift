@@ -45,6 +45,9 @@ final class CallerResolver {
         self.identity = identity
     }
 
+    /// Some caller's credentials are still being asked of the bus.
+    var isResolving: Bool { !waiting.isEmpty }
+
     /// Calls `done` with the caller, at once when known, else after a bus round trip.
     func resolve(_ name: String, _ done: @escaping (Result<Caller, DBusError>) -> Void) {
         if var k = known[name] {

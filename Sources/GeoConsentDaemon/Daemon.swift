@@ -26,8 +26,11 @@ public final class Daemon {
     /// Prompts already withdrawn with `Agent.Cancel` whose `Confirm` call is still
     /// pending, so its timeout does not send a second `Cancel`.
     private var withdrawn: Set<String> = []
-    private var lazySaveTimer: EventLoop.Token?
+    var lazySaveTimer: EventLoop.Token?
     private var exitStatus: Int32 = 0
+    /// Idle exit (IdleExit.swift): the timer while idle, and the drain after the name is released.
+    var idleTimer: EventLoop.Token?
+    var releasedName = false
     /// The most sessions seen since the heap was last trimmed (see `sessionLeft`).
     private var sessionPeak = 0
     /// 256 or more sessions at some point since the session table was last empty.
@@ -87,12 +90,20 @@ public final class Daemon {
     /// Runs until SIGTERM/SIGINT (0) or the bus goes away (1).
     public func run() -> Int32 {
         signals = SignalPipe(loop: loop) { [weak self] sig in
+            guard let self else { return }
+            if self.releasedName {
+                // The name is gone already: what the bus routed to us before that is
+                // still answered (drainThenStop), then the daemon exits as planned.
+                Log.info("received signal \(sig) while giving up the name; exiting once drained")
+                return
+            }
             Log.info("received signal \(sig), exiting")
-            self?.loop.stop()
+            self.loop.stop()
         }
         Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName) as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (core.enabled ? "" : "; location is switched off"))
+        checkIdle()
         loop.run()
         if lazySaveTimer != nil { saveConsents() }
         location.shutdown()
@@ -104,6 +115,7 @@ public final class Daemon {
     // MARK: Bus events
 
     private func otherMessage(_ m: Message) -> Bool {
+        if nameLost(m) { return true }
         guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
               m.sender == "org.freedesktop.DBus" else { return false }
         let args = m.arguments()
@@ -116,6 +128,7 @@ public final class Daemon {
         // prompt: forget them, or each would keep its message and arguments for good.
         for (id, call) in calls where call.sender == name { calls[id] = nil }
         sessionLeft()
+        checkIdle()
         return false
     }
 
@@ -143,6 +156,7 @@ public final class Daemon {
         sessionPeak = max(sessionPeak, count)
         if count >= 256 { crowdSinceEmpty = true }
         execute(effects)
+        checkIdle()
     }
 
     /// After a crowd of sessions has gone, give the freed heap back to the system.
@@ -189,7 +203,10 @@ public final class Daemon {
                     if let e = saveConsents() { saveFailure = e }
                 } else if lazySaveTimer == nil {
                     // Only last-used changed: batch such writes instead of an fsync per tap.
-                    lazySaveTimer = loop.schedule(after: 2) { [weak self] in self?.saveConsents() }
+                    lazySaveTimer = loop.schedule(after: 2) { [weak self] in
+                        _ = self?.saveConsents()
+                        self?.checkIdle()
+                    }
                 }
             case .saveEnabled:
                 do { try store.saveEnabled(core.enabled) } catch {

@@ -25,9 +25,9 @@ if CommandLine.arguments.contains("--help") {
 
 struct Counts {
     var fixes = 200, fanout = [1, 100, 1000], fanoutRounds = 20, calls = 2000, pipelined = 5000
-    var churn = 10_000, sessions = 10_000, idleSeconds = 10.0
+    var churn = 10_000, sessions = 10_000, idleSeconds = 10.0, activations = 20
     static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
-                              churn: 50, sessions: 100, idleSeconds: 1)
+                              churn: 50, sessions: 100, idleSeconds: 1, activations: 3)
 }
 var counts = quick ? Counts.quick : Counts()
 // BENCH_FANOUT=1,100 picks the fan-out sizes, BENCH_FANOUT_ROUNDS their rounds (profiling one phase).
@@ -487,6 +487,17 @@ if straceCount.isFinite {
 daemon.stop()
 gpsd.stop()
 bus.stop()
+
+// MARK: 6. Activation (exit when idle)
+
+print("bench: activation (\(counts.activations) rounds)")
+let activation = try measureActivation(rounds: counts.activations,
+                                       daemonExecutable: ProcessInfo.processInfo.environment["BENCH_DAEMON"]
+                                           ?? TestPaths.binDir + "/geoconsentd")
+rows.append(Row(section: "activation", name: "GetAuthorization via activation (cold) p50", value: activation.cold.p50, unit: "µs",
+                floorName: "GetAuthorization warm p50", floor: activation.warm.p50))
+rows.append(Row(section: "activation", name: "GetAuthorization via activation (cold) max", value: activation.cold.percentile(100),
+                unit: "µs"))
 
 print("")
 printTable(rows)

@@ -199,7 +199,9 @@ final class PolicyBus {
         try makeDirs(d + "/state")
         chmod(d, 0o711)
         chown(d + "/state", who.uid, who.gid)
-        try config.write(toFile: d + "/geoconsent.conf", atomically: true, encoding: .utf8)
+        // Up between calls however long a test waits, unless the test names idle-exit.
+        let text = config.contains("idle-exit") ? config : "[daemon]\nidle-exit = 0\n" + config
+        try text.write(toFile: d + "/geoconsent.conf", atomically: true, encoding: .utf8)
         chmod(d + "/geoconsent.conf", 0o644)
         let log = d + "/geoconsentd.log"
         let port = try gpsdPort ?? FreePort.pick()
