@@ -2,8 +2,9 @@ import GeoCore
 import GeoDBus
 import GeoSystem
 
-/// Finds out who a bus peer is: uid and pid from the bus (`GetConnectionCredentials`),
-/// the app-id from /proc. Identity never comes from what a client says.
+/// Finds out who a bus peer is: uid, pid and AppArmor label from the bus
+/// (`GetConnectionCredentials`), the app-id and what it rests on (`IdentityKind`)
+/// from the label and /proc. Identity never comes from what a client says.
 /// Answers are cached per unique name (never reused on a bus) until it leaves,
 /// together with the start time of the process they were read from. Later calls
 /// check that this PID is still that process of that uid, and once it is not
@@ -102,10 +103,21 @@ final class CallerResolver {
               let pid = creds["ProcessID"]?.uint32Value else {
             return .failure(.accessDenied("The bus gave no uid and pid for the caller"))
         }
-        switch identity.resolve(pid: pid, uid: uid) {
+        // The AppArmor label of the connection (bytes, then a NUL), when the
+        // kernel has one: the only proof of a Snap (AppIdentityResolver rule 1).
+        var label: [UInt8]? = nil
+        if let items = creds["LinuxSecurityLabel"]?.arrayValue, items.count <= 4096 {
+            label = items.compactMap { if case .byte(let b) = $0 { return b } else { return nil } }
+        }
+        switch identity.resolve(pid: pid, uid: uid, securityLabel: label) {
         case .success(let app):
             let caller = Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
-                                sandboxed: app.sandboxed, executable: intern(app.executable))
+                                identity: app.identity, executable: intern(app.executable))
+            Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(app.appID)")
+            if let why = app.notVerified {
+                Log.info("\(name) (pid \(pid), uid \(uid)) claims the Flatpak \(app.appID), not verified: \(why); " +
+                         "treated as sandboxed, and config naming it does not apply")
+            }
             return .success((caller, app.startTime))
         case .failure(let e):
             Log.info("could not resolve the app of \(name) (pid \(pid), uid \(uid)): \(e)")

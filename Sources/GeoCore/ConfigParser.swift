@@ -113,6 +113,11 @@ public enum ConfigParser {
                         throw fail("state-dir must be an absolute path, not '\(value)'")
                     }
                     result.stateDir = value
+                case "system-uid-max":
+                    guard let v = uid(value) else {
+                        throw fail("system-uid-max must be a uid, a whole number from 0 to 4294967294, not '\(value)'")
+                    }
+                    result.systemUIDMax = v
                 default:
                     throw fail("unknown key '\(key)' in [daemon]")
                 }
@@ -223,6 +228,13 @@ public enum ConfigParser {
             throw fail("\(key) must be a whole number from 1 to 65536, not '\(value)'")
         }
         return v
+    }
+
+    /// A uid: decimal digits only, at most 4294967294 (4294967295 is `(uid_t)-1`, no user).
+    private static func uid(_ value: String) -> UInt32? {
+        guard !value.isEmpty, value.utf8.count <= 10, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let v = UInt64(value), v < UInt64(UInt32.max) else { return nil }
+        return UInt32(v)
     }
 
     /// A duration in seconds: non-negative decimal, at most `maxSeconds`.

@@ -125,12 +125,19 @@ public final class ConsentCore {
     /// the (often long) app id then; this runs several times per call.
     private func policy(_ app: AppKey) -> AppPolicy? { config.apps.isEmpty ? nil : config.apps[app.appID] }
 
-    private func isRestricted(_ app: AppKey) -> Bool { !enabled || policy(app) == .restricted }
+    /// `restricted` applies to whoever shows the app-id: it only takes away.
+    private func isRestricted(_ caller: Caller) -> Bool { !enabled || policy(caller.app) == .restricted }
+
+    /// `always` applies only where the app-id is more than the caller's word
+    /// (`Config.grantsByName`): a verified sandbox, or a system uid.
+    private func isAlways(_ caller: Caller) -> Bool {
+        policy(caller.app) == .always && config.grantsByName(to: caller)
+    }
 
     private func status(_ s: Session) -> AuthorizationStatus {
         let app = s.caller.app
-        if isRestricted(app) { return .restricted }
-        if policy(app) == .always { return .always }
+        if isRestricted(s.caller) { return .restricted }
+        if isAlways(s.caller) { return .always }
         let record = consents[app]
         if record?.decision == .whenInUse { return .whenInUse }
         if s.tempGrant != nil { return .whenInUse }
@@ -140,9 +147,9 @@ public final class ConsentCore {
 
     private func effectiveAccuracy(_ s: Session) -> Accuracy? {
         let app = s.caller.app
-        if isRestricted(app) { return nil }
+        if isRestricted(s.caller) { return nil }
         var best: Accuracy?
-        if policy(app) == .always { best = .full }
+        if isAlways(s.caller) { best = .full }
         if let r = consents[app], r.decision == .whenInUse { best = max(best, r.decisionAccuracy ?? .full) }
         if let t = s.tempGrant { best = max(best, t) }
         guard let best else { return nil }
@@ -220,8 +227,8 @@ public final class ConsentCore {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
         let a = o.accuracy
-        if isRestricted(app) { return effects.append(.reply(call, .status(.restricted))) }
-        if policy(app) == .always {
+        if isRestricted(s.caller) { return effects.append(.reply(call, .status(.restricted))) }
+        if isAlways(s.caller) {
             // Config grants `full`; a request for less still lowers this session's grant.
             s.limit = a
             sessions[name] = s
@@ -257,7 +264,7 @@ public final class ConsentCore {
     }
 
     private func grantTemporary(_ name: String, _ a: Accuracy) {
-        guard var s = sessions[name], !isRestricted(s.caller.app) else { return }
+        guard var s = sessions[name], !isRestricted(s.caller) else { return }
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
@@ -429,8 +436,17 @@ public final class ConsentCore {
         switch request {
         case .registerAgent(let path):
             if caller.sandboxed { return effects.append(.fail(call, .accessDenied("Sandboxed applications cannot register consent agents"))) }
-            if !config.agentAllow.isEmpty && !config.agentAllow.contains(caller.appID) {
-                return effects.append(.fail(call, .accessDenied("\(caller.appID) is not allowed to register a consent agent")))
+            if !config.agentAllow.isEmpty {
+                if !config.agentAllow.contains(caller.appID) {
+                    return effects.append(.fail(call, .accessDenied("\(caller.appID) is not allowed to register a consent agent")))
+                }
+                if !config.grantsByName(to: caller) {
+                    // Listed, but any program of this uid could show that id.
+                    return effects.append(.fail(call, .accessDenied(
+                        "\(caller.appID) is allowed to register a consent agent only in processes of system uids " +
+                        "(at most \(config.systemUIDMax), [daemon] system-uid-max), not of uid \(caller.uid): " +
+                        "another user's process can show any \(caller.identity == .systemdUnit ? "unit name" : "executable path")")))
+                }
             }
             if let a = agents[caller.uid] {
                 if a.name == caller.name && a.path == path { return effects.append(.reply(call, .empty)) }

@@ -10,23 +10,27 @@ public struct Caller: Equatable, Sendable {
     public let uid: UInt32
     public var pid: UInt32
     public let appID: String
-    public var sandboxed: Bool
+    /// What the app-id rests on: what config naming it may grant (`Config.grantsByName`).
+    public let identity: IdentityKind
     public var executable: String
     /// The app the consent belongs to. Stored, not computed: an `AppKey` hashes
     /// its app id when made, and the core asks for it several times per call.
     public let app: AppKey
 
-    public init(name: String, uid: UInt32, pid: UInt32, appID: String, sandboxed: Bool = false, executable: String = "") {
+    public init(name: String, uid: UInt32, pid: UInt32, appID: String, identity: IdentityKind = .executable,
+                executable: String = "") {
         self.name = name
         self.uid = uid
         self.pid = pid
         self.appID = appID
-        self.sandboxed = sandboxed
+        self.identity = identity
         self.executable = executable
         self.app = AppKey(uid: uid, appID: appID)
     }
 
     public var isRoot: Bool { uid == 0 }
+    /// Flatpak or Snap, verified or not (`IdentityKind.isSandboxed`).
+    public var sandboxed: Bool { identity.isSandboxed }
 }
 
 /// Options of `Request*Authorization` (unknown keys already dropped).

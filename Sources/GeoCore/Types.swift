@@ -110,7 +110,11 @@ public struct Config: Equatable, Sendable {
     /// Where consent records and `Enabled` are kept.
     public var stateDir: String = "/var/lib/geoconsent"
     /// App-ids allowed to register agents; empty means any unsandboxed caller.
+    /// An entry admits only callers `grantsByName` holds for.
     public var agentAllow: [String] = []
+    /// The highest uid of a system user (`[daemon] system-uid-max`): config that
+    /// names an executable or unit id applies to processes of these uids only.
+    public var systemUIDMax: UInt32 = 999
     /// Admin rulings per app-id.
     public var apps: [String: AppPolicy] = [:]
     /// What one user can make the daemon hold.

@@ -8,22 +8,30 @@ import GeoCore
 public struct ResolvedApp: Equatable, Sendable {
     /// The app-id consent is recorded under, made display-safe (`DisplayText.escaped`).
     public var appID: String
-    /// True for Flatpak and Snap apps: they may not register agents and may only
-    /// reset their own record.
-    public var sandboxed: Bool
+    /// What the app-id rests on (docs/dbus-api.md, "Identity"): what config
+    /// naming it may grant, and whether the caller is treated as sandboxed.
+    public var identity: IdentityKind
     /// The readlink of `/proc/PID/exe` (without " (deleted)"), display-safe, shown
     /// to the user in prompts; "" when it cannot be read.
     public var executable: String
     /// The process's start time (field 22 of `PID/stat`, clock ticks since boot):
     /// with the PID, it names this process and no later one.
     public var startTime: UInt64
+    /// For `.unverifiedFlatpak`: which check the sandbox failed, for the log.
+    public var notVerified: String?
 
-    public init(appID: String, sandboxed: Bool, executable: String, startTime: UInt64 = 0) {
+    public init(appID: String, identity: IdentityKind, executable: String, startTime: UInt64 = 0,
+                notVerified: String? = nil) {
         self.appID = appID
-        self.sandboxed = sandboxed
+        self.identity = identity
         self.executable = executable
         self.startTime = startTime
+        self.notVerified = notVerified
     }
+
+    /// Flatpak and Snap apps, verified or not: they may not register agents and
+    /// may only reset their own record.
+    public var sandboxed: Bool { identity.isSandboxed }
 }
 
 /// Why a process could not be resolved. Every case means the caller is refused
@@ -57,13 +65,16 @@ public enum IdentityError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 /// Resolves a PID to its app, first rule that applies:
-/// 1. Flatpak: `[Application] name=` in `PID/root/.flatpak-info` (sandboxed); the
-///    name must be a valid Flatpak app id.
-/// 2. Snap: a cgroup path component `snap.NAME.…` → `NAME` (sandboxed).
+/// 1. Snap: the AppArmor label the bus reports for the connection,
+///    `snap.NAME.APP` in enforce mode → `NAME` (`.snap`; see `SnapIdentity.swift`).
+///    A cgroup path is not a Snap: any process can be put in one named so.
+/// 2. Flatpak: `[Application] name=` in `PID/root/.flatpak-info`, a valid Flatpak
+///    app id; `.flatpak` when the sandbox passes the checks of
+///    `FlatpakIdentity.swift`, else `.unverifiedFlatpak`.
 /// 3. systemd app unit in the unified (`0::`) cgroup line: the last component
 ///    shaped `app-[LAUNCHER-]ID-RANDOM.scope` or `app-[LAUNCHER-]ID[@RANDOM].service`
-///    → `ID` with `\xNN` escapes undone.
-/// 4. The absolute path of `PID/exe`, display-safe (`DisplayText.escaped`).
+///    → `ID` with `\xNN` escapes undone (`.systemdUnit`).
+/// 4. The absolute path of `PID/exe`, display-safe (`DisplayText.escaped`; `.executable`).
 ///
 /// Whose process: `PID` must be owned by the connection's uid, and its start
 /// time (field 22 of `PID/stat`) is read before and after, and compared with
@@ -74,17 +85,27 @@ public enum IdentityError: Error, Equatable, Sendable, CustomStringConvertible {
 public struct AppIdentityResolver: Sendable {
     /// Normally `/proc`; tests point it at a fixture tree.
     public let procRoot: String
+    /// Flatpak's system installations (`/var/lib/flatpak`): an app id installed
+    /// there is one the administrator chose (`FlatpakIdentity.swift`).
+    public let flatpakInstallations: [String]
     /// Test hook run between the two start-time reads, to simulate PID reuse.
     var betweenReads: (@Sendable () -> Void)? = nil
+    /// Who must own an installed app's directory: root; tests that cannot
+    /// chown their fixtures set their own uid.
+    var installationOwner: UInt32 = 0
 
-    public init(procRoot: String = "/proc") {
+    public init(procRoot: String = "/proc", flatpakInstallations: [String] = ["/var/lib/flatpak"]) {
         self.procRoot = procRoot
+        self.flatpakInstallations = flatpakInstallations
     }
 
     /// Resolves `pid`, which the bus reports for a connection of `uid`, to its app
     /// (see the type's rules). `firstStart` is the start time of the process
     /// first resolved for that connection, if any: another one is refused.
-    public func resolve(pid: UInt32, uid: UInt32, firstStart: UInt64? = nil) -> Result<ResolvedApp, IdentityError> {
+    /// `securityLabel` is the connection's `LinuxSecurityLabel` from the bus
+    /// (`GetConnectionCredentials`), when it gave one.
+    public func resolve(pid: UInt32, uid: UInt32, firstStart: UInt64? = nil,
+                        securityLabel: [UInt8]? = nil) -> Result<ResolvedApp, IdentityError> {
         let dir: ProcessDirectory
         switch open(pid) {
         case .success(let d): dir = d
@@ -96,7 +117,7 @@ public struct AppIdentityResolver: Sendable {
         case .success(let t): before = t
         case .failure(let e): return .failure(e)
         }
-        let resolved = resolveUnchecked(dir)
+        let resolved = resolveUnchecked(dir, uid: uid, securityLabel: securityLabel)
         betweenReads?()
         switch check(dir, pid: pid, uid: uid, firstStart: before) {
         case .success: break
@@ -148,7 +169,8 @@ public struct AppIdentityResolver: Sendable {
         }
     }
 
-    private func resolveUnchecked(_ dir: ProcessDirectory) -> Result<ResolvedApp, IdentityError> {
+    private func resolveUnchecked(_ dir: ProcessDirectory, uid: UInt32,
+                                  securityLabel: [UInt8]?) -> Result<ResolvedApp, IdentityError> {
         // The executable is wanted in every case (prompts show it), and also tells
         // a zombie (no exe) from a live process.
         var executable = ""
@@ -164,15 +186,21 @@ public struct AppIdentityResolver: Sendable {
             return .failure(.refused("the executable path is longer than \(IdentityLimits.identityBytes) bytes"))
         }
 
-        // 1. Flatpak.
-        switch flatpakID(dir) {
-        case .success(let name?):
-            return .success(ResolvedApp(appID: name, sandboxed: true, executable: executable))
+        // 1. Snap, from what the kernel says confines the connection.
+        if let label = securityLabel, let snap = AppIdentityResolver.snapName(fromSecurityLabel: label) {
+            return .success(ResolvedApp(appID: snap, identity: .snap, executable: executable))
+        }
+
+        // 2. Flatpak.
+        switch flatpakApp(dir, uid: uid) {
+        case .success(let app?):
+            return .success(ResolvedApp(appID: app.id, identity: app.notVerified == nil ? .flatpak : .unverifiedFlatpak,
+                                        executable: executable, notVerified: app.notVerified))
         case .success(nil): break
         case .failure(let e): return .failure(e)
         }
 
-        // 2 and 3. cgroup.
+        // 3. systemd app unit.
         let cgroup: [UInt8]
         do {
             guard let bytes = try dir.readKernelFile("cgroup") else { return .failure(.processGone) }
@@ -184,14 +212,9 @@ public struct AppIdentityResolver: Sendable {
             return .failure(.unreadable("\(error)"))
         }
         let lines = AppIdentityResolver.cgroupLines(cgroup)
-        for line in lines {
-            if let snap = AppIdentityResolver.snapName(inCgroupPath: line.path) {
-                return .success(ResolvedApp(appID: snap, sandboxed: true, executable: executable))
-            }
-        }
         if let unified = lines.first(where: { $0.hierarchy == "0" && $0.controllers.isEmpty }),
            let id = AppIdentityResolver.systemdAppID(inCgroupPath: unified.path) {
-            return .success(ResolvedApp(appID: id, sandboxed: false, executable: executable))
+            return .success(ResolvedApp(appID: id, identity: .systemdUnit, executable: executable))
         }
 
         // 4. Executable path.
@@ -203,15 +226,16 @@ public struct AppIdentityResolver: Sendable {
         guard executable.hasPrefix("/") else {
             return .failure(.unreadable("\(dir.path)/exe is not an absolute path: \(executable.prefix(256))"))
         }
-        return .success(ResolvedApp(appID: executable, sandboxed: false, executable: executable))
+        return .success(ResolvedApp(appID: executable, identity: .executable, executable: executable))
     }
 
-    /// The Flatpak app id from `PID/root/.flatpak-info`, nil when there is no such
-    /// file. The file is the process's own (a process in a user namespace can
-    /// put anything there): it is read with `readCallerFile`, and anything
-    /// unsafe, unparsable or not a valid app id refuses the caller rather than
-    /// mistaking a Flatpak app for its sandbox-internal executable path.
-    private func flatpakID(_ dir: ProcessDirectory) -> Result<String?, IdentityError> {
+    /// The Flatpak app id from `PID/root/.flatpak-info` and why its sandbox is not
+    /// verified (nil: it is); nil when there is no such file. The file is the
+    /// process's own (a process in a user namespace can put anything there): it
+    /// is read with `readCallerFile`, and anything unsafe, unparsable or not a
+    /// valid app id refuses the caller rather than mistaking a Flatpak app for
+    /// its sandbox-internal executable path.
+    private func flatpakApp(_ dir: ProcessDirectory, uid: UInt32) -> Result<(id: String, notVerified: String?)?, IdentityError> {
         let shown = dir.path + "/root/.flatpak-info"
         do {
             guard let root = try dir.openRoot() else { return .success(nil) }
@@ -226,7 +250,7 @@ public struct AppIdentityResolver: Sendable {
                 return .failure(.refused("\(shown) names no valid Flatpak app id (\(name.utf8.count) bytes: " +
                                          "\(DisplayText.escaped(String(name.prefix(64)))))"))
             }
-            return .success(name)
+            return .success((name, verifyFlatpak(name, info: bytes, dir)))
         } catch let e as UnsafeCallerFile {
             return .failure(.refused(e.reason))
         } catch let e as SystemError {
@@ -267,48 +291,6 @@ public struct AppIdentityResolver: Sendable {
         return UInt64(String(decoding: fields[19], as: UTF8.self))
     }
 
-    // MARK: Flatpak
-
-    /// The `name=` key of the `[Application]` group, or nil.
-    static func flatpakName(_ bytes: [UInt8]) -> String? {
-        var inApplication = false
-        for raw in bytes.split(separator: 0x0A, omittingEmptySubsequences: true) {
-            let line = trim(String(decoding: raw, as: UTF8.self))
-            if line.hasPrefix("[") {
-                inApplication = line == "[Application]"
-                continue
-            }
-            guard inApplication, let eq = line.firstIndex(of: "=") else { continue }
-            if trim(String(line[..<eq])) == "name" {
-                let value = trim(String(line[line.index(after: eq)...]))
-                return value.isEmpty ? nil : value
-            }
-        }
-        return nil
-    }
-
-    /// Flatpak's own rule for an app id (`flatpak_is_valid_name` in flatpak's
-    /// common/flatpak-ref-utils.c): 1 to 255 bytes; three or more elements
-    /// separated by `.`, none empty; elements of `[A-Za-z0-9_-]` that do not
-    /// start with a digit; `-` only in the last element. So no path, no space, no
-    /// control or bidirectional character can be an app id.
-    static func isValidFlatpakID(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
-        guard !bytes.isEmpty, bytes.count <= IdentityLimits.flatpakIDBytes else { return false }
-        let elements = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard elements.count >= 3 else { return false }
-        for (i, element) in elements.enumerated() {
-            let last = i == elements.count - 1
-            guard let first = element.first, !(0x30...0x39).contains(first) else { return false }
-            for b in element {
-                let letter = (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b)
-                let ok = letter || (0x30...0x39).contains(b) || b == UInt8(ascii: "_") || (last && b == UInt8(ascii: "-"))
-                if !ok { return false }
-            }
-        }
-        return true
-    }
-
     // MARK: cgroup
 
     struct CgroupLine {
@@ -324,17 +306,6 @@ public struct AppIdentityResolver: Sendable {
             guard parts.count == 3 else { return nil }
             return CgroupLine(hierarchy: parts[0], controllers: parts[1], path: parts[2])
         }
-    }
-
-    /// `NAME` from a component `snap.NAME.…` anywhere in the path.
-    static func snapName(inCgroupPath path: Substring) -> String? {
-        for component in path.split(separator: "/") where component.hasPrefix("snap.") {
-            let rest = component.dropFirst("snap.".count)
-            guard let dot = rest.firstIndex(of: "."), dot != rest.startIndex else { continue }
-            guard let name = unescapeUnitName(rest[..<dot]), isUsableID(name) else { continue }
-            return name
-        }
-        return nil
     }
 
     /// The ApplicationID of the last component that is a systemd app unit, per
@@ -400,13 +371,5 @@ public struct AppIdentityResolver: Sendable {
 
     private static func isAlnum(_ s: Substring) -> Bool {
         !s.isEmpty && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) }
-    }
-
-
-    private static func trim(_ s: String) -> String {
-        var sub = Substring(s)
-        while let c = sub.first, c == " " || c == "\t" || c == "\r" { sub.removeFirst() }
-        while let c = sub.last, c == " " || c == "\t" || c == "\r" { sub.removeLast() }
-        return String(sub)
     }
 }

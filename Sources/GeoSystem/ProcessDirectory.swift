@@ -65,6 +65,20 @@ struct ProcessDirectory {
         return bytes
     }
 
+    /// The first `IdentityLimits.fileBytes` of a file the kernel writes that can
+    /// be long for reasons of no concern here (`mountinfo` on a host with many
+    /// mounts), and whether that was all of it. Nil when it does not exist.
+    func readKernelFilePrefix(_ name: String) throws -> (bytes: [UInt8], complete: Bool)? {
+        let full = path + "/" + name
+        let fd = retryingEINTR { openat(self.fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) }
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw SystemError.last("open", full)
+        }
+        defer { _ = Glibc.close(fd) }
+        return try readPrefix(fd, path: full)
+    }
+
     /// The target of the symbolic link `name` (`exe`).
     func readLink(_ name: String) throws -> String {
         let full = path + "/" + name
@@ -134,9 +148,16 @@ func readCallerFile(root: Int32, _ name: String, describedAs shown: String) thro
 }
 
 /// Reads `fd` to its end, nil when that is more than `IdentityLimits.fileBytes`.
-/// Does not trust `st_size` (/proc files report 0). EAGAIN (a non-blocking read
-/// with nothing to give) ends the read: what was read is all there is now.
 private func readBounded(_ fd: Int32, path: String) throws -> [UInt8]? {
+    let r = try readPrefix(fd, path: path)
+    return r.complete ? r.bytes : nil
+}
+
+/// Reads `fd` to its end or to just past `IdentityLimits.fileBytes`: at most
+/// that many bytes, and whether they are all. Does not trust `st_size` (/proc
+/// files report 0). EAGAIN (a non-blocking read with nothing to give) ends the
+/// read: what was read is all there is now.
+private func readPrefix(_ fd: Int32, path: String) throws -> (bytes: [UInt8], complete: Bool) {
     let limit = IdentityLimits.fileBytes
     var result: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 4096)
@@ -150,7 +171,7 @@ private func readBounded(_ fd: Int32, path: String) throws -> [UInt8]? {
         if n == 0 { break }
         result.append(contentsOf: chunk[0..<n])
     }
-    return result.count <= limit ? result : nil
+    return result.count <= limit ? (result, true) : (Array(result[0..<limit]), false)
 }
 
 private func fileTypeName(_ type: mode_t) -> String {

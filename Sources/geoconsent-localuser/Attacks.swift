@@ -59,13 +59,22 @@ func runSandboxMarker(bus: String, dir: String, kind: String, calls: Int) -> Int
     return 0
 }
 
-/// A user namespace of this process's own, then chroot into `dir`. Must run
-/// while the process has one thread (unshare(CLONE_NEWUSER) refuses otherwise).
-private func enterOwnRoot(_ dir: String) {
+/// A user namespace of this process's own, then chroot into `dir`. With
+/// `bindMounted`, a mount namespace too, with `dir` bind-mounted on itself
+/// first, so that the new root is a mount (as the root bwrap pivots into is).
+/// Must run while the process has one thread (unshare(CLONE_NEWUSER) refuses
+/// otherwise).
+func enterOwnRoot(_ dir: String, bindMounted: Bool = false) {
     typealias Unshare = @convention(c) (Int32) -> Int32
-    let cloneNewUser: Int32 = 0x1000_0000
-    guard libc("unshare", as: Unshare.self)(cloneNewUser) == 0 else {
-        fail("unshare(CLONE_NEWUSER): \(String(cString: strerror(errno)))")
+    typealias Mount = @convention(c) (UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?,
+                                      UInt, UnsafeRawPointer?) -> Int32
+    let cloneNewUser: Int32 = 0x1000_0000, cloneNewNS: Int32 = 0x0002_0000
+    guard libc("unshare", as: Unshare.self)(cloneNewUser | (bindMounted ? cloneNewNS : 0)) == 0 else {
+        fail("unshare(CLONE_NEWUSER\(bindMounted ? "|CLONE_NEWNS" : "")): \(String(cString: strerror(errno)))")
+    }
+    let msBind: UInt = 4096
+    if bindMounted, libc("mount", as: Mount.self)(dir, dir, nil, msBind, nil) != 0 {
+        fail("bind-mount \(dir) on itself: \(String(cString: strerror(errno)))")
     }
     guard chroot(dir) == 0, chdir("/") == 0 else { fail("chroot \(dir): \(String(cString: strerror(errno)))") }
 }

@@ -38,6 +38,14 @@ usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
   spoof-exe --dir DIR
       copies this program to DIR/<name with U+202E and a newline> and runs
       its `tap` command from there
+  forge --how exec|bind-mount --target EXE
+  forge --how wait --go-file FILE
+  forge --how flatpak-root --dir DIR --app-id ID [--bind-root]
+      shows another identity (EXE's path, by exec after connecting or by a
+      bind mount in a mount namespace of its own; a cgroup the tests move it
+      into before FILE appears; a chroot with DIR/.flatpak-info naming ID,
+      DIR bind-mounted on itself first with --bind-root),
+      then calls GetAuthorization, taps, asks for a fix and registers an agent
   borrow-pid --go-file FILE [--resolve-first]
       connects (optionally calls once), hands the connection to a child in a
       new session and exits; the child waits for FILE, then calls
@@ -100,6 +108,8 @@ case "sandbox-marker":
                           calls: Int(options.values["--calls"] ?? "") ?? 10))
 case "spoof-exe":
     exit(runSpoofExe(bus: bus, dir: options.required("--dir")))
+case "forge":
+    exit(runForge(bus: bus, how: options.required("--how"), options: options))
 case "borrow-pid":
     exit(runBorrowPID(bus: bus, goFile: options.required("--go-file"), resolveFirst: options.flags.contains("--resolve-first")))
 default:

@@ -29,6 +29,7 @@ final class ConfigParserTests: XCTestCase {
         XCTAssertEqual(c.reducedGrid, 5000)
         XCTAssertEqual(c.stateDir, "/var/lib/geoconsent")
         XCTAssertEqual(c.agentAllow, [])
+        XCTAssertEqual(c.systemUIDMax, 999, "uids below 1000 are system uids")
         XCTAssertEqual(c.apps, [:])
         XCTAssertEqual(try parse(""), Config())
         XCTAssertEqual(try parse("\n\n   \n# only comments\n; here\n"), Config())
@@ -42,6 +43,7 @@ final class ConfigParserTests: XCTestCase {
         idle-exit = 60             # seconds idle before the daemon exits (0: never); see "Exit when idle"
         reduced-grid = 5000        # metres, cell size for reduced accuracy
         state-dir = /var/lib/geoconsent
+        system-uid-max = 999       # highest uid whose executables config may name
 
         [agents]
         allow =                    # app-ids allowed to register (;-separated); empty: any unsandboxed app
@@ -76,6 +78,9 @@ final class ConfigParserTests: XCTestCase {
             Case(text: "[daemon]\nreduced-grid = 2500.5") { $0.reducedGrid == 2500.5 },
             Case(text: "[daemon]\nstate-dir = /tmp/x y") { $0.stateDir == "/tmp/x y" },
             Case(text: "[daemon]\nstate-dir = /srv/a#b") { $0.stateDir == "/srv/a#b" },
+            Case(text: "[daemon]\nsystem-uid-max = 0") { $0.systemUIDMax == 0 },
+            Case(text: "[daemon]\nsystem-uid-max = 499") { $0.systemUIDMax == 499 },
+            Case(text: "[daemon]\nsystem-uid-max = 4294967294") { $0.systemUIDMax == 4_294_967_294 },
             Case(text: "[agents]\nallow = org.gnome.Shell") { $0.agentAllow == ["org.gnome.Shell"] },
             Case(text: "[agents]\nallow = a;b ; /usr/bin/c d ;;") { $0.agentAllow == ["a", "b", "/usr/bin/c d"] },
             Case(text: "[agents]\nallow =") { $0.agentAllow == [] },
@@ -180,6 +185,12 @@ final class ConfigParserTests: XCTestCase {
             ("[daemon]\nreduced-grid = 1000001", 2, "reduced-grid must be"),
             ("[daemon]\nstate-dir = var/lib", 2, "state-dir must be an absolute path"),
             ("[daemon]\nstate-dir =", 2, "state-dir must be an absolute path"),
+            ("[daemon]\nsystem-uid-max = -1", 2, "system-uid-max must be a uid"),
+            ("[daemon]\nsystem-uid-max = 4294967295", 2, "system-uid-max must be a uid"),
+            ("[daemon]\nsystem-uid-max = 99999999999", 2, "system-uid-max must be a uid"),
+            ("[daemon]\nsystem-uid-max = 1e3", 2, "system-uid-max must be a uid"),
+            ("[daemon]\nsystem-uid-max = games", 2, "system-uid-max must be a uid"),
+            ("[daemon]\nsystem-uid-max =", 2, "system-uid-max must be a uid"),
             ("[app \"x\"]\npolicy = allow", 2, "policy must be 'always' or 'restricted'"),
             ("[app \"x\"]\npolicy = Always", 2, "policy must be"),
             ("[app \"x\"]\npolicy =", 2, "policy must be"),

@@ -113,7 +113,7 @@ final class ConsentCoreAnnouncementTests: XCTestCase {
                  rig.call(W.maps1, .revoke)
              },
              expect: [(W.maps1, .whenInUse), (W.maps2, .whenInUse), (W.maps3, .whenInUse)], signals: 0),
-        Path(label: "policy always, a request for less", config: config(apps: [Who.mapsID: .always]), watch: maps,
+        Path(label: "policy always, a request for less", config: config(apps: [Who.mapsID: .always], systemUIDMax: 1000), watch: maps,
              play: { rig in
                  rig.tap(W.maps1, .reduced)
                  rig.ask(W.maps2, .reduced)

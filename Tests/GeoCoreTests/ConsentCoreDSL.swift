@@ -20,8 +20,8 @@ enum Who {
     static let weather = Caller(name: ":1.20", uid: 1000, pid: 420, appID: weatherID, executable: "/usr/bin/weather")
     /// The same app-id run by another user (uid 1001): a different app.
     static let bobMaps = Caller(name: ":1.30", uid: 1001, pid: 430, appID: mapsID, executable: "/usr/bin/maps")
-    /// A Flatpak app of uid 1000.
-    static let flatpak = Caller(name: ":1.40", uid: 1000, pid: 440, appID: "org.example.Flat", sandboxed: true,
+    /// A Flatpak app of uid 1000 (a verified one).
+    static let flatpak = Caller(name: ":1.40", uid: 1000, pid: 440, appID: "org.example.Flat", identity: .flatpak,
                                 executable: "/app/bin/flat")
     /// Consent agents.
     static let agent = Caller(name: ":1.2", uid: 1000, pid: 200, appID: "/usr/bin/geoconsentctl",
@@ -239,11 +239,15 @@ extension ConsentRecord {
     static let approvedReduced = ConsentRecord(oneTimeApproved: true, oneTimeAccuracy: .reduced, decidedAt: 5, lastUsed: 6)
 }
 
-func config(apps: [String: AppPolicy] = [:], agentAllow: [String] = [], promptTimeout: Double = 60) -> Config {
+/// A config; `systemUIDMax` counts the uids up to it as system uids, whose
+/// executables config may name (`Config.grantsByName`).
+func config(apps: [String: AppPolicy] = [:], agentAllow: [String] = [], promptTimeout: Double = 60,
+            systemUIDMax: UInt32 = 999) -> Config {
     var c = Config()
     c.apps = apps
     c.agentAllow = agentAllow
     c.promptTimeout = promptTimeout
+    c.systemUIDMax = systemUIDMax
     return c
 }
 

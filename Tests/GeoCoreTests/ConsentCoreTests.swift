@@ -706,13 +706,15 @@ final class ConsentCoreTests: XCTestCase {
 
     func testWhoMayRegisterAnAgent() {
         // (label, allow list, caller, allowed)
-        let listed = Caller(name: ":1.60", uid: 1000, pid: 600, appID: "org.gnome.Agent")
-        let sandboxedListed = Caller(name: ":1.61", uid: 1000, pid: 601, appID: "org.gnome.Agent", sandboxed: true)
+        let listed = Caller(name: ":1.60", uid: 120, pid: 600, appID: "org.gnome.Agent")
+        let listedOfUser = Caller(name: ":1.63", uid: 1000, pid: 603, appID: "org.gnome.Agent")
+        let sandboxedListed = Caller(name: ":1.61", uid: 1000, pid: 601, appID: "org.gnome.Agent", identity: .flatpak)
         let table: [(String, [String], Caller, Bool)] = [
             ("any unsandboxed app", [], W.agent, true),
             ("sandboxed", [], W.flatpak, false),
-            ("root sandboxed", [], Caller(name: ":1.62", uid: 0, pid: 602, appID: "x", sandboxed: true), false),
-            ("listed", ["org.gnome.Agent", "org.kde.Agent"], listed, true),
+            ("root sandboxed", [], Caller(name: ":1.62", uid: 0, pid: 602, appID: "x", identity: .flatpak), false),
+            ("listed, a system uid", ["org.gnome.Agent", "org.kde.Agent"], listed, true),
+            ("listed, uid 1000: any program of it could show that id", ["org.gnome.Agent"], listedOfUser, false),
             ("not listed", ["org.gnome.Agent"], W.agent, false),
             ("listed but sandboxed", ["org.gnome.Agent"], sandboxedListed, false),
         ]
@@ -1011,7 +1013,9 @@ final class ConsentCoreTests: XCTestCase {
             ("always over denied", .always, .denied, .always, .full),
         ]
         for (label, policy, record, want, accuracy) in table {
-            let rig = Rig(config: config(apps: [W.mapsID: policy]), records: record.map { stored((W.maps1, $0)) } ?? [:])
+            // uids 1000 and 1001 counted as system uids: config naming an executable applies to them.
+            let rig = Rig(config: config(apps: [W.mapsID: policy], systemUIDMax: 1001),
+                          records: record.map { stored((W.maps1, $0)) } ?? [:])
             // The last request asks for full again: a request for less lowers the grant (tested below).
             for s in [rig.tap(W.maps1, .reduced), rig.ask(W.maps1), rig.tap(W.maps1)] {
                 XCTAssertEqual(s.effects, [.reply(s.call, .status(want))], "\(label): no prompt")
@@ -1032,7 +1036,7 @@ final class ConsentCoreTests: XCTestCase {
     func testRequestForLessLowersAnAlwaysGrantToo() {
         // "Every grant has one [accuracy] ... A request for less than the session holds lowers
         // the session's grant ... Config `always` means `full`." Rule 1 still returns 3.
-        let rig = Rig(config: config(apps: [W.mapsID: .always]))
+        let rig = Rig(config: config(apps: [W.mapsID: .always], systemUIDMax: 1000))
         XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), nil)
         let s = rig.tap(W.maps1, .reduced)
         XCTAssertEqual(s.effects, [.reply(s.call, .status(.always))])
@@ -1044,7 +1048,7 @@ final class ConsentCoreTests: XCTestCase {
     }
 
     func testDisabledWinsOverConfigAlways() {
-        let rig = Rig(config: config(apps: [W.mapsID: .always]), enabled: false)
+        let rig = Rig(config: config(apps: [W.mapsID: .always], systemUIDMax: 1000), enabled: false)
         XCTAssertEqual(rig.tap(W.maps1).status, .restricted)
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import GeoSystem
+import GeoCore
 
 final class AppIdentityTests: XCTestCase {
     /// Resolves as the fixture's owner (this process's uid) would be; the start
@@ -13,8 +14,12 @@ final class AppIdentityTests: XCTestCase {
         }
     }
 
-    private func app(_ id: String, sandboxed: Bool = false, exe: String = "/usr/bin/app") -> Result<ResolvedApp, IdentityError> {
-        .success(ResolvedApp(appID: id, sandboxed: sandboxed, executable: exe))
+    /// The app expected: by default an executable path for an id starting with
+    /// "/", a systemd unit's id otherwise.
+    private func app(_ id: String, _ kind: IdentityKind? = nil, exe: String = "/usr/bin/app",
+                     notVerified: String? = nil) -> Result<ResolvedApp, IdentityError> {
+        .success(ResolvedApp(appID: id, identity: kind ?? (id.hasPrefix("/") ? .executable : .systemdUnit),
+                             executable: exe, notVerified: notVerified))
     }
 
     // MARK: fallbacks and exe
@@ -119,20 +124,17 @@ final class AppIdentityTests: XCTestCase {
 
     // MARK: snap and flatpak
 
-    func testSnap() {
+    func testSnapCgroupIsNoSnap() {
+        // Any process can be put in a cgroup named so: only the AppArmor label
+        // the bus reports makes a Snap (SandboxVerificationTests).
         let cg = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/snap.firefox.firefox-c1b9d2c6-7d0e-4a7b.scope\n"
         XCTAssertEqual(resolve(FakeProc().process(100, cgroup: cg, exe: "/snap/firefox/123/usr/lib/firefox/firefox")),
-                       app("firefox", sandboxed: true, exe: "/snap/firefox/123/usr/lib/firefox/firefox"))
+                       app("/snap/firefox/123/usr/lib/firefox/firefox", exe: "/snap/firefox/123/usr/lib/firefox/firefox"))
         let svc = "0::/system.slice/snap.my-daemon.daemon.service\n"
-        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: svc)), app("my-daemon", sandboxed: true))
-        let v1 = "1:name=systemd:/user.slice/snap.chromium.chromium-1.scope\n"
-        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: v1)), app("chromium", sandboxed: true))
-        // Snap wins over an enclosing app unit.
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: svc)), app("/usr/bin/app"))
+        // An app unit around it is still a unit.
         let both = "0::/app.slice/app-gnome-org.x.Y-1.scope/snap.foo.bar-2.scope\n"
-        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: both)), app("foo", sandboxed: true))
-        // Not snap: no name or no dot after it.
-        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: "0::/snap..x.scope\n")), app("/usr/bin/app"))
-        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: "0::/snap.foo\n")), app("/usr/bin/app"))
+        XCTAssertEqual(resolve(FakeProc().process(100, cgroup: both)), app("org.x.Y"))
     }
 
     func testFlatpakWinsOverCgroup() {
@@ -146,10 +148,11 @@ final class AppIdentityTests: XCTestCase {
         """
         let cg = "0::/user.slice/app.slice/app-flatpak-org.gnome.Maps-1234.scope\n"
         let fake = FakeProc().process(100, cgroup: cg, exe: "/app/bin/gnome-maps", flatpakInfo: info)
-        XCTAssertEqual(resolve(fake), app("org.gnome.Maps", sandboxed: true, exe: "/app/bin/gnome-maps"))
-        // Also wins over a snap-looking cgroup.
-        let fake2 = FakeProc().process(100, cgroup: "0::/snap.x.y.scope\n", flatpakInfo: info)
-        XCTAssertEqual(resolve(fake2), app("org.gnome.Maps", sandboxed: true))
+        // The fixture has no mount namespaces to compare: a claim, not verified.
+        guard case .success(let maps) = resolve(fake) else { return XCTFail("\(resolve(fake))") }
+        XCTAssertEqual(maps.appID, "org.gnome.Maps")
+        XCTAssertEqual(maps.identity, .unverifiedFlatpak)
+        XCTAssertEqual(maps.executable, "/app/bin/gnome-maps")
     }
 
     func testFlatpakInfoParsing() {
@@ -164,7 +167,9 @@ final class AppIdentityTests: XCTestCase {
         for (text, expected) in cases {
             let fake = FakeProc().process(100, flatpakInfo: text)
             if let expected {
-                XCTAssertEqual(resolve(fake), app(expected, sandboxed: true), text)
+                guard case .success(let got) = resolve(fake) else { XCTFail(text); continue }
+                XCTAssertEqual(got.appID, expected, text)
+                XCTAssertEqual(got.identity, .unverifiedFlatpak, text)
             } else {
                 // A sandbox marker we cannot understand refuses rather than guesses.
                 guard case .failure(.refused) = resolve(fake) else {

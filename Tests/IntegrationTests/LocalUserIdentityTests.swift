@@ -33,12 +33,7 @@ final class LocalUserIdentityTests: XCTestCase {
         return "[app \"\(sleepPath)\"]\npolicy = always\n"
     }
 
-    private var sleepPath: String {
-        let found = TestPaths.findExecutable("sleep") ?? "/usr/bin/sleep"
-        return (try? FileManager.default.destinationOfSymbolicLink(atPath: found)).map {
-            $0.hasPrefix("/") ? $0 : (found as NSString).deletingLastPathComponent + "/" + $0
-        } ?? found
-    }
+    private var sleepPath: String { LocalUserRig.sleepPath }
 
     // MARK: the rig itself
 

@@ -130,6 +130,14 @@ final class LocalUserRig {
         return String(decoding: data, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("confirm ") }.map(String.init)
     }
 
+    /// The path the daemon resolves `sleep` to (symbolic links followed).
+    static var sleepPath: String {
+        let found = TestPaths.findExecutable("sleep") ?? "/usr/bin/sleep"
+        return (try? FileManager.default.destinationOfSymbolicLink(atPath: found)).map {
+            $0.hasPrefix("/") ? $0 : (found as NSString).deletingLastPathComponent + "/" + $0
+        } ?? found
+    }
+
     private var setpriv: String { TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv" }
 }
 
