@@ -22,7 +22,8 @@ let package = Package(
         .systemLibrary(name: "CGPS", providers: [.apt(["libgps-dev"])]),
         // glibc's <malloc.h> (malloc_trim), not in Swift's Glibc module.
         .systemLibrary(name: "CMalloc"),
-        // Linux system calls glibc has no wrapper for (openat2), as inline C.
+        // Linux system calls glibc has no wrapper for (openat2, capset) or only a
+        // variadic one (prctl), as inline C.
         .systemLibrary(name: "CLinuxSyscalls"),
 
         // Pure core: consent/session state machine, config parsing. No I/O.
@@ -37,7 +38,7 @@ let package = Package(
         .target(name: "GeoSystem", dependencies: ["GeoCore", "CLinuxSyscalls"]),
         // The daemon: wires core, bus, gpsd and state together.
         .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem", "CMalloc"]),
-        .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon", "GeoConsentAPI", "GeoCore"]),
+        .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon", "GeoConsentAPI", "GeoCore", "GeoSystem"]),
         // The client library apps import: calls, signals and a consent agent; an app
         // needs no other module. geoconsentctl talks to the daemon through it alone.
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),

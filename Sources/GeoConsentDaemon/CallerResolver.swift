@@ -4,7 +4,9 @@ import GeoSystem
 
 /// Finds out who a bus peer is: uid, pid and AppArmor label from the bus
 /// (`GetConnectionCredentials`), the app-id and what it rests on (`IdentityKind`)
-/// from the label and /proc. Identity never comes from what a client says.
+/// from the label and /proc (read here, or by the identity helper that holds
+/// CAP_SYS_PTRACE: `IdentitySource`, GeoSystem's IdentitySeparation.swift).
+/// Identity never comes from what a client says.
 /// Answers are cached per unique name (never reused on a bus) until it leaves,
 /// together with the start time of the process they were read from. Later calls
 /// check that this PID is still that process of that uid, and once it is not
@@ -33,14 +35,14 @@ final class CallerResolver {
     static let recheckInterval: UInt64 = 100_000_000
 
     private let connection: Connection
-    private let identity: AppIdentityResolver
+    private let identity: IdentitySource
     private var known: [String: Known] = [:]
     /// App-ids and executable paths, one copy each: thousands of sessions of one
     /// app then share two strings instead of holding two each.
     private var interned: Set<String> = []
     private var waiting: [String: [(Result<Caller, DBusError>) -> Void]] = [:]
 
-    init(connection: Connection, identity: AppIdentityResolver) {
+    init(connection: Connection, identity: IdentitySource) {
         self.connection = connection
         self.identity = identity
     }
@@ -109,7 +111,7 @@ final class CallerResolver {
         if let items = creds["LinuxSecurityLabel"]?.arrayValue, items.count <= 4096 {
             label = items.compactMap { if case .byte(let b) = $0 { return b } else { return nil } }
         }
-        switch identity.resolve(pid: pid, uid: uid, securityLabel: label) {
+        switch identity.resolve(pid: pid, uid: uid, firstStart: nil, securityLabel: label) {
         case .success(let app):
             let caller = Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
                                 identity: app.identity, executable: intern(app.executable))

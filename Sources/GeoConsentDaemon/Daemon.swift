@@ -36,9 +36,12 @@ public final class Daemon {
     /// 256 or more sessions at some point since the session table was last empty.
     private var crowdSinceEmpty = false
 
-    /// Sets everything up: config, state, bus connection, name. Throws a
-    /// one-line `StartupError` when the daemon cannot run.
-    public init(options: DaemonOptions) throws {
+    /// Sets everything up: config, state, bus connection, name. Callers are
+    /// identified through `identity`: the identity helper's client when the
+    /// daemon left CAP_SYS_PTRACE to one (GeoSystem's IdentitySeparation.swift),
+    /// else `/proc` read in this process. Throws a one-line `StartupError` when
+    /// the daemon cannot run.
+    public init(options: DaemonOptions, identity: IdentitySource = AppIdentityResolver()) throws {
         self.options = options
         do {
             config = try ConfigLoader.load(explicitFile: options.configFile)
@@ -60,7 +63,7 @@ public final class Daemon {
             throw StartupError("cannot connect to the \(bus): \(error)")
         }
         server = ObjectServer(connection: connection)
-        callers = CallerResolver(connection: connection, identity: AppIdentityResolver())
+        callers = CallerResolver(connection: connection, identity: identity)
         location = LocationService(loop: loop, server: server, consent: core,
                                    host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
@@ -80,6 +83,7 @@ public final class Daemon {
         } catch {
             throw StartupError("cannot own \(GeoConsentAPI.busName) on the \(bus): \(error)")
         }
+        if let helper = identity as? IdentityHelperClient { watch(helper) }
         connection.onDisconnect = { [weak self] in
             Log.error("lost the connection to the \(bus)")
             self?.exitStatus = 1
@@ -87,7 +91,23 @@ public final class Daemon {
         }
     }
 
-    /// Runs until SIGTERM/SIGINT (0) or the bus goes away (1).
+    /// A lost identity helper leaves every caller unidentifiable (each is refused
+    /// with the reason): the daemon exits with status 1, so that systemd starts
+    /// it again with a new helper (`Restart=on-failure`). The helper answers
+    /// only while a call waits for it, so its socket becoming readable in
+    /// between means it has exited (or broke the protocol).
+    private func watch(_ helper: IdentityHelperClient) {
+        helper.onLost = { [weak self] why in
+            Log.error("the identity helper is gone (\(why)): every caller is refused; exiting so that the service restarts")
+            self?.exitStatus = 1
+            self?.loop.stop()
+        }
+        _ = loop.watch(fd: helper.fd, events: .readable) { [weak helper] _ in
+            helper?.lost("it has exited")
+        }
+    }
+
+    /// Runs until SIGTERM/SIGINT (0) or the bus goes away or the identity helper is lost (1).
     public func run() -> Int32 {
         signals = SignalPipe(loop: loop) { [weak self] sig in
             guard let self else { return }
