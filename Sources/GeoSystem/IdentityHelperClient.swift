@@ -9,7 +9,9 @@ public final class IdentityHelperClient: IdentitySource {
     /// How long an answer may take. The helper's reads are non-blocking and
     /// bounded (a resolution takes well under a millisecond), so a helper that
     /// has not answered by then is stuck, not busy.
-    public static let replyTimeout: Int32 = 5_000   // milliseconds
+    public static let defaultReplyTimeout: Int32 = 5_000   // milliseconds
+    /// Milliseconds; tests make it short.
+    public let replyTimeout: Int32
     /// The daemon's end of the socketpair.
     public let fd: Int32
     /// Why the helper is lost, once it is.
@@ -21,8 +23,9 @@ public final class IdentityHelperClient: IdentitySource {
 
     /// Takes over `fd`, a connected SOCK_SEQPACKET socket whose other end an
     /// identity helper serves.
-    public init(fd: Int32) {
+    public init(fd: Int32, replyTimeout: Int32 = IdentityHelperClient.defaultReplyTimeout) {
         self.fd = fd
+        self.replyTimeout = replyTimeout
     }
 
     public func resolve(pid: UInt32, uid: UInt32, firstStart: UInt64?, securityLabel: [UInt8]?) -> Result<ResolvedApp, IdentityError> {
@@ -69,14 +72,14 @@ public final class IdentityHelperClient: IdentitySource {
         if sent != bytes.count {
             return .failure(lost(sent < 0 ? "it has exited (\(String(cString: strerror(errno))))" : "a short write"))
         }
-        let deadline = monotonicMillis() + Int64(IdentityHelperClient.replyTimeout)
+        let deadline = monotonicMillis() + Int64(replyTimeout)
         while true {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let wait = Int32(max(0, deadline - monotonicMillis()))
             let ready = poll(&p, 1, wait)
             if ready < 0 && errno == EINTR { continue }
             if ready == 0 {
-                return .failure(lost("it did not answer within \(IdentityHelperClient.replyTimeout / 1000) s"))
+                return .failure(lost("it did not answer within \(Double(replyTimeout) / 1000) s"))
             }
             if ready < 0 { return .failure(lost("poll: \(String(cString: strerror(errno)))")) }
             break

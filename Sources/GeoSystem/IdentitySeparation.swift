@@ -67,7 +67,7 @@ public enum IdentitySeparation {
             return Outcome(source: AppIdentityResolver(),
                            note: "without CAP_SYS_PTRACE: callers are identified in this process, those of other uids not at all")
         }
-        let (fd, helper) = try spawnHelper()
+        let (fd, helper) = try startHelper()
         _ = try Capabilities.keepOnly(0)
         try Capabilities.setNoNewPrivileges()
         // Only this end crosses the exec; the helper's end was closed after the spawn.
@@ -96,8 +96,10 @@ public enum IdentitySeparation {
                              "this process holds no capability (\(caps))")
     }
 
-    /// Step 1: the socketpair and the helper; returns the daemon's end and the helper's pid.
-    private static func spawnHelper() throws -> (fd: Int32, pid: pid_t) {
+    /// Step 1: the socketpair and the helper (`executable --identity-helper FD`;
+    /// tests name the built daemon); returns this end, close-on-exec, and the
+    /// helper's pid. The helper ends when this end is closed.
+    public static func startHelper(executable: String = "/proc/self/exe") throws -> (fd: Int32, pid: pid_t) {
         var pair: [Int32] = [-1, -1]
         if socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) != 0 {
             throw SystemError.last("socketpair", "for the identity helper")
@@ -119,10 +121,10 @@ public enum IdentitySeparation {
         defer { for p in cArgs { free(p) } }
         var environment: [UnsafeMutablePointer<CChar>?] = [nil]
         var pid: pid_t = 0
-        let r = posix_spawn(&pid, "/proc/self/exe", nil, &attributes, &cArgs, &environment)
+        let r = posix_spawn(&pid, executable, nil, &attributes, &cArgs, &environment)
         if r != 0 {
             _ = close(mine)
-            throw SystemError(operation: "posix_spawn", path: "/proc/self/exe \(helperFlag)", errno: r)
+            throw SystemError(operation: "posix_spawn", path: "\(executable) \(helperFlag)", errno: r)
         }
         return (mine, pid)
     }
