@@ -60,7 +60,7 @@ let package = Package(
         // The process harness's own tests (bus, gpsd, child processes, NMEA, DaemonInstance).
         .testTarget(name: "HarnessTests", dependencies: ["GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["GeoDBus", "GeoConsentAPI", "GeoConsentClient", "GeoTestSupport", "GeoConsentDaemon",
+                    dependencies: ["GeoDBus", "GeoConsentAPI", "GeoConsentClient", "GeoTestSupport", "GeoConsentDaemon", "GeoSystem",
                                    "geoconsentd", "geoconsentctl", "geoconsent-localuser"]),
     ],
     swiftLanguageModes: [.v5]

@@ -47,6 +47,9 @@ final class CallerResolver {
         self.identity = identity
     }
 
+    /// Identities come from the identity helper, not from /proc read here.
+    var usesHelper: Bool { identity is IdentityHelperClient }
+
     /// Some caller's credentials are still being asked of the bus.
     var isResolving: Bool { !waiting.isEmpty }
 

@@ -122,6 +122,7 @@ public final class Daemon {
         }
         Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName) as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
+                 (callers.usesHelper ? "; callers identified by the identity helper, which alone holds CAP_SYS_PTRACE" : "") +
                  (core.enabled ? "" : "; location is switched off"))
         checkIdle()
         loop.run()

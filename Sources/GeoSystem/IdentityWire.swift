@@ -64,6 +64,7 @@ public enum IdentityWire {
 
     public static func encode(_ r: IdentityRequest) -> [UInt8] {
         var out = Writer()
+        out.bytes.reserveCapacity(requestBytes)
         out.u32(magic)
         out.u32(r.sequence)
         out.u32(r.operation.rawValue)
@@ -75,7 +76,7 @@ public enum IdentityWire {
         out.u32(0)
         out.u64(r.startTime ?? 0)
         out.bytes.append(contentsOf: label)
-        out.bytes.append(contentsOf: repeatElement(0, count: labelBytes - label.count))
+        out.bytes.append(contentsOf: [UInt8](repeating: 0, count: labelBytes - label.count))
         return out.bytes
     }
 

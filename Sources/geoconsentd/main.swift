@@ -39,7 +39,7 @@ case .run:
 do {
     // Before the config, the state or the bus: from here on this process holds no capability.
     let identity = try IdentitySeparation.prepare(argv: CommandLine.arguments, inherited: inheritedHelperSocket)
-    Log.info(identity.note)
+    Log.debug(identity.note)
     let daemon = try Daemon(options: options, identity: identity.source)
     exit(daemon.run())
 } catch {
