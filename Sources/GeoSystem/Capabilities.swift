@@ -14,7 +14,7 @@ public struct CapabilitySets: Equatable, CustomStringConvertible {
     /// The sets of this process now.
     public static func current() throws -> CapabilitySets {
         var e: UInt64 = 0, p: UInt64 = 0, i: UInt64 = 0
-        if geo_capget(&e, &p, &i) != 0 { throw SystemError.last("capget", "") }
+        if geo_capget(&e, &p, &i) != 0 { throw SystemError.last("capget", "self") }
         var ambient: UInt64 = 0, bounding: UInt64 = 0
         for cap in Capabilities.known {
             if geo_prctl(CLinuxSyscalls.GEO_PR_CAP_AMBIENT, CLinuxSyscalls.GEO_PR_CAP_AMBIENT_IS_SET, UInt(cap), 0, 0) == 1 {
@@ -67,20 +67,20 @@ public enum Capabilities {
     @discardableResult
     public static func keepOnly(_ keep: UInt64) throws -> Bool {
         if geo_prctl(CLinuxSyscalls.GEO_PR_CAP_AMBIENT, CLinuxSyscalls.GEO_PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 {
-            throw SystemError.last("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", "")
+            throw SystemError.last("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", "self")
         }
         let now = try CapabilitySets.current()
         if now.effective & (1 << UInt64(setpcap)) != 0 {
             for cap in known where keep & (1 << UInt64(cap)) == 0 && now.bounding & (1 << UInt64(cap)) != 0 {
                 if geo_prctl(CLinuxSyscalls.GEO_PR_CAPBSET_DROP, UInt(cap), 0, 0, 0) != 0 {
-                    throw SystemError.last("prctl(PR_CAPBSET_DROP)", "")
+                    throw SystemError.last("prctl(PR_CAPBSET_DROP)", "self")
                 }
             }
         }
         let wanted = now.permitted & keep
         if geo_capset(wanted, wanted, 0) != 0 {
             if errno == EPERM { return false }
-            throw SystemError.last("capset", "")
+            throw SystemError.last("capset", "self")
         }
         return true
     }
@@ -88,7 +88,7 @@ public enum Capabilities {
     /// Sets no_new_privs: no `execve` can grant a privilege again.
     public static func setNoNewPrivileges() throws {
         if geo_prctl(CLinuxSyscalls.GEO_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            throw SystemError.last("prctl(PR_SET_NO_NEW_PRIVS)", "")
+            throw SystemError.last("prctl(PR_SET_NO_NEW_PRIVS)", "self")
         }
     }
 }
