@@ -24,8 +24,11 @@ RELEASE_FLAGS := -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xswiftc 
 	-Xlinker -z -Xlinker pack-relative-relocs \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/link/hot-functions.order -Xlinker --no-warn-symbol-ordering
 RELEASE_BIN = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)
+# SKIP_DEPS=1: do not run scripts/deps.sh before `release` (a package build gets
+# its dependencies from debian/control's Build-Depends, never by installing them).
+DEPS_STEP := $(if $(SKIP_DEPS),,deps)
 
-.PHONY: all deps build release test run bench screenshots clean introspection
+.PHONY: all deps build release test run bench screenshots clean introspection deb
 
 all: build
 
@@ -35,7 +38,7 @@ deps:
 build: deps
 	$(SWIFT) build
 
-release: deps
+release: $(DEPS_STEP)
 	@archive="$$(clang -print-file-name=libstdc++.a)"; [[ $$archive == /* ]] || \
 		{ echo "make release: libstdc++.a not found (apt-get install libstdc++-12-dev)" >&2; exit 1; }; \
 		mkdir -p "$(STATIC_CXX_DIR)" && ln -sfn "$$archive" "$(STATIC_CXX_DIR)/libstdc++.a"
