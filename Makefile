@@ -4,6 +4,7 @@
 #                stack privately (bus, gpsd replaying data/track.nmea, daemon)
 #   make test    install missing Debian packages, build, run every test
 #   make install PREFIX=/usr DESTDIR=...   (see README "Install")
+#   make deb     the Debian package in .build/deb, checked by lintian
 
 SHELL := /bin/bash
 # The toolchain lives in /opt/swift on our machines; use it when PATH lacks it.
@@ -49,6 +50,10 @@ release: $(DEPS_STEP)
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
+	@# The Debian package (`make deb`: dpkg-buildpackage, lintian), then geoconsent under a real
+	@# systemd: `make install` and the .deb, each in a throwaway container (tests/systemd/test-units.sh).
+	$(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
+	bash tests/systemd/test-units.sh --bin "$(RELEASE_BIN)" --deb $(DEB_DIR)
 	@# The benchmark once with tiny counts, so it cannot rot (no timing is asserted).
 	$(SWIFT) build --product geoconsent-bench
 	"$$($(SWIFT) build --show-bin-path)/geoconsent-bench" --quick --json .build/bench-quick.json
@@ -75,6 +80,15 @@ bench: release
 
 run: release
 	bash scripts/run-stack.sh "$(RELEASE_BIN)"
+
+# The Debian package (README "Install"): `dpkg-buildpackage -us -uc -b` on debian/,
+# then lintian. The .deb (and .ddeb, .buildinfo, .changes) land in DEB_DIR.
+DEB_DIR := .build/deb
+# dpkg-buildpackage runs make again (debian/rules): it must not inherit this make's
+# flags and command-line variables.
+CLEAN_MAKE_ENV := env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS
+deb: deps
+	$(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
 
 # Regenerates the committed introspection XML from the interface tables.
 introspection: build

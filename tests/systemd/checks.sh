@@ -75,6 +75,24 @@ check_activation() {
         test "$(ct_exec busctl --system status org.geoconsent.GeoConsent1 2>/dev/null | sed -n 's/^PID=//p')" = "$(daemon_pid)"
 }
 
+# Callers of another uid, identified under the real unit: ProtectProc=invisible
+# and CAP_SYS_PTRACE together must still let the daemon read their /proc/PID/exe
+# and /proc/PID/cgroup, and real systemd app units must give their app ids.
+check_identity() {
+    local g="org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 org.geoconsent.GeoConsent1" id
+    # The app-id in a GetAuthorization reply as busctl prints it.
+    reply_app_id() { sed -n 's/.*"app-id" s "\([^"]*\)".*/\1/p'; }
+    id=$(as_nobody busctl --system call $g GetAuthorization | reply_app_id)
+    expect "nobody's busctl is known by its executable, /proc/PID/exe ($id)" test "$id" = /usr/bin/busctl
+    id=$(ct_exec systemd-run --quiet --scope --unit=app-gnome-org.example.Maps-4242.scope \
+        --uid=nobody --gid=nogroup busctl --system call $g GetAuthorization | reply_app_id)
+    expect "nobody's busctl in scope app-gnome-org.example.Maps-4242 is $id, from /proc/PID/cgroup" \
+        test "$id" = org.example.Maps
+    id=$(ct_exec systemd-run --quiet --wait --pipe --unit='app-org.example.Weather@1.service' -p User=nobody \
+        busctl --system call $g GetAuthorization | reply_app_id)
+    expect "nobody's busctl in service app-org.example.Weather@1 is $id" test "$id" = org.example.Weather
+}
+
 # /proc/PID/status of the daemon: user, capabilities, no_new_privs, seccomp.
 check_process() {
     local pid status uid field
@@ -284,6 +302,7 @@ run_checks() {
     check_installed
     check_activation
     check_process
+    check_identity
     start_feeder_and_agent
     check_locate
     check_namespaces

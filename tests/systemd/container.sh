@@ -103,12 +103,14 @@ ct_start() {
     local h cgroups=()
     for h in "${CT_HIERARCHIES[@]}"; do cgroups+=("$h/$CT_CGROUP"); done
     local t0; t0=$(ct_now_ms)
-    # The wrapper moves itself into our cgroups, then becomes nspawn.
+    # The wrapper moves itself into our cgroups, then becomes nspawn: in a
+    # session of its own (a Ctrl-C reaches us, and we shut it down in order),
+    # and told to power off if we die without doing so (--pdeathsig).
     SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 setsid bash -c '
         n=$1; shift
         for ((i = 0; i < n; i++)); do echo $$ >"$1/cgroup.procs" || exit 1; shift; done
         exec "$@"' ct-wrap "${#cgroups[@]}" "${cgroups[@]}" \
-        systemd-nspawn -D "$CT_ROOT" --machine="$CT_MACHINE" --register=no --keep-unit --boot \
+        setpriv --pdeathsig SIGTERM systemd-nspawn -D "$CT_ROOT" --machine="$CT_MACHINE" --register=no --keep-unit --boot \
             --console=read-only --link-journal=no --resolv-conf=off --timezone=off \
             --system-call-filter=bpf --private-network \
         </dev/null >>"$CT_LOG" 2>&1 &

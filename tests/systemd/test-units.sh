@@ -62,29 +62,51 @@ if [[ ${1:-} != --inside ]]; then
     RESULT=$(mktemp /tmp/geoconsent-systemd-result.XXXXXX)
     t0=$SECONDS
     # unshare: every mount the test makes dies with its namespace. timeout:
-    # a hang ends in SIGTERM, which still runs the inner cleanup.
+    # a hang ends in SIGTERM, which still runs the inner cleanup. A signal to
+    # this script is passed on the same way, and we wait for that cleanup.
     timeout --kill-after=30 900 unshare --mount --propagation private -- \
-        bash "$HERE/test-units.sh" --inside "$RUN_ID" "$RESULT" "$BIN" "$DEB"
-    rc=$?
+        bash "$HERE/test-units.sh" --inside "$RUN_ID" "$RESULT" "$BIN" "$DEB" &
+    inner=$!
+    trap 'kill -TERM $inner 2>/dev/null' INT TERM HUP
+    while wait "$inner"; rc=$?; kill -0 "$inner" 2>/dev/null; do :; done
+    trap - INT TERM HUP
     read -r passed failed <"$RESULT" 2>/dev/null || { passed=0; failed=1; }
     rm -f "$RESULT"
     ((rc == 0 || failed > 0)) || { echo "FAIL the container test ended with status $rc"; failed=$((failed + 1)); }
 
     # Seen from the machine: nothing of the containers is left.
-    left=$(
+    leftovers() {
         for d in /sys/fs/cgroup/unified /sys/fs/cgroup/systemd /sys/fs/cgroup; do
             compgen -G "$d/geoconsent-ct-*-$RUN_ID" || true
         done
         compgen -G "/tmp/geoconsent-ct-$RUN_ID.*" || true
         grep -F "geoconsent-ct-$RUN_ID" /proc/self/mountinfo || true
         pgrep -a -f "geoconsent-ct-$RUN_ID" || true
-    )
+    }
+    left=$(leftovers)
     if [[ -z $left ]]; then
         echo "ok   no mount, cgroup, process or file of the containers is left"
         passed=$((passed + 1))
     else
         echo "FAIL left behind:"$'\n'"$left"
         failed=$((failed + 1))
+        # The inner part died without cleaning up (SIGKILL): do it from here.
+        # Its mounts went with its namespace once the processes in our
+        # cgroups are gone; what is left are empty directories.
+        for cg in $(for d in /sys/fs/cgroup/unified /sys/fs/cgroup/systemd /sys/fs/cgroup; do
+                        compgen -G "$d/geoconsent-ct-*-$RUN_ID"; done); do
+            for _ in 1 2 3 4 5 6 7 8 9 10; do
+                pids=$(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null)
+                [[ -z $pids ]] && break
+                kill -KILL $pids 2>/dev/null; sleep 0.2
+            done
+            find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+        done
+        for dir in $(compgen -G "/tmp/geoconsent-ct-$RUN_ID.*"); do
+            if [[ -d $dir ]]; then rmdir "$dir"; else rm -f "$dir"; fi
+        done
+        left=$(leftovers)
+        [[ -z $left ]] && echo "     removed it" || echo "FAIL could not remove:"$'\n'"$left"
     fi
     echo "systemd: container test took $((SECONDS - t0)) s"
     echo "systemd: $passed passed, $failed failed"
