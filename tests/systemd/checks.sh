@@ -206,6 +206,27 @@ check_outside() {
         test "$counts" = "0 3 3"
 }
 
+# The namespace belongs to no single unit (docs/gpsd-lockdown.md: each of
+# the three lists the other two): gpsd.socket and gpsd.service restarted while
+# the daemon runs join the daemon's namespace again, and when everything was
+# stopped and the daemon is activated first, gpsd joins the daemon's.
+check_namespace_order() {
+    local before
+    before=$(ct_exec readlink "/proc/$(daemon_pid)/ns/net")
+    ct_exec systemctl restart gpsd.socket gpsd.service
+    expect "gpsd.socket and gpsd.service restarted while the daemon runs: back in its namespace, port closed outside" \
+        eval '[[ $(ct_exec readlink "/proc/$(unit_prop gpsd.service MainPID)/ns/net") == "$before" ]] && ! tcp_open 127.0.0.1 2947'
+    ct_exec systemctl stop geoconsentd.service gpsd.service gpsd.socket geoconsent-test-feeder.service
+    ct_exec timeout 20 geoconsentctl status >/dev/null
+    ct_exec systemctl start geoconsent-test-feeder.service
+    local out
+    out=$(as_nobody timeout 30 geoconsentctl locate 2>&1)
+    expect "all stopped, the daemon activated first: gpsd starts in the daemon's namespace and a fix comes" \
+        eval '[[ $out == *Latitude:* ]]'
+    check_namespaces
+    expect "and 127.0.0.1:2947 is closed outside" eval '! tcp_open 127.0.0.1 2947'
+}
+
 check_exposure() {
     local out score
     out=$(ct_exec systemd-analyze security --no-pager geoconsentd.service 2>&1)
@@ -307,6 +328,7 @@ run_checks() {
     check_locate
     check_namespaces
     check_outside
+    check_namespace_order
     check_exposure
     check_kill
     check_bus_reload
