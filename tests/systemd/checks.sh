@@ -17,8 +17,10 @@ CAP_MASK=0000000000080000
 # gpsd's shared-memory export: SysV key "GPSD".
 GPSD_SHM_KEY=$((0x47505344))
 EXPOSURE_LIMIT=1.5
-# nmea-replay of the release build (test-units.sh sets it; not part of the package).
+# nmea-replay of the release build (test-units.sh sets it; not part of the
+# package), and where in the container the feeder unit finds it and the track.
 FEEDER=${FEEDER:-$REPO/.build/release/nmea-replay}
+FEEDER_DIR=/usr/local/lib/geoconsent-test
 
 PASSED=${PASSED:-0}
 FAILED=${FAILED:-0}
@@ -117,12 +119,15 @@ check_process() {
 # UDP (in /etc, so that it is still there after a reboot), and a consent agent
 # of nobody's that answers "Allow Once".
 start_feeder_and_agent() {
+    # Copied in: the feeder's PrivateTmp= would hide a checkout under /tmp.
+    mkdir -p "$CT_ROOT$FEEDER_DIR"
+    cp "$FEEDER" "$TRACK" "$CT_ROOT$FEEDER_DIR/"
     ct_sh "cat >/etc/systemd/system/geoconsent-test-feeder.service" <<EOF
 [Unit]
 Description=geoconsent test: replays data/track.nmea to gpsd, inside gpsd's namespace
 JoinsNamespaceOf=gpsd.service gpsd.socket geoconsentd.service
 [Service]
-ExecStart=$FEEDER --loop --now --quiet 127.0.0.1:$FEED_PORT $TRACK
+ExecStart=$FEEDER_DIR/nmea-replay --loop --now --quiet 127.0.0.1:$FEED_PORT $FEEDER_DIR/track.nmea
 PrivateNetwork=yes
 PrivateIPC=yes
 PrivateTmp=yes

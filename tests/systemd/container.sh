@@ -31,7 +31,8 @@
 # of the container's PID 1): such a process is in none of the container's
 # units, which is exactly what "another local process" means in the checks.
 #
-# API (all state in CT_* variables; one container at a time):
+# API (all state in CT_* variables; one container at a time; set CT_BINDS
+# before ct_boot):
 #   ct_boot NAME        boot (NAME names its cgroup; CT_TAG, if set, its
 #                       directory under /tmp); sets CT_ROOT (the overlay), CT_LEADER (PID 1's
 #                       host pid), CT_BOOT_MS; returns non-zero on failure
@@ -55,6 +56,11 @@ CT_MASK=(postgresql.service e2scrub_reap.service e2scrub_all.timer apt-daily.tim
          apt-daily-upgrade.timer dpkg-db-backup.timer fstrim.timer man-db.timer
          systemd-timesyncd.service getty@tty1.service console-getty.service
          systemd-pstore.service)
+
+# Host directories the container must see as they are, at the same path,
+# read-only: the overlay shows most of /, but nspawn puts a tmpfs on /tmp
+# (a checkout there would vanish), and a bind shows later changes too.
+CT_BINDS=()
 
 CT_DIR=
 CT_ROOT=
@@ -100,8 +106,9 @@ ct_boot() {
 
 # ct_start: start systemd on the prepared overlay and wait until it has booted.
 ct_start() {
-    local h cgroups=()
+    local h cgroups=() b binds=()
     for h in "${CT_HIERARCHIES[@]}"; do cgroups+=("$h/$CT_CGROUP"); done
+    for b in "${CT_BINDS[@]}"; do binds+=("--bind-ro=$b"); done
     local t0; t0=$(ct_now_ms)
     # The wrapper moves itself into our cgroups, then becomes nspawn: in a
     # session of its own (a Ctrl-C reaches us, and we shut it down in order),
@@ -112,7 +119,7 @@ ct_start() {
         exec "$@"' ct-wrap "${#cgroups[@]}" "${cgroups[@]}" \
         setpriv --pdeathsig SIGTERM systemd-nspawn -D "$CT_ROOT" --machine="$CT_MACHINE" --register=no --keep-unit --boot \
             --console=read-only --link-journal=no --resolv-conf=off --timezone=off \
-            --system-call-filter=bpf --private-network \
+            --system-call-filter=bpf --private-network "${binds[@]}" \
         </dev/null >>"$CT_LOG" 2>&1 &
     CT_NSPAWN_PID=$!
 

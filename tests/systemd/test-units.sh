@@ -123,6 +123,10 @@ CT_TAG=$RUN_ID
 source "$HERE/container.sh"
 # shellcheck source=checks.sh
 source "$HERE/checks.sh"
+# The checkout (scripts, track, Makefile), the binaries and the package.
+CT_BINDS=("$REPO")
+[[ $BIN/ == "$REPO"/* ]] || CT_BINDS+=("$BIN")
+[[ -z $DEB || $DEB == "$REPO"/* ]] || CT_BINDS+=("$(dirname "$DEB")")
 
 finish() {
     trap '' INT TERM HUP
@@ -196,7 +200,7 @@ check_purge() {
     local files left
     # The test's own feeder unit is not the package's: it goes first.
     ct_exec systemctl stop geoconsent-test-feeder.service
-    ct_exec rm -f /etc/systemd/system/geoconsent-test-feeder.service
+    ct_exec rm -rf /etc/systemd/system/geoconsent-test-feeder.service "$FEEDER_DIR"
     files=$(ct_exec dpkg-query -L geoconsent)
     run_logged "apt purge geoconsent" \
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent
