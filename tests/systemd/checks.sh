@@ -1,3 +1,8 @@
+# shellcheck shell=bash
+# `expect DESCRIPTION eval '...'` defers the expansion to the check on purpose:
+# shellcheck disable=SC2016
+# Nested predicates (restarted, back) are called through wait_for:
+# shellcheck disable=SC2317
 # checks.sh: what tests/systemd/test-units.sh checks in a booted container
 # after geoconsent was installed there (by `make install` or the .deb).
 # Sourced; needs container.sh. Each check_* prints one "ok"/"FAIL" line per
@@ -81,23 +86,23 @@ check_activation() {
 # and CAP_SYS_PTRACE together must still let the daemon read their /proc/PID/exe
 # and /proc/PID/cgroup, and real systemd app units must give their app ids.
 check_identity() {
-    local g="org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 org.geoconsent.GeoConsent1" id
+    local g=(org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 org.geoconsent.GeoConsent1) id
     # The app-id in a GetAuthorization reply as busctl prints it.
     reply_app_id() { sed -n 's/.*"app-id" s "\([^"]*\)".*/\1/p'; }
-    id=$(as_nobody busctl --system call $g GetAuthorization | reply_app_id)
+    id=$(as_nobody busctl --system call "${g[@]}" GetAuthorization | reply_app_id)
     expect "nobody's busctl is known by its executable, /proc/PID/exe ($id)" test "$id" = /usr/bin/busctl
     id=$(ct_exec systemd-run --quiet --scope --unit=app-gnome-org.example.Maps-4242.scope \
-        --uid=nobody --gid=nogroup busctl --system call $g GetAuthorization | reply_app_id)
+        --uid=nobody --gid=nogroup busctl --system call "${g[@]}" GetAuthorization | reply_app_id)
     expect "nobody's busctl in scope app-gnome-org.example.Maps-4242 is $id, from /proc/PID/cgroup" \
         test "$id" = org.example.Maps
     id=$(ct_exec systemd-run --quiet --wait --pipe --unit='app-org.example.Weather@1.service' -p User=nobody \
-        busctl --system call $g GetAuthorization | reply_app_id)
+        busctl --system call "${g[@]}" GetAuthorization | reply_app_id)
     expect "nobody's busctl in service app-org.example.Weather@1 is $id" test "$id" = org.example.Weather
 }
 
 # /proc/PID/status of the daemon: user, capabilities, no_new_privs, seccomp.
 check_process() {
-    local pid status uid field
+    local pid status uid
     pid=$(daemon_pid)
     status=$(ct_exec cat "/proc/$pid/status")
     uid=$(ct_exec id -u geoconsent)
@@ -217,6 +222,7 @@ check_outside() {
 # stopped and the daemon is activated first, gpsd joins the daemon's.
 check_namespace_order() {
     local before
+    # shellcheck disable=SC2034  # read by the eval below
     before=$(ct_exec readlink "/proc/$(daemon_pid)/ns/net")
     ct_exec systemctl restart gpsd.socket gpsd.service
     expect "gpsd.socket and gpsd.service restarted while the daemon runs: back in its namespace, port closed outside" \

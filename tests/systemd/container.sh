@@ -1,3 +1,6 @@
+# shellcheck shell=bash
+# CT_BOOT_MS and CT_ROOT are read by the caller:
+# shellcheck disable=SC2034
 # container.sh: boot a throwaway systemd in a container whose root is an
 # overlay over this machine's own /, run commands in it, and remove every
 # trace of it afterwards. Sourced by tests/systemd/test-units.sh; bash only.
@@ -113,6 +116,7 @@ ct_start() {
     # The wrapper moves itself into our cgroups, then becomes nspawn: in a
     # session of its own (a Ctrl-C reaches us, and we shut it down in order),
     # and told to power off if we die without doing so (--pdeathsig).
+    # shellcheck disable=SC2016  # the wrapper's own script
     SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 setsid bash -c '
         n=$1; shift
         for ((i = 0; i < n; i++)); do echo $$ >"$1/cgroup.procs" || exit 1; shift; done
@@ -154,6 +158,7 @@ ct_find_leader() {
     local queue=("$1") p c comm
     while ((${#queue[@]})); do
         p=${queue[0]}; queue=("${queue[@]:1}")
+        # shellcheck disable=SC2013  # children: pids separated by spaces
         for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
             comm=$(cat /proc/"$c"/comm 2>/dev/null)
             [[ $comm == systemd ]] && { echo "$c"; return; }

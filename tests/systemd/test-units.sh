@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# shellcheck disable=SC2016  # expect ... eval '...': expanded by the check
 # test-units.sh: geoconsent under a real systemd, the way a distribution runs
 # it. `make test` runs it after the Swift tests and the package build.
 #
@@ -32,7 +34,7 @@ usage() { echo "usage: $0 --bin RELEASE_DIR [--deb DEB_DIR]" >&2; exit 2; }
 # ---- outside: set up, run the rest in a private mount namespace, check ----
 
 if [[ ${1:-} != --inside ]]; then
-    BIN= DEB_DIR=
+    BIN='' DEB_DIR=''
     while (($#)); do
         case $1 in
             --bin) BIN=${2:-}; shift 2 || usage ;;
@@ -53,8 +55,10 @@ if [[ ${1:-} != --inside ]]; then
     DEB=
     if [[ -n $DEB_DIR ]]; then
         debs=("$DEB_DIR"/geoconsent_*_"$(dpkg --print-architecture)".deb)
-        ((${#debs[@]} == 1)) && [[ -f ${debs[0]} ]] ||
-            { echo "systemd: want exactly one geoconsent_*.deb in $DEB_DIR (make deb): ${debs[*]}" >&2; exit 1; }
+        if ((${#debs[@]} != 1)) || [[ ! -f ${debs[0]} ]]; then
+            echo "systemd: want exactly one geoconsent_*.deb in $DEB_DIR (make deb): ${debs[*]}" >&2
+            exit 1
+        fi
         DEB=$(cd "$(dirname "${debs[0]}")" && pwd)/$(basename "${debs[0]}")
     fi
 
@@ -98,6 +102,7 @@ if [[ ${1:-} != --inside ]]; then
             for _ in 1 2 3 4 5 6 7 8 9 10; do
                 pids=$(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null)
                 [[ -z $pids ]] && break
+                # shellcheck disable=SC2086  # one pid per word
                 kill -KILL $pids 2>/dev/null; sleep 0.2
             done
             find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
@@ -119,9 +124,7 @@ fi
 RUN_ID=$2 RESULT=$3 BIN=$4 DEB=$5
 FEEDER=$BIN/nmea-replay
 CT_TAG=$RUN_ID
-# shellcheck source=container.sh
 source "$HERE/container.sh"
-# shellcheck source=checks.sh
 source "$HERE/checks.sh"
 # The checkout (scripts, track, Makefile), the binaries and the package.
 CT_BINDS=("$REPO")
