@@ -191,9 +191,24 @@ variant_deb() {
     expect "/etc/geoconsent/geoconsent.conf is a conffile" \
         eval 'ct_exec dpkg-query -W -f="\${Conffiles}" geoconsent | grep -q "^ */etc/geoconsent/geoconsent.conf "'
     run_checks
+    check_reinstall
     check_purge
     ct_teardown
     expect "the container is gone without a trace" test -z "$(ct_leftovers)"
+}
+
+# An upgrade (here: the same version again) restarts a running daemon
+# (try-restart) and leaves gpsd alone: it stays in the namespace it is in.
+check_reinstall() {
+    local pid gpsd
+    pid=$(daemon_pid); gpsd=$(unit_prop gpsd.service MainPID)
+    [[ $pid != 0 ]] || info "the daemon was not running before the reinstall"
+    run_logged "apt install --reinstall ./$(basename "$DEB")" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y --reinstall "$DEB"
+    expect "the upgrade restarted the running daemon" \
+        eval '[[ $(unit_prop geoconsentd.service ActiveState) == active && $(daemon_pid) != "$pid" ]]'
+    expect "and left gpsd running where it was" test "$(unit_prop gpsd.service MainPID)" = "$gpsd"
+    expect "the daemon answers after the upgrade" eval 'ct_exec timeout 10 geoconsentctl status >/dev/null'
 }
 
 # apt purge: every file of the package, the state and the config are gone;
