@@ -22,6 +22,8 @@ let package = Package(
         .systemLibrary(name: "CGPS", providers: [.apt(["libgps-dev"])]),
         // glibc's <malloc.h> (malloc_trim), not in Swift's Glibc module.
         .systemLibrary(name: "CMalloc"),
+        // Linux system calls glibc has no wrapper for (openat2), as inline C.
+        .systemLibrary(name: "CLinuxSyscalls"),
 
         // Pure core: consent/session state machine, config parsing. No I/O.
         .target(name: "GeoCore"),
@@ -32,19 +34,23 @@ let package = Package(
         // gpsd client over libgps (the only code that calls libgps).
         .target(name: "GeoGPS", dependencies: ["CGPS", "GeoCore"]),
         // Small Foundation-free system helpers: files, atomic writes, /proc, state store.
-        .target(name: "GeoSystem", dependencies: ["GeoCore"]),
+        .target(name: "GeoSystem", dependencies: ["GeoCore", "CLinuxSyscalls"]),
         // The daemon: wires core, bus, gpsd and state together.
         .target(name: "GeoConsentDaemon", dependencies: ["GeoCore", "GeoDBus", "GeoConsentAPI", "GeoGPS", "GeoSystem", "CMalloc"]),
         .executableTarget(name: "geoconsentd", dependencies: ["GeoConsentDaemon", "GeoConsentAPI", "GeoCore"]),
-        // The client library apps import (and geoconsentctl uses).
+        // The client library apps import: calls, signals and a consent agent; an app
+        // needs no other module. geoconsentctl talks to the daemon through it alone.
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
-        .executableTarget(name: "geoconsentctl", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI", "GeoConsentClient"]),
+        .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient"]),
 
         // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
         .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
         // make bench: the real stack against floors measured in the same run.
-        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoConsentAPI"]),
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI"]),
+        // One unprivileged local user for the integration tests: the victim, its
+        // agent, and the attacks (run as other uids with setpriv).
+        .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI"]),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),
@@ -54,7 +60,7 @@ let package = Package(
         .testTarget(name: "HarnessTests", dependencies: ["GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["GeoDBus", "GeoConsentAPI", "GeoConsentClient", "GeoTestSupport", "GeoConsentDaemon",
-                                   "geoconsentd", "geoconsentctl"]),
+                                   "geoconsentd", "geoconsentctl", "geoconsent-localuser"]),
     ],
     swiftLanguageModes: [.v5]
 )

@@ -18,7 +18,9 @@
 #      quits, so the daemon cancels its prompt and the dialog is withdrawn; the
 #      queued three-button dialog follows; "Don't Allow" is clicked and busctl
 #      gets status 2 (denied);
-#   5. the demo refuses --label none --icon none; other button styles render.
+#   5. the demo refuses --label none --icon none; other button styles render;
+#   6. with another agent of the same uid registered first, the agent waits for
+#      the slot (retrying) and registers once it is free.
 # It also checks that a client calling the agent directly (Confirm, Cancel)
 # is refused: only the daemon may open or withdraw prompts.
 #
@@ -376,6 +378,23 @@ for i in "${!STYLES[@]}"; do
 done
 "$PY" "$DESKTOP/xvfb-helper" montage "$SHOTS/button-styles.png" '#f6f5f4' "${STYLE_SHOTS[@]}" || fail "montage"
 pass "the demo refuses a button with neither label nor icon, and renders ${#STYLES[@]} other styles"
+
+# ---- 6. the agent slot ---------------------------------------------------------
+# Another program of the same uid registers first (after a daemon restart anyone
+# may win that race): the graphical agent waits for the slot instead of exiting,
+# and takes it as soon as it is free.
+start squatter "$BIN/geoconsentctl" --bus "$BUS" agent --auto deny
+wait_for 10 "the other agent to register" has_line squatter 'registered for uid'
+start agent2 "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
+slot_taken() { grep -q 'another consent agent is registered' "$TMP/agent2.err" 2>/dev/null || ! alive agent2; }
+wait_for 15 "the agent to find the slot taken" slot_taken
+sleep 3   # more than one retry period
+alive agent2 || fail "the agent exited while another agent held the slot: $(cat "$TMP/agent2.err")"
+has_line agent2 '^registered ' && fail "the agent registered while the slot was taken"
+stop squatter
+wait_for 10 "the agent to take the free slot" has_line agent2 '^registered '
+pass "the agent waits while another agent of its uid holds the slot, and takes it when it is free"
+stop agent2
 
 say "screenshots in $SHOTS"
 say "took $((SECONDS - STARTED)) s"

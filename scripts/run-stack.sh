@@ -4,7 +4,7 @@
 #   private dbus-daemon (tests/dbus/test-bus.conf, socket in a temp dir)
 #   gpsd on free loopback ports, fed NMEA over UDP by
 #   nmea-replay --loop --now, replaying data/track.nmea (a drive around Berlin)
-#   geoconsentd --bus ADDR --gpsd 127.0.0.1:PORT --config EMPTY --state-dir TMP/state
+#   geoconsentd --bus ADDR --gpsd 127.0.0.1:PORT --config CONF (idle-exit = 0) --state-dir TMP/state
 #
 # BIN_DIR holds the built geoconsentd, geoconsentctl and nmea-replay (e.g.
 # .build/release). Nothing on the machine is touched: no fixed ports, no
@@ -133,8 +133,9 @@ done
 start nmea-replay "$TMP/nmea-replay.log" \
     "$BIN/nmea-replay" --loop --now --quiet "127.0.0.1:$NMEA_PORT" "$ROOT/data/track.nmea"
 
-# 4. The daemon, with an empty config (= defaults) and a throwaway state dir.
-: >"$TMP/geoconsent.conf"
+# 4. The daemon, with the defaults but for idle exit (nothing would start it
+#    again on this bus: there is no activation here) and a throwaway state dir.
+printf '[daemon]\nidle-exit = 0\n' >"$TMP/geoconsent.conf"
 mkdir -m 0700 "$TMP/state"
 start geoconsentd "$TMP/geoconsentd.log" \
     "$BIN/geoconsentd" --bus "$BUS" --gpsd "127.0.0.1:$GPSD_PORT" \

@@ -4,11 +4,36 @@ import GeoSystem
 
 /// Finds out who a bus peer is: uid and pid from the bus (`GetConnectionCredentials`),
 /// the app-id from /proc. Identity never comes from what a client says.
-/// Answers are cached per unique name (never reused on a bus) until it leaves.
+/// Answers are cached per unique name (never reused on a bus) until it leaves,
+/// together with the start time of the process they were read from. Later calls
+/// check that this PID is still that process of that uid, and once it is not
+/// (the connection outlived the process that made it, and its PID may be
+/// another program's now) the connection is refused for good: it is never
+/// resolved afresh, so it cannot pick up whoever gets its PID next.
 final class CallerResolver {
+    /// A connection resolved once.
+    private struct Known {
+        var caller: Caller
+        /// The start time of the process first seen for the connection.
+        var startTime: UInt64
+        /// When that was last confirmed (monotonic nanoseconds).
+        var checkedAt: UInt64
+        /// Set once the check failed: every later call gets this.
+        var refusal: DBusError?
+    }
+
+    /// How long a successful check stands. Why not check every call: a check
+    /// reads `/proc/PID/stat` (several system calls), which pipelined calls of one
+    /// connection would pay each time (docs/performance.md, taps pipelined);
+    /// and a PID is handed to a new process only after the kernel has cycled
+    /// through the whole PID space (`pid_max` allocations), which takes far
+    /// longer. Within the interval the connection keeps the identity of its own
+    /// first process, never another's.
+    static let recheckInterval: UInt64 = 100_000_000
+
     private let connection: Connection
     private let identity: AppIdentityResolver
-    private var known: [String: Caller] = [:]
+    private var known: [String: Known] = [:]
     /// App-ids and executable paths, one copy each: thousands of sessions of one
     /// app then share two strings instead of holding two each.
     private var interned: Set<String> = []
@@ -19,9 +44,28 @@ final class CallerResolver {
         self.identity = identity
     }
 
+    /// Some caller's credentials are still being asked of the bus.
+    var isResolving: Bool { !waiting.isEmpty }
+
     /// Calls `done` with the caller, at once when known, else after a bus round trip.
     func resolve(_ name: String, _ done: @escaping (Result<Caller, DBusError>) -> Void) {
-        if let c = known[name] { return done(.success(c)) }
+        if var k = known[name] {
+            if let refusal = k.refusal { return done(.failure(refusal)) }
+            let now = EventLoop.monotonicNanos()
+            if now &- k.checkedAt < CallerResolver.recheckInterval { return done(.success(k.caller)) }
+            switch identity.verify(pid: k.caller.pid, uid: k.caller.uid, startTime: k.startTime) {
+            case .success:
+                k.checkedAt = now
+                known[name] = k
+                return done(.success(k.caller))
+            case .failure(let e):
+                Log.info("refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), \(k.caller.appID)) from now on: " +
+                         "not the process first seen for it: \(e)")
+                k.refusal = CallerResolver.denied(e)
+                known[name] = k
+                return done(.failure(k.refusal!))
+            }
+        }
         if waiting[name] != nil {
             waiting[name]!.append(done)
             return
@@ -38,7 +82,7 @@ final class CallerResolver {
     }
 
     private func finish(_ name: String, _ reply: Result<Message, DBusError>) {
-        let result: Result<Caller, DBusError>
+        let result: Result<(caller: Caller, startTime: UInt64), DBusError>
         switch reply {
         case .failure(let e):
             Log.debug("credentials of \(name): \(e)")
@@ -46,24 +90,33 @@ final class CallerResolver {
         case .success(let m):
             result = decode(name, m)
         }
-        if case .success(let c) = result { known[name] = c }
-        for done in waiting.removeValue(forKey: name) ?? [] { done(result) }
+        if case .success(let k) = result {
+            known[name] = Known(caller: k.caller, startTime: k.startTime, checkedAt: EventLoop.monotonicNanos())
+        }
+        for done in waiting.removeValue(forKey: name) ?? [] { done(result.map { $0.caller }) }
     }
 
-    private func decode(_ name: String, _ m: Message) -> Result<Caller, DBusError> {
+    private func decode(_ name: String, _ m: Message) -> Result<(caller: Caller, startTime: UInt64), DBusError> {
         guard let creds = m.arguments().first?.vardictValue,
               let uid = creds["UnixUserID"]?.uint32Value,
               let pid = creds["ProcessID"]?.uint32Value else {
             return .failure(.accessDenied("The bus gave no uid and pid for the caller"))
         }
-        switch identity.resolve(pid: pid) {
+        switch identity.resolve(pid: pid, uid: uid) {
         case .success(let app):
-            return .success(Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
-                                   sandboxed: app.sandboxed, executable: intern(app.executable)))
+            let caller = Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
+                                sandboxed: app.sandboxed, executable: intern(app.executable))
+            return .success((caller, app.startTime))
         case .failure(let e):
-            Log.info("could not resolve the app of \(name) (pid \(pid)): \(e)")
-            return .failure(.accessDenied("The calling process could not be identified"))
+            Log.info("could not resolve the app of \(name) (pid \(pid), uid \(uid)): \(e)")
+            return .failure(CallerResolver.denied(e))
         }
+    }
+
+    /// The `AccessDenied` a refused caller gets: what went wrong, in a line
+    /// (`IdentityError` texts are display-safe; cut to keep the reply small).
+    static func denied(_ e: IdentityError) -> DBusError {
+        .accessDenied("The calling process could not be identified: " + String(e.description.prefix(512)))
     }
 
     private func intern(_ s: String) -> String {

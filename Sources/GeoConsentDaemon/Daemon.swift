@@ -26,8 +26,11 @@ public final class Daemon {
     /// Prompts already withdrawn with `Agent.Cancel` whose `Confirm` call is still
     /// pending, so its timeout does not send a second `Cancel`.
     private var withdrawn: Set<String> = []
-    private var lazySaveTimer: EventLoop.Token?
+    var lazySaveTimer: EventLoop.Token?
     private var exitStatus: Int32 = 0
+    /// Idle exit (IdleExit.swift): the timer while idle, and the drain after the name is released.
+    var idleTimer: EventLoop.Token?
+    var releasedName = false
     /// The most sessions seen since the heap was last trimmed (see `sessionLeft`).
     private var sessionPeak = 0
     /// 256 or more sessions at some point since the session table was last empty.
@@ -87,12 +90,20 @@ public final class Daemon {
     /// Runs until SIGTERM/SIGINT (0) or the bus goes away (1).
     public func run() -> Int32 {
         signals = SignalPipe(loop: loop) { [weak self] sig in
+            guard let self else { return }
+            if self.releasedName {
+                // The name is gone already: what the bus routed to us before that is
+                // still answered (drainThenStop), then the daemon exits as planned.
+                Log.info("received signal \(sig) while giving up the name; exiting once drained")
+                return
+            }
             Log.info("received signal \(sig), exiting")
-            self?.loop.stop()
+            self.loop.stop()
         }
         Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName) as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (core.enabled ? "" : "; location is switched off"))
+        checkIdle()
         loop.run()
         if lazySaveTimer != nil { saveConsents() }
         location.shutdown()
@@ -104,6 +115,7 @@ public final class Daemon {
     // MARK: Bus events
 
     private func otherMessage(_ m: Message) -> Bool {
+        if nameLost(m) { return true }
         guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
               m.sender == "org.freedesktop.DBus" else { return false }
         let args = m.arguments()
@@ -116,6 +128,7 @@ public final class Daemon {
         // prompt: forget them, or each would keep its message and arguments for good.
         for (id, call) in calls where call.sender == name { calls[id] = nil }
         sessionLeft()
+        checkIdle()
         return false
     }
 
@@ -143,6 +156,7 @@ public final class Daemon {
         sessionPeak = max(sessionPeak, count)
         if count >= 256 { crowdSinceEmpty = true }
         execute(effects)
+        checkIdle()
     }
 
     /// After a crowd of sessions has gone, give the freed heap back to the system.
@@ -178,7 +192,8 @@ public final class Daemon {
                 calls.removeValue(forKey: id)?.fail(error.dbusError)
             case .authorizationChanged(let session, let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: "AuthorizationChanged", [.uint32(status.rawValue)], destination: session)
+                            member: AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status),
+                            destination: session)
             case .confirm(let request):
                 confirm(request)
             case .cancel(let agentName, let agentPath, let requestID):
@@ -188,7 +203,10 @@ public final class Daemon {
                     if let e = saveConsents() { saveFailure = e }
                 } else if lazySaveTimer == nil {
                     // Only last-used changed: batch such writes instead of an fsync per tap.
-                    lazySaveTimer = loop.schedule(after: 2) { [weak self] in self?.saveConsents() }
+                    lazySaveTimer = loop.schedule(after: 2) { [weak self] in
+                        _ = self?.saveConsents()
+                        self?.checkIdle()
+                    }
                 }
             case .saveEnabled:
                 do { try store.saveEnabled(core.enabled) } catch {
@@ -198,7 +216,7 @@ public final class Daemon {
             case .enabledChanged(let value):
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                         changed: ["Enabled": .bool(value)])
+                                         changed: DaemonProperties.changed(DaemonProperties.enabled, value))
             case .startUpdates(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
                 location.startUpdates(call, id: id, session: session, options: options)
@@ -231,41 +249,28 @@ public final class Daemon {
         case .empty:
             return []
         case .status(let s):
-            return [.uint32(s.rawValue)]
+            return StatusReply.encode(s)
         case .authorization(let a):
-            return [.uint32(a.status.rawValue), .vardict([
-                "temporary": .bool(a.temporary),
-                "accuracy": .string(a.accuracy?.rawValue ?? "none"),
-                "app-id": .string(a.appID),
-                "one-time-approved": .bool(a.oneTimeApproved),
-            ])]
+            return AuthorizationReply.encode(a)
         case .consents(let list):
-            return [.array(element: "(usa{sv})", list.map { key, record in
-                .structure([.uint32(key.uid), .string(key.appID), RecordEncoding.encode(record)])
-            })]
+            return ConsentListReply.encode(list)
         case .sessions(let list):
-            return [.array(element: "(susub)", list.map {
-                .structure([.string($0.name), .uint32($0.uid), .string($0.appID), .uint32($0.status.rawValue), .bool($0.updates)])
-            })]
+            return SessionListReply.encode(list)
         }
     }
 
     // MARK: Agents
 
     private func confirm(_ r: ConfirmRequest) {
-        let details: DBusValue = .vardict([
-            "app-name": .string(r.appName),
-            "reason": .string(r.reason),
-            "accuracy": .string(r.accuracy.rawValue),
-            "pid": .uint32(r.pid),
-            "sandboxed": .bool(r.sandboxed),
-            "executable": .string(r.executable),
-            "parent-window": .string(r.parentWindow),
-        ])
+        // app_id and executable were made display-safe when the caller was
+        // resolved; app-name is the client's own claim, escaped the same way.
+        // reason and parent-window go as they are (docs/dbus-api.md, Agent interface).
+        var r = r
+        r.appName = DisplayText.escaped(r.appName)
         do {
             let m = try Message.methodCall(destination: r.agentName, path: r.agentPath,
-                                           interface: GeoConsentAPI.agentInterfaceName, member: "Confirm")
-            try m.append([.string(r.requestID), .string(r.appID), .string(r.kind.rawValue), details])
+                                           interface: GeoConsentAPI.agentInterfaceName, member: ConfirmCall.member)
+            try m.append(ConfirmCall.encode(r))
             Log.info("asking agent \(r.agentName) about \(r.appID) (\(r.kind.rawValue), request \(r.requestID))")
             connection.call(m, timeout: r.timeout) { [weak self] result in
                 guard let self else { return }
@@ -273,11 +278,7 @@ public final class Daemon {
                 let answer: AgentAnswer
                 switch result {
                 case .success(let reply):
-                    if reply.signature == "s", case .string(let d)? = reply.arguments().first {
-                        answer = AgentAnswer(reply: d)
-                    } else {
-                        answer = .noAnswer("the agent answered with type '\(reply.signature)'")
-                    }
+                    answer = ConfirmReply.decode(signature: reply.signature, reply.arguments())
                 case .failure(let e):
                     answer = .noAnswer(e.description)
                     if e.name == DBusError.noReplyName && !alreadyWithdrawn {
@@ -302,8 +303,8 @@ public final class Daemon {
 
     private func sendCancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
         guard let m = try? Message.methodCall(destination: agentName, path: agentPath,
-                                              interface: GeoConsentAPI.agentInterfaceName, member: "Cancel"),
-              (try? m.append([.string(requestID)])) != nil else { return }
+                                              interface: GeoConsentAPI.agentInterfaceName, member: CancelCall.member),
+              (try? m.append(CancelCall.encode(requestID: requestID))) != nil else { return }
         m.noReplyExpected = true
         connection.send(m)
     }

@@ -11,42 +11,42 @@ extension Daemon {
         GeoConsentAPI.client,
         methods: [
             "RequestOneTimeAuthorization": { d, call in
-                d.decoded(call, { try OptionDecoding.auth(call.arguments[0]) }) { d.client(call, .requestOneTime($0)) }
+                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.client(call, .requestOneTime($0)) }
             },
             "RequestWhenInUseAuthorization": { d, call in
-                d.decoded(call, { try OptionDecoding.auth(call.arguments[0]) }) { d.client(call, .requestWhenInUse($0)) }
+                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.client(call, .requestWhenInUse($0)) }
             },
             "GetAuthorization": { d, call in d.client(call, .getAuthorization) },
             "RequestLocation": { d, call in
-                d.decoded(call, { try OptionDecoding.location(call.arguments[0]) }) { d.client(call, .requestLocation($0)) }
+                d.decoded(call, { try OptionDictionary.decodeLocation(call.arguments[0]) }) { d.client(call, .requestLocation($0)) }
             },
             "StartUpdates": { d, call in
-                d.decoded(call, { try OptionDecoding.updates(call.arguments[0]) }) { d.client(call, .startUpdates($0)) }
+                d.decoded(call, { try OptionDictionary.decodeUpdates(call.arguments[0]) }) { d.client(call, .startUpdates($0)) }
             },
             "StopUpdates": { d, call in d.client(call, .stopUpdates) },
             "Revoke": { d, call in d.client(call, .revoke) },
             "RegisterAgent": { d, call in
-                d.decoded(call, { try OptionDecoding.agentPath(call.arguments[0]) }) { d.management(call, .registerAgent(path: $0)) }
+                d.decoded(call, { try OptionDictionary.agentPath(call.arguments[0]) }) { d.management(call, .registerAgent(path: $0)) }
             },
             "UnregisterAgent": { d, call in
-                d.decoded(call, { try OptionDecoding.agentPath(call.arguments[0]) }) { d.management(call, .unregisterAgent(path: $0)) }
+                d.decoded(call, { try OptionDictionary.agentPath(call.arguments[0]) }) { d.management(call, .unregisterAgent(path: $0)) }
             },
             "ListConsents": { d, call in d.management(call, .listConsents) },
             "ResetConsent": { d, call in
-                d.decoded(call, { (try OptionDecoding.appID(call.arguments[0]), try OptionDecoding.reset(call.arguments[1])) }) {
+                d.decoded(call, { (try OptionDictionary.appID(call.arguments[0]), try OptionDictionary.decodeReset(call.arguments[1])) }) {
                     d.management(call, .resetConsent(appID: $0.0, uid: $0.1))
                 }
             },
             "ListSessions": { d, call in d.management(call, .listSessions) },
         ],
         getters: [
-            "Version": { _ in .string(geoconsentVersion) },
-            "Enabled": { d in .bool(d.core.enabled) },
-            "GpsdConnected": { d in .bool(d.location.gpsdConnected) },
-            "InUse": { d in .bool(d.location.inUse) },
+            DaemonProperties.version: { _ in .string(geoconsentVersion) },
+            DaemonProperties.enabled: { d in .bool(d.core.enabled) },
+            DaemonProperties.gpsdConnected: { d in .bool(d.location.gpsdConnected) },
+            DaemonProperties.inUse: { d in .bool(d.location.inUse) },
         ],
         setters: [
-            "Enabled": { d, call, value in d.management(call, .setEnabled(value.boolValue ?? false)) },
+            DaemonProperties.enabled: { d, call, value in d.management(call, .setEnabled(value.boolValue ?? false)) },
         ])
 
     /// Decodes options; a wrong type is answered with `InvalidArgs` before anything else happens.

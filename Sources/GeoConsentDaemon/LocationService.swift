@@ -80,20 +80,22 @@ final class LocationService {
             case .reply(let id, .empty):
                 held.removeValue(forKey: id)?.reply()
             case .reply(let id, .location(let fix, let acc)):
-                held.removeValue(forKey: id)?.reply([encoded.value(fix, acc)])
+                held.removeValue(forKey: id)?.reply(LocationBody.encode(encoded.value(fix, acc)))
             case .fail(let id, let failure):
                 held.removeValue(forKey: id)?.fail(DBusError(failure.dbusName, failure.message))
             case .locationUpdated(let sessions, let acc, let fix):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: "LocationUpdated", [encoded.value(fix, acc)], destinations: sessions)
+                            member: LocationUpdatedSignal.member, LocationBody.encode(encoded.value(fix, acc)),
+                            destinations: sessions)
             case .locationError(let session, let failure):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: "LocationError", [.string(failure.dbusName), .string(failure.message)],
+                            member: LocationErrorSignal.member,
+                            LocationErrorSignal.encode(name: failure.dbusName, message: failure.message),
                             destination: session)
             case .gpsdConnectedChanged(let value):
-                propertyChanged("GpsdConnected", value)
+                propertyChanged(DaemonProperties.gpsdConnected, value)
             case .inUseChanged(let value):
-                propertyChanged("InUse", value)
+                propertyChanged(DaemonProperties.inUse, value)
             case .connect:
                 connector.connect { [weak self] result in self?.connected(result) }
             case .disconnect:
@@ -134,7 +136,7 @@ final class LocationService {
 
     private func propertyChanged(_ name: String, _ value: Bool) {
         server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                 changed: [name: .bool(value)])
+                                 changed: DaemonProperties.changed(name, value))
     }
 
     // MARK: gpsd

@@ -101,6 +101,8 @@ public enum ConfigParser {
                 case "gpsd-linger":
                     let v = try seconds(value, key: key, allowZero: true, fail: fail)
                     result.gpsdLinger = v
+                case "idle-exit":
+                    result.idleExit = try seconds(value, key: key, allowZero: true, fail: fail)
                 case "reduced-grid":
                     guard let v = decimal(value), reducedGridRange.contains(v) else {
                         throw fail("reduced-grid must be a number of metres from 1 to 1000000, not '\(value)'")

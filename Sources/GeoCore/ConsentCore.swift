@@ -81,6 +81,7 @@ public final class ConsentCore {
     public var sessionCount: Int { sessions.count }
     public func hasSession(_ name: String) -> Bool { sessions[name] != nil }
     public var openPromptCount: Int { prompts.count }
+    public var agentCount: Int { agents.count }
     public func agentName(forUID uid: UInt32) -> String? { agents[uid]?.name }
 
     /// The accuracy fixes for `session` must have now; nil: no fix may reach it.

@@ -204,6 +204,24 @@ public struct ConfirmRequest: Equatable, Sendable {
     public var parentWindow: String
     /// Seconds the agent has to answer.
     public var timeout: Double
+
+    public init(agentName: String, agentPath: String, requestID: String, appID: String, kind: PromptKind,
+                appName: String, reason: String, accuracy: Accuracy, pid: UInt32, sandboxed: Bool,
+                executable: String, parentWindow: String, timeout: Double) {
+        self.agentName = agentName
+        self.agentPath = agentPath
+        self.requestID = requestID
+        self.appID = appID
+        self.kind = kind
+        self.appName = appName
+        self.reason = reason
+        self.accuracy = accuracy
+        self.pid = pid
+        self.sandboxed = sandboxed
+        self.executable = executable
+        self.parentWindow = parentWindow
+        self.timeout = timeout
+    }
 }
 
 /// What the daemon must do, in order.

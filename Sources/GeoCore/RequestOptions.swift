@@ -1,5 +1,5 @@
 /// The options of the location calls, as the daemon decoded them from the bus
-/// (`OptionDecoding` in GeoConsentAPI) and as the core and location service use them.
+/// (`OptionDictionary` in GeoConsentAPI) and as the core and location service use them.
 
 /// `RequestLocation` options.
 public struct LocationOptions: Equatable, Sendable {

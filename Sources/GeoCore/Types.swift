@@ -101,6 +101,10 @@ public struct Config: Equatable, Sendable {
     public var promptTimeout: Double = 60
     /// Seconds gpsd stays connected with no demand.
     public var gpsdLinger: Double = 10
+    /// Seconds with no session, agent, prompt or pending write after which the
+    /// daemon gives up its name and exits (the bus starts it again on the next
+    /// call); 0: never.
+    public var idleExit: Double = 60
     /// Cell size in metres for reduced accuracy.
     public var reducedGrid: Double = 5000
     /// Where consent records and `Enabled` are kept.

@@ -46,6 +46,11 @@ public final class ObjectServer {
         objects[path] = Exported(interfaces: interfaces.map { $0.bind(object) })
     }
 
+    /// Stops serving the object at `path`; calls to it get `UnknownObject`.
+    public func unexport(_ path: String) {
+        objects[path] = nil
+    }
+
     /// The introspection XML served for `path`.
     public func introspectionXML(for path: String) -> String {
         let children = childNodes(of: path)

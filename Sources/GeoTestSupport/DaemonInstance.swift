@@ -49,7 +49,10 @@ public final class DaemonInstance: @unchecked Sendable {
         dir = try TempDir()
         configPath = dir.file("geoconsent.conf")
         logPath = dir.file("geoconsentd.log")
-        try configText.write(toFile: configPath, atomically: true, encoding: .utf8)
+        // A test daemon stays up between calls however long a test waits; a test
+        // of idle exit names the key itself (a later [daemon] section wins).
+        let text = configText.contains("idle-exit") ? configText : "[daemon]\nidle-exit = 0\n" + configText
+        try text.write(toFile: configPath, atomically: true, encoding: .utf8)
         if let s = stateDir {
             self.stateDir = s
         } else {

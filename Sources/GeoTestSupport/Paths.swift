@@ -42,6 +42,11 @@ public enum TestPaths {
         return shared
     }()
 
+    /// Where SwiftPM put this build's products (executables, and the compiled
+    /// modules under `Modules/`): `$GEOCONSENT_BIN_DIR` if set, else the directory
+    /// of the running executable. Unlike `binDir`, never a copy.
+    public static var buildProductsDir: String { builtBinDir }
+
     private static var builtBinDir: String {
         if let env = ProcessInfo.processInfo.environment["GEOCONSENT_BIN_DIR"], !env.isEmpty {
             return env

@@ -22,14 +22,30 @@ public final class TestBus: @unchecked Sendable {
     private let dir: TempDir
 
     /// Starts the bus and waits (up to 10 s) for its address.
+    /// - Parameter serviceDirectory: a directory of D-Bus `.service` files the bus
+    ///   activates names from (as the system bus does through systemd); nil: none,
+    ///   nothing is ever started by the bus.
     /// - Throws: `HarnessError` with the daemon's log if it fails to start.
-    public init() throws {
+    public init(serviceDirectory: String? = nil) throws {
         dir = try TempDir()
         chmod(dir.path, 0o711)
         logPath = dir.file("dbus-daemon.log")
-        let config = TestPaths.testBusConfig
+        var config = TestPaths.testBusConfig
         guard FileManager.default.fileExists(atPath: config) else {
             throw HarnessError("TestBus: no bus config at \(config) (set GEOCONSENT_SOURCE_ROOT?)")
+        }
+        if let serviceDirectory {
+            // The same bus, plus a service directory to activate from.
+            let activating = dir.file("activating-bus.conf")
+            try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <include>\(config)</include>
+              <servicedir>\(serviceDirectory)</servicedir>
+            </busconfig>
+            """.write(toFile: activating, atomically: true, encoding: .utf8)
+            config = activating
         }
         let exe = TestPaths.findExecutable("dbus-daemon") ?? "dbus-daemon"
         process = try ChildProcess(

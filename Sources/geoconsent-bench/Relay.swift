@@ -37,8 +37,8 @@ func runRelay(_ args: ArraySlice<String>) -> Never {
                                               horizontalAccuracy: 5, speed: 5, course: 90, timestamp: 1),
                                         accuracy: .full)
     guard let template = try? Message.signal(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                             member: "LocationUpdated", destination: destination),
-          (try? template.append([fix])) != nil else {
+                                             member: LocationUpdatedSignal.member, destination: destination),
+          (try? template.append(LocationBody.encode(fix))) != nil else {
         exit(1)
     }
 

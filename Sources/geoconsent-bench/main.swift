@@ -1,4 +1,5 @@
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -24,9 +25,9 @@ if CommandLine.arguments.contains("--help") {
 
 struct Counts {
     var fixes = 200, fanout = [1, 100, 1000], fanoutRounds = 20, calls = 2000, pipelined = 5000
-    var churn = 10_000, sessions = 10_000, idleSeconds = 10.0
+    var churn = 10_000, sessions = 10_000, idleSeconds = 10.0, activations = 20
     static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
-                              churn: 50, sessions: 100, idleSeconds: 1)
+                              churn: 50, sessions: 100, idleSeconds: 1, activations: 3)
 }
 var counts = quick ? Counts.quick : Counts()
 // BENCH_FANOUT=1,100 picks the fan-out sizes, BENCH_FANOUT_ROUNDS their rounds (profiling one phase).
@@ -87,8 +88,8 @@ func must(_ r: Result<[DBusValue], DBusError>, _ what: String) -> [DBusValue] {
 // An agent that allows once, so the first tap is approved and later taps are silent.
 final class AllowAgent {
     static let interface = Interface<AllowAgent>(GeoConsentAPI.agent, methods: [
-        "Confirm": { _, call in call.reply([.string("allow-once")]) },
-        "Cancel": { _, call in call.reply() },
+        ConfirmCall.member: { _, call in call.reply(ConfirmReply.encode(.allowOnce)) },
+        CancelCall.member: { _, call in call.reply() },
     ])
 }
 let agentPeer = try peers.connect(bus.address)
@@ -98,7 +99,7 @@ must(agentPeer.call(dest, path, iface, "RegisterAgent", [.objectPath("/bench/Age
 
 func tap(_ p: BusPeer) {
     let r = must(p.call(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]), "tap")
-    guard r.first == .uint32(4) else { fail("tap returned \(r)") }
+    guard StatusReply.decode(r) == .whenInUse else { fail("tap returned \(r)") }
 }
 
 // NMEA epochs with unique receiver times, one second apart.
@@ -114,7 +115,7 @@ func nextEpoch() -> (sentences: [String], micros: UInt64, iso: String) {
 }
 
 func timestamp(of m: Message) -> UInt64? {
-    m.arguments().first?.vardictValue?["timestamp"]?.uint64Value
+    m.member == LocationUpdatedSignal.member ? LocationBody.decode(m.arguments())?.timestamp : nil
 }
 
 // The direct gpsd client's latency: the floor of the fix latency and fan-out rows.
@@ -202,14 +203,14 @@ if only != "calls" {
     func signalFloor(receivers: [BusPeer], rounds: Int) -> (first: Sample, last: Sample) {
         let sender = try! peers.connect(bus.address)
         var first = Sample(), last = Sample()
-        let payload: [DBusValue] = [LocationDictionary.encode(.init(latitude: 52.52, longitude: 13.405, mode: .threeD,
-                                                                    altitude: 40, horizontalAccuracy: 5, speed: 5, course: 90,
-                                                                    timestamp: 1), accuracy: .full)]
+        let payload = LocationBody.encode(LocationDictionary.encode(.init(latitude: 52.52, longitude: 13.405, mode: .threeD,
+                                                                          altitude: 40, horizontalAccuracy: 5, speed: 5,
+                                                                          course: 90, timestamp: 1), accuracy: .full))
         for _ in 0..<rounds {
             let before = receivers.map { $0.signals.count }
             let t0 = nowNanos()
             for r in receivers {
-                sender.server.emit(path: "/bench", interface: "org.geoconsent.Bench", member: "LocationUpdated", payload,
+                sender.server.emit(path: "/bench", interface: "org.geoconsent.Bench", member: LocationUpdatedSignal.member, payload,
                                    destination: r.uniqueName)
             }
             let ok = peers.pump(timeout: 10) { zip(receivers, before).allSatisfy { $0.signals.count > $1 } }
@@ -234,7 +235,7 @@ if only != "calls" {
                                       logPath: dir.file("relay.log"))
         defer { relay.stop() }
         return timeFixes("the relay") { m, _, iso in
-            m.member == "LocationUpdated" && m.arguments().dropFirst().first?.stringValue?.hasPrefix(iso) == true
+            m.member == LocationUpdatedSignal.member && m.arguments().dropFirst().first?.stringValue?.hasPrefix(iso) == true
         }
     }
     let relay = relayLatency()
@@ -355,7 +356,7 @@ final class CallKind {
     }
 }
 let tapCalls = CallKind("tap", dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])])
-let locCalls = CallKind("RequestLocation", dest, path, iface, "RequestLocation", [.vardict(["max-age": .double(1e6)])])
+let locCalls = CallKind("RequestLocation", dest, path, iface, "RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 1e6))])
 let ping = CallKind("Ping", dest, path, ObjectServer.peer, "Ping", [])
 let getID = CallKind("GetId", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId", [])
 // Interleaved, so that a change in the machine's load (other VMs, the other core,
@@ -399,13 +400,13 @@ let churnStart = nowNanos()
 for _ in 0..<counts.churn {
     let p = try peers.connect(bus.address)
     tap(p)
-    must(p.call(dest, path, iface, "RequestLocation", [.vardict(["max-age": .double(1e6)])]), "RequestLocation (churn)")
+    must(p.call(dest, path, iface, "RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 1e6))]), "RequestLocation (churn)")
     p.connection.close()
 }
 let churnRate = Double(counts.churn) / (Double(nowNanos() - churnStart) / 1e9)
 peers.settle(0.5)
-let sessionsLeft = (must(caller.call(dest, path, iface, "ListSessions"), "ListSessions").first?.arrayValue ?? [])
-    .filter { $0.structFields?.first?.stringValue != caller.uniqueName }.count
+let sessionsLeft = (SessionListReply.decode(must(caller.call(dest, path, iface, "ListSessions"), "ListSessions")) ?? [])
+    .filter { $0.name != caller.uniqueName }.count
 let rssAfterChurn = rssKiB(daemon.pid)
 rows.append(Row(section: "churn", name: "connect+tap+RequestLocation+disconnect", value: churnRate, unit: "cycles/s"))
 rows.append(Row(section: "churn", name: "sessions left", value: Double(sessionsLeft), unit: "", target: .atMost(0)))
@@ -486,6 +487,17 @@ if straceCount.isFinite {
 daemon.stop()
 gpsd.stop()
 bus.stop()
+
+// MARK: 6. Activation (exit when idle)
+
+print("bench: activation (\(counts.activations) rounds)")
+let activation = try measureActivation(rounds: counts.activations,
+                                       daemonExecutable: ProcessInfo.processInfo.environment["BENCH_DAEMON"]
+                                           ?? TestPaths.binDir + "/geoconsentd")
+rows.append(Row(section: "activation", name: "GetAuthorization via activation (cold) p50", value: activation.cold.p50, unit: "µs",
+                floorName: "GetAuthorization warm p50", floor: activation.warm.p50))
+rows.append(Row(section: "activation", name: "GetAuthorization via activation (cold) max", value: activation.cold.percentile(100),
+                unit: "µs"))
 
 print("")
 printTable(rows)

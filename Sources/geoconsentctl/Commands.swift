@@ -1,6 +1,4 @@
 import Glibc
-import GeoDBus
-import GeoCore
 import GeoConsentAPI
 import GeoConsentClient
 
@@ -85,7 +83,7 @@ func locateCommand(_ ctx: inout Context) async throws {
     defer { client.close() }
     _ = try await authorize(client, accuracy: accuracy, reason: reason)
     let fix = try await client.requestLocation(timeout: timeout)
-    printLocation(fix.raw, json: ctx.json)
+    printLocation(fix, json: ctx.json)
 }
 
 /// The tap: returns the status, or throws when it is not a grant.
@@ -99,28 +97,20 @@ func authorize(_ client: GeoConsentClient, accuracy: String, reason: String) asy
     return status
 }
 
-func printLocation(_ v: DBusValue, json: Bool) {
-    let d = v.vardictValue ?? [:]
+func printLocation(_ loc: Location, json: Bool) {
     if json {
-        print(JSON(v).text)
+        print(JSON(loc.raw).text)
         return
     }
-    func num(_ k: String, _ unit: String, _ digits: Int = 1) -> String? {
-        guard let x = d[k]?.doubleValue else { return nil }
-        return format(x, digits) + unit
-    }
-    var rows: [(String, String)] = []
-    if let lat = d["latitude"]?.doubleValue, let lon = d["longitude"]?.doubleValue {
-        rows.append(("Latitude", format(lat, 7)))
-        rows.append(("Longitude", format(lon, 7)))
-    }
-    if let a = num("altitude", " m") { rows.append(("Altitude", a)) }
-    if let a = num("horizontal-accuracy", " m") { rows.append(("Accuracy", "± " + a)) }
-    if let s = num("speed", " m/s", 2) { rows.append(("Speed", s)) }
-    if let c = num("course", "°") { rows.append(("Course", c)) }
-    if let f = d["fix"]?.stringValue { rows.append(("Fix", f)) }
-    if let t = d["timestamp"]?.uint64Value { rows.append(("Time", formatTime(t))) }
-    if let a = d["accuracy-authorization"]?.stringValue { rows.append(("Authorization", a)) }
+    let f = loc.fix
+    var rows: [(String, String)] = [("Latitude", format(f.latitude, 7)), ("Longitude", format(f.longitude, 7))]
+    if let a = f.altitude { rows.append(("Altitude", format(a, 1) + " m")) }
+    if let a = f.horizontalAccuracy { rows.append(("Accuracy", "± " + format(a, 1) + " m")) }
+    if let s = f.speed { rows.append(("Speed", format(s, 2) + " m/s")) }
+    if let c = f.course { rows.append(("Course", format(c, 1) + "°")) }
+    rows.append(("Fix", f.mode.rawValue))
+    if let t = f.timestamp { rows.append(("Time", formatTime(t))) }
+    rows.append(("Authorization", loc.accuracy.rawValue))
     printFields(rows)
 }
 
@@ -140,7 +130,7 @@ func consentsCommand(_ ctx: inout Context) async throws {
     if ctx.json {
         print(JSON.array(list.map { c in
             .object([("uid", .uint(UInt64(c.uid))), ("app_id", .string(c.appID)),
-                     ("record", JSON(RecordEncoding.encode(c.record)))])
+                     ("record", JSON(ConsentRecordDictionary.encode(c.record)))])
         }).text)
         return
     }

@@ -1,5 +1,5 @@
 import Glibc
-import GeoDBus
+import GeoConsentClient
 
 /// Minimal JSON output (no Foundation: the tool starts fast and stays small).
 indirect enum JSON {

@@ -1,87 +1,86 @@
 import Glibc
-import GeoDBus
-import GeoCore
-import GeoConsentAPI
+import GeoConsentClient
 
-/// A terminal consent agent for the caller's uid.
+/// A terminal consent agent for the caller's uid: the prompts the daemon sends
+/// (through the client library's agent) are shown one at a time and answered
+/// with a letter, or answered at once with `--auto`.
 final class TerminalAgent {
     static let path = "/org/geoconsent/ctl/Agent"
 
     struct Prompt {
-        var id: String
-        var call: MethodCall
-        var appID: String
-        var kind: String
-        var details: [String: DBusValue]
+        var prompt: AgentPrompt
+        var responder: AgentResponder
+        var id: String { prompt.requestID }
     }
 
-    let auto: String?
+    let auto: AgentDecision?
     var prompts: [Prompt] = []
     var shown: String?
     var input: [UInt8] = []
 
-    init(auto: String?) { self.auto = auto }
+    init(auto: AgentDecision?) { self.auto = auto }
 
-    static let interface = Interface<TerminalAgent>(GeoConsentAPI.agent, methods: [
-        "Confirm": { agent, call in agent.confirm(call) },
-        "Cancel": { agent, call in agent.cancel(call) },
-    ])
+    func handle(_ request: AgentRequest) {
+        switch request {
+        case .confirm(let prompt, let responder): confirm(Prompt(prompt: prompt, responder: responder))
+        case .cancel(let id): cancel(id)
+        case .registered:
+            print("Consent agent registered for uid \(getuid())\(auto.map { ", answering \($0.rawValue)" } ?? ""); Ctrl-C to stop.")
+            fflush(stdout)
+        case .unregistered(let reason):
+            // Another agent of this uid holds the slot, or geoconsentd is away: the
+            // library registers again as soon as it can.
+            print("Not the consent agent for now (\(TerminalAgent.printable(reason))); waiting to register again.")
+            fflush(stdout)
+        }
+    }
 
-    func confirm(_ call: MethodCall) {
-        let a = call.arguments
-        let p = Prompt(id: a[0].stringValue ?? "", call: call, appID: a[1].stringValue ?? "",
-                       kind: a[2].stringValue ?? "", details: a[3].vardictValue ?? [:])
+    func confirm(_ p: Prompt) {
         if let auto {
             // allow-while-using is not an answer to the button: give what the user meant, once.
-            let d = (auto == "allow-while-using" && p.kind == PromptKind.oneTime.rawValue) ? "allow-once" : auto
-            print("Request \(p.id): \(describe(p)) -> \(d)")
+            let d: AgentDecision = (auto == .allowWhileUsing && p.prompt.kind == .oneTime) ? .allowOnce : auto
+            print("Request \(TerminalAgent.printable(p.id)): \(describe(p.prompt)) -> \(d.rawValue)")
             fflush(stdout)
-            return call.reply([.string(d)])
+            return p.responder.reply(d)
         }
         prompts.append(p)
         showNext()
     }
 
-    func cancel(_ call: MethodCall) {
-        let id = call.arguments[0].stringValue ?? ""
+    func cancel(_ id: String) {
         if let i = prompts.firstIndex(where: { $0.id == id }) {
             prompts.remove(at: i)
             print("\nRequest \(id) was withdrawn.")
             if shown == id { shown = nil }
             showNext()
         }
-        call.reply()
     }
 
-    /// Client-supplied text, made safe for a terminal: control characters (escape
-    /// sequences could repaint the prompt) become "?", and it is cut to 200 characters.
-    static func printable(_ s: String) -> String {
-        var out = String.UnicodeScalarView()
-        for u in s.unicodeScalars.prefix(200) {
-            let v = u.value
-            let control = v < 0x20 || (0x7F...0x9F).contains(v) || (0x202A...0x202E).contains(v) || (0x2066...0x2069).contains(v)
-            out.append(control ? "?" : u)
-        }
-        return String(out)
+    /// Any text a prompt shows, made safe for a terminal with the sanitizer the
+    /// daemon and the graphical agent use (escape sequences could repaint the
+    /// prompt, a bidi override reorder it): unsafe characters are written out as
+    /// `\uXXXX`, and the result is cut to `limit` characters.
+    static func printable(_ s: String, limit: Int = 200) -> String {
+        let safe = DisplayText.escaped(s)
+        return safe.count <= limit ? safe : String(safe.prefix(limit - 1)) + "…"
     }
 
-    func describe(_ p: Prompt) -> String {
-        let name = TerminalAgent.printable(p.details["app-name"]?.stringValue ?? "")
-        let pid = p.details["pid"]?.uint32Value.map { " (pid \($0))" } ?? ""
-        let who = TerminalAgent.printable(p.appID) + pid + (name.isEmpty ? "" : ", calling itself \"\(name)\"")
-        let acc = p.details["accuracy"]?.stringValue == "reduced" ? "approximate" : "precise"
-        let what = p.kind == PromptKind.oneTime.rawValue ? "your \(acc) location once" : "your \(acc) location while in use"
+    func describe(_ p: AgentPrompt) -> String {
+        let name = TerminalAgent.printable(p.appName)
+        let who = TerminalAgent.printable(p.appID, limit: 4096) + " (pid \(p.pid))" + (name.isEmpty ? "" : ", calling itself \"\(name)\"")
+        let acc = p.accuracy == .reduced ? "approximate" : "precise"
+        let what = p.kind == .oneTime ? "your \(acc) location once" : "your \(acc) location while in use"
         return "\(who) asks for \(what)"
     }
 
     func showNext() {
         guard shown == nil, let p = prompts.first else { return }
         shown = p.id
-        print("\n\(describe(p)).")
-        if let r = p.details["reason"]?.stringValue, !r.isEmpty {
-            print("Reason given by the app: \(TerminalAgent.printable(r))")
+        print("\n\(describe(p.prompt)).")
+        if !p.prompt.reason.isEmpty {
+            print("Reason given by the app: \(TerminalAgent.printable(p.prompt.reason))")
         }
-        if p.kind == PromptKind.oneTime.rawValue {
+        if p.prompt.kind == .oneTime {
             print("[a] Allow Once   [d] Don't Allow")
         } else {
             print("[o] Allow Once   [w] Allow While Using   [d] Don't Allow")
@@ -103,11 +102,11 @@ final class TerminalAgent {
     func answer(_ line: String) {
         guard let id = shown, let i = prompts.firstIndex(where: { $0.id == id }) else { return }
         let p = prompts[i]
-        let decision: String?
-        switch (p.kind == PromptKind.oneTime.rawValue, line) {
-        case (true, "a"), (false, "o"): decision = "allow-once"
-        case (false, "w"): decision = "allow-while-using"
-        case (_, "d"): decision = "deny"
+        let decision: AgentDecision?
+        switch (p.prompt.kind == .oneTime, line) {
+        case (true, "a"), (false, "o"): decision = .allowOnce
+        case (false, "w"): decision = .allowWhileUsing
+        case (_, "d"): decision = .deny
         default: decision = nil
         }
         guard let decision else {
@@ -117,8 +116,8 @@ final class TerminalAgent {
         }
         prompts.remove(at: i)
         shown = nil
-        p.call.reply([.string(decision)])
-        print("Answered \(decision).")
+        p.responder.reply(decision)
+        print("Answered \(decision.rawValue).")
         showNext()
     }
 }
@@ -132,39 +131,47 @@ extension String {
     }
 }
 
-func agentCommand(_ ctx: inout Context) throws {
-    let auto = try ctx.option("--auto")
-    if let auto, !["allow-once", "allow-while-using", "deny"].contains(auto) {
-        throw UsageError("--auto wants allow-once, allow-while-using or deny")
+/// What the agent command waits for: the daemon's requests and the terminal's input.
+enum AgentInput {
+    case request(AgentRequest)
+    case typed([UInt8])
+    case inputClosed
+}
+
+func agentCommand(_ ctx: inout Context) async throws {
+    let autoWord = try ctx.option("--auto")
+    var auto: AgentDecision?
+    if let autoWord {
+        guard let d = AgentDecision(rawValue: autoWord) else {
+            throw UsageError("--auto wants allow-once, allow-while-using or deny")
+        }
+        auto = d
     }
     try ctx.noMoreArguments()
-    let client = try Client(bus: ctx.bus)
-    let loop = EventLoop()
-    client.connection.attach(to: loop)
-    let agent = TerminalAgent(auto: auto)
-    let server = ObjectServer(connection: client.connection)
-    server.export(agent, at: TerminalAgent.path, interfaces: [TerminalAgent.interface])
-    var failed: String?
-    client.connection.onDisconnect = { failed = "lost the bus connection"; loop.stop() }
-    _ = try client.call("RegisterAgent", [.objectPath(TerminalAgent.path)])
-    print("Consent agent registered for uid \(getuid())\(auto.map { ", answering \($0)" } ?? ""); Ctrl-C to stop.")
-    fflush(stdout)
+    let client = try connect(ctx)
+    // Retrying: after a restart of geoconsentd any program of this uid may register
+    // first; this agent waits for the slot and registers again when the daemon returns.
+    let requests = try await client.registerAgent(at: TerminalAgent.path, retrying: true)
+    // Ctrl-C (or SIGTERM) ends the agent, exit status 0; its registration ends with the connection.
+    exitOnInterrupt()
+    let (inputs, feed) = AsyncStream<AgentInput>.makeStream()
+    let forward = Task {
+        for await r in requests { feed.yield(.request(r)) }
+        feed.finish()
+    }
+    defer { forward.cancel() }
     if auto == nil {
-        _ = fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK)
-        var token: EventLoop.Token = 0
-        token = loop.watch(fd: 0, events: .readable) { _ in
-            var buf = [UInt8](repeating: 0, count: 1024)
-            let n = read(0, &buf, buf.count)
-            if n > 0 {
-                agent.typed(buf[..<n])
-            } else if n == 0 {
-                eprint("geoconsentctl: standard input closed; prompts can no longer be answered (use --auto for scripts)")
-                loop.unwatch(token)
-            }
+        StandardInput.read { bytes in feed.yield(.typed(bytes)) } closed: { feed.yield(.inputClosed) }
+    }
+    let agent = TerminalAgent(auto: auto)
+    for await input in inputs {
+        switch input {
+        case .request(let r): agent.handle(r)
+        case .typed(let bytes): agent.typed(bytes[...])
+        case .inputClosed:
+            eprint("geoconsentctl: standard input closed; prompts can no longer be answered (use --auto for scripts)")
         }
     }
-    let signals = SignalPipe(loop: loop) { _ in loop.stop() }
-    loop.run()
-    _ = signals
-    if let failed { throw Failure(failed) }
+    // The requests end only with the connection.
+    throw Failure("lost the bus connection")
 }

@@ -1,7 +1,5 @@
 import Glibc
-import GeoDBus
-import GeoCore
-import GeoConsentAPI
+import GeoConsentClient
 
 // MARK: watch
 
@@ -29,7 +27,7 @@ func watchCommand(_ ctx: inout Context) async throws {
     for await event in client.events {
         switch event {
         case .locationUpdated(let loc):
-            print(json ? JSON(loc.raw).text : oneLine(loc.raw))
+            print(json ? JSON(loc.raw).text : oneLine(loc))
             fflush(stdout)
         case .locationError(let name, let message):
             eprint("geoconsentctl: \(name): \(message)")
@@ -41,28 +39,16 @@ func watchCommand(_ ctx: inout Context) async throws {
     }
 }
 
-/// SIGINT/SIGTERM while awaiting events end the process at once with status 0:
-/// the bus sees the connection leave, and the grant ends with it.
-func exitOnInterrupt() {
-    for sig in [SIGINT, SIGTERM] {
-        signal(sig) { _ in
-            // Async-signal-safe: nothing to flush that matters; the bus sees us leave.
-            _exit(0)
-        }
-    }
-}
-
-func oneLine(_ v: DBusValue) -> String {
-    let d = v.vardictValue ?? [:]
+/// A fix as one line: time, position, accuracy, altitude, speed, course, fix mode.
+func oneLine(_ loc: Location) -> String {
+    let f = loc.fix
     var parts: [String] = []
-    parts.append(d["timestamp"]?.uint64Value.map(formatTime) ?? "-")
-    if let lat = d["latitude"]?.doubleValue, let lon = d["longitude"]?.doubleValue {
-        parts.append(format(lat, 7) + ", " + format(lon, 7))
-    }
-    if let h = d["horizontal-accuracy"]?.doubleValue { parts.append("±" + format(h, 1) + " m") }
-    if let a = d["altitude"]?.doubleValue { parts.append("alt " + format(a, 1) + " m") }
-    if let s = d["speed"]?.doubleValue { parts.append(format(s, 2) + " m/s") }
-    if let c = d["course"]?.doubleValue { parts.append(format(c, 1) + "°") }
-    parts.append(d["fix"]?.stringValue ?? "")
+    parts.append(f.timestamp.map(formatTime) ?? "-")
+    parts.append(format(f.latitude, 7) + ", " + format(f.longitude, 7))
+    if let h = f.horizontalAccuracy { parts.append("±" + format(h, 1) + " m") }
+    if let a = f.altitude { parts.append("alt " + format(a, 1) + " m") }
+    if let s = f.speed { parts.append(format(s, 2) + " m/s") }
+    if let c = f.course { parts.append(format(c, 1) + "°") }
+    parts.append(f.mode.rawValue)
     return parts.joined(separator: "  ")
 }

@@ -1,6 +1,5 @@
 import Glibc
-import GeoDBus
-import GeoCore
+import GeoConsentClient
 
 // geoconsentctl: the command line of geoconsent, in the style of timedatectl.
 setvbuf(stdout, nil, _IOLBF, 0)
@@ -76,7 +75,7 @@ do {
     case "status": try await statusCommand(&ctx)
     case "locate": try await locateCommand(&ctx)
     case "watch": try await watchCommand(&ctx)
-    case "agent": try agentCommand(&ctx)
+    case "agent": try await agentCommand(&ctx)
     case "consents": try await consentsCommand(&ctx)
     case "sessions": try await sessionsCommand(&ctx)
     case "reset": try await resetCommand(&ctx)
@@ -92,7 +91,7 @@ do {
     eprint("geoconsentctl: \(e.message)")
     exit(1)
 } catch let e as DBusError {
-    eprint("geoconsentctl: \(Client.explain(e))")
+    eprint("geoconsentctl: \(explain(e))")
     exit(1)
 } catch {
     eprint("geoconsentctl: \(error)")

@@ -39,6 +39,7 @@ final class ConfigParserTests: XCTestCase {
         [daemon]
         prompt-timeout = 60        # seconds an agent has to answer
         gpsd-linger = 10           # seconds gpsd stays connected with no demand
+        idle-exit = 60             # seconds idle before the daemon exits (0: never); see "Exit when idle"
         reduced-grid = 5000        # metres, cell size for reduced accuracy
         state-dir = /var/lib/geoconsent
 
@@ -67,6 +68,8 @@ final class ConfigParserTests: XCTestCase {
             Case(text: "[daemon]\nprompt-timeout=0.5") { $0.promptTimeout == 0.5 },
             Case(text: "[daemon]\nprompt-timeout = 86400") { $0.promptTimeout == 86400 },
             Case(text: "[daemon]\ngpsd-linger = 0") { $0.gpsdLinger == 0 },
+            Case(text: "[daemon]\nidle-exit = 0") { $0.idleExit == 0 },
+            Case(text: "[daemon]\nidle-exit = 0.25") { $0.idleExit == 0.25 },
             Case(text: "[daemon]\ngpsd-linger = 2.25") { $0.gpsdLinger == 2.25 },
             Case(text: "[daemon]\nreduced-grid = 1") { $0.reducedGrid == 1 },
             Case(text: "[daemon]\nreduced-grid = 1000000") { $0.reducedGrid == 1_000_000 },

@@ -2,6 +2,7 @@ import XCTest
 import Foundation
 import GeoCore
 import GeoDBus
+import GeoConsentAPI
 import GeoConsentClient
 import GeoTestSupport
 
@@ -101,6 +102,57 @@ final class ClientLibraryTests: XCTestCase {
                 XCTAssertTrue([DBusError.disconnectedName, DBusError.noReplyName].contains(e.name), "\(e)")
             }
         }
+    }
+
+    /// An app that is the user's consent agent: its prompts arrive as requests,
+    /// a withdrawn one as `.cancel`, and unregistering ends the stream.
+    func testAppServesTheConsentAgent() async throws {
+        agent.stop()   // the command-line agent leaves: this app takes over
+        let path = "/org/example/Agent"
+        let app = try GeoConsentClient(bus: .address(stack.bus.address))
+        defer { app.close() }
+        var registered: AsyncStream<AgentRequest>?
+        for _ in 0..<100 where registered == nil {   // the slot is free once the daemon saw the old agent leave
+            do {
+                registered = try await app.registerAgent(at: path)
+            } catch let e as DBusError where e.name == GeoConsentAPI.ErrorName.agentExists {
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+        }
+        var requests = try XCTUnwrap(registered, "never registered").makeAsyncIterator()
+
+        // A client that leaves while its prompt is open: the prompt is withdrawn.
+        let leaving = try GeoConsentClient(bus: .address(stack.bus.address))
+        let abandoned = Task { try await leaving.requestOneTimeAuthorization(AuthOptions(reason: "leaving")) }
+        guard case .confirm(let first, _)? = await requests.next() else { return XCTFail("no prompt") }
+        XCTAssertEqual(first.reason, "leaving")
+        leaving.close()
+        _ = try? await abandoned.value
+        guard case .cancel(let id)? = await requests.next() else { return XCTFail("no Cancel") }
+        XCTAssertEqual(id, first.requestID)
+
+        // A client that waits: the agent's answer is its status.
+        let client = try GeoConsentClient(bus: .address(stack.bus.address))
+        defer { client.close() }
+        let tap = Task { try await client.requestOneTimeAuthorization(AuthOptions(reason: "show the map", accuracy: .reduced,
+                                                                                  appName: "Maps")) }
+        guard case .confirm(let prompt, let responder)? = await requests.next() else { return XCTFail("no prompt") }
+        XCTAssertEqual(prompt.kind, .oneTime)
+        XCTAssertEqual(prompt.reason, "show the map")
+        XCTAssertEqual(prompt.appName, "Maps")
+        XCTAssertEqual(prompt.accuracy, .reduced)
+        XCTAssertEqual(prompt.pid, UInt32(getpid()))
+        XCTAssertNotEqual(prompt.requestID, first.requestID)
+        responder.reply(.allowOnce)
+        responder.reply(.deny)   // only the first answer counts
+        let status = try await tap.value
+        XCTAssertEqual(status, .whenInUse)
+        let info = try await client.authorization()
+        XCTAssertEqual(info.accuracy, .reduced)
+
+        try await app.unregisterAgent(at: path)
+        let end = await requests.next()
+        XCTAssertNil(end, "the requests end with the registration")
     }
 
     func testErrorsArriveAsDBusErrors() async throws {

@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -66,11 +67,17 @@ final class ConsentBusTests: XCTestCase {
         return call.result
     }
 
+    /// The status a `Request*Authorization` call came back with, once it has.
+    func waitForStatus(_ call: BusPeer.PendingCall, timeout: Double = 10,
+                       file: StaticString = #filePath, line: UInt = #line) throws -> AuthorizationStatus? {
+        try waitFor(call, timeout: timeout, file: file, line: line).flatMap { StatusReply.decode(try $0.get()) }
+    }
+
     /// The first PropertiesChanged carrying `Enabled` that `peer` received after index `from`.
     func waitForEnabledChange(_ peer: BusPeer, from: Int, timeout: Double = 5) -> Message? {
         func find() -> Message? {
             peer.signals.dropFirst(from).first {
-                $0.member == "PropertiesChanged" && $0.arguments().dropFirst().first?.vardictValue?["Enabled"] != nil
+                $0.changedProperties?[DaemonProperties.enabled] != nil
             }
         }
         stack.peers.pump(timeout: timeout) { find() != nil }
@@ -92,45 +99,43 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertNotEqual(first.uniqueName, second.uniqueName)
 
         let before = UInt64(Date().timeIntervalSince1970 * 1e6) - 1000
-        XCTAssertEqual(try first.tap(["reason": .string("show the map"), "app-name": .string("Consent Test App"),
-                                      "accuracy": .string("full"), "parent-window": .string("x11:4711")]).get(), 4)
+        XCTAssertEqual(try first.tap(AuthOptions(reason: "show the map", accuracy: .full, appName: "Consent Test App",
+                                                  parentWindow: "x11:4711")).get(), 4)
         XCTAssertEqual(agent.confirms.count, 1)
         let c = try XCTUnwrap(agent.confirms.first)
-        XCTAssertEqual(c.kind, "one-time")
+        XCTAssertEqual(c.kind, .oneTime)
         XCTAssertEqual(c.appID, selfAppID)
         XCTAssertFalse(c.requestID.isEmpty)
-        XCTAssertEqual(c.details["app-name"], .string("Consent Test App"))
-        XCTAssertEqual(c.details["reason"], .string("show the map"))
-        XCTAssertEqual(c.details["accuracy"], .string("full"))
-        XCTAssertEqual(c.details["pid"], .uint32(UInt32(getpid())))
-        XCTAssertEqual(c.details["sandboxed"], .bool(false))
-        XCTAssertEqual(c.details["executable"], .string(selfAppID))
-        XCTAssertEqual(c.details["parent-window"], .string("x11:4711"))
+        XCTAssertEqual(c.appName, "Consent Test App")
+        XCTAssertEqual(c.reason, "show the map")
+        XCTAssertEqual(c.accuracy, .full)
+        XCTAssertEqual(c.pid, UInt32(getpid()))
+        XCTAssertEqual(c.sandboxed, false)
+        XCTAssertEqual(c.executable, selfAppID)
+        XCTAssertEqual(c.parentWindow, "x11:4711")
 
         // The other connection is another session of the same app: the confirmation covers it.
-        XCTAssertEqual(try second.tap(["reason": .string("again")]).get(), 4)
+        XCTAssertEqual(try second.tap(AuthOptions(reason: "again")).get(), 4)
         stack.peers.settle(0.1)
         XCTAssertEqual(agent.confirms.count, 1, "the second tap must not prompt")
 
-        let list = try first.consentRecords()
+        let list = try first.consents()
         XCTAssertEqual(list.count, 1)
         let e = try XCTUnwrap(list.first)
         XCTAssertEqual(e.uid, getuid())
         XCTAssertEqual(e.appID, selfAppID)
-        XCTAssertEqual(Set(e.record.keys), ["decision", "decision-accuracy", "one-time-approved", "one-time-accuracy",
-                                            "decided-at", "last-used"], "every key always present")
-        XCTAssertEqual(e.record["one-time-approved"], .bool(true))
-        XCTAssertEqual(e.record["one-time-accuracy"], .string("full"))
-        XCTAssertEqual(e.record["decision"], .string(""))
-        XCTAssertGreaterThanOrEqual(e.record["decided-at"]?.uint64Value ?? 0, before)
-        XCTAssertGreaterThanOrEqual(e.record["last-used"]?.uint64Value ?? 0, before)
+        XCTAssertEqual(e.record.oneTimeApproved, true)
+        XCTAssertEqual(e.record.oneTimeAccuracy, .full)
+        XCTAssertNil(e.record.decision)
+        XCTAssertGreaterThanOrEqual(e.record.decidedAt, before)
+        XCTAssertGreaterThanOrEqual(e.record.lastUsed, before)
 
         // Both sessions hold a temporary grant.
         for p in [first, second] {
-            let a = try p.consentAuthorization()
-            XCTAssertEqual(a.status, 4)
-            XCTAssertEqual(a.details["temporary"], .bool(true))
-            XCTAssertEqual(a.details["one-time-approved"], .bool(true))
+            let a = try p.authorization()
+            XCTAssertEqual(a.status, .whenInUse)
+            XCTAssertEqual(a.temporary, true)
+            XCTAssertEqual(a.oneTimeApproved, true)
         }
     }
 
@@ -147,7 +152,7 @@ final class ConsentBusTests: XCTestCase {
         let agent = try registeredAgent(.answer("allow-once"))
         let root = try stack.peer()
         XCTAssertEqual(try root.tap().get(), 4)
-        XCTAssertEqual(try root.consentRecords().count, 1)
+        XCTAssertEqual(try root.consents().count, 1)
 
         // Consents: root's stay invisible to the other uid.
         let rootJSON = try stack.ctl(["--json", "consents"])
@@ -175,8 +180,8 @@ final class ConsentBusTests: XCTestCase {
         let reset = try stack.consentCtl(["reset", selfAppID, "--uid", "0"], asUID: nobody)
         XCTAssertEqual(reset.status, 1, reset.stderr)
         XCTAssertTrue(reset.stderr.contains("AccessDenied"), reset.stderr)
-        XCTAssertEqual(try root.consentRecords().count, 1, "root's record survives")
-        XCTAssertEqual(try root.consentAuthorization().status, 4)
+        XCTAssertEqual(try root.consents().count, 1, "root's record survives")
+        XCTAssertEqual(try root.authorization().status, .whenInUse)
 
         // Root sees their session while it lives: their own agent grants their `watch`.
         let logs = try TempDir()
@@ -192,22 +197,22 @@ final class ConsentBusTests: XCTestCase {
                                                  "--bus", stack.bus.address, "watch"],
                                      logPath: logs.file("watch.log"))
         defer { watch.stop() }
-        var theirSession: ConsentSessionEntry?
+        var theirSession: SessionInfo?
         stack.peers.pump(timeout: 10) {
-            theirSession = (try? root.consentSessions())?.first { $0.uid == nobody && $0.updates }
+            theirSession = (try? root.sessions())?.first { $0.uid == nobody && $0.updates }
             return theirSession != nil
         }
         let s = try XCTUnwrap(theirSession, "root does not see uid \(nobody)'s session; watch log: "
                                             + consentTail(logs.file("watch.log")))
         XCTAssertEqual(s.appID, ctlPath)
-        XCTAssertEqual(s.status, 4)
+        XCTAssertEqual(s.status, .whenInUse)
         XCTAssertEqual(agent.confirms.count, 1, "their prompt went to their agent")
         // Root's own view of root's sessions is still there too.
-        XCTAssertTrue(try root.consentSessions().contains { $0.name == root.uniqueName })
+        XCTAssertTrue(try root.sessions().contains { $0.name == root.uniqueName })
 
         watch.stop()
         let gone = stack.peers.pump(timeout: 10) {
-            !((try? root.consentSessions()) ?? []).contains { $0.name == s.name }
+            !((try? root.sessions()) ?? []).contains { $0.name == s.name }
         }
         XCTAssertTrue(gone, "the session must end when its connection leaves the bus")
     }
@@ -217,7 +222,7 @@ final class ConsentBusTests: XCTestCase {
     func testClientDisconnectingMidPromptCancelsThePrompt() throws {
         let agent = try registeredAgent(.never)
         let client = try stack.peer()
-        let tap = client.consentTapAsync(["reason": .string("leaving soon")])
+        let tap = client.consentTapAsync(AuthOptions(reason: "leaving soon"))
         guard waitForConfirms(agent, 1) else { return }
         let id = agent.confirms[0].requestID
         XCTAssertFalse(tap.isDone, "the tap waits for the decision")
@@ -228,11 +233,11 @@ final class ConsentBusTests: XCTestCase {
         // A late answer to the withdrawn prompt does nothing.
         agent.answer(id, "allow-once")
         // Asked on the agent's own connection, so the daemon has seen that answer first.
-        XCTAssertEqual(try agent.peer.consentRecords().count, 0)
+        XCTAssertEqual(try agent.peer.consents().count, 0)
 
         let other = try stack.peer()
-        XCTAssertEqual(try other.consentRecords().count, 0)
-        XCTAssertFalse(try other.consentSessions().contains { $0.name == client.uniqueName })
+        XCTAssertEqual(try other.consents().count, 0)
+        XCTAssertFalse(try other.sessions().contains { $0.name == client.uniqueName })
 
         // Still serving: a new session prompts afresh, and gets its answer.
         agent.behaviour = .answer("allow-once")
@@ -254,7 +259,7 @@ final class ConsentBusTests: XCTestCase {
         let client = try stack.peer()
         XCTAssertEqual(try client.tap().get(), 4)
         let changed = client.waitForSignal("AuthorizationChanged", timeout: 5)
-        XCTAssertEqual(changed?.arguments().first, .uint32(4))
+        XCTAssertEqual(changed?.changedStatus, .whenInUse)
         XCTAssertEqual(changed?.destination, client.uniqueName, "sent unicast")
         XCTAssertEqual(agent.confirms.count, 1)
 
@@ -273,27 +278,27 @@ final class ConsentBusTests: XCTestCase {
         let agent = try registeredAgent(.never)
         let client = try stack.peer()
         let start = Date()
-        let tap = client.consentTapAsync(["reason": .string("nobody answers")])
+        let tap = client.consentTapAsync(AuthOptions(reason: "nobody answers"))
         guard waitForConfirms(agent, 1) else { return }
         let id = agent.confirms[0].requestID
-        let r = waitFor(tap, timeout: 10)
+        let r = try waitForStatus(tap, timeout: 10)
         let elapsed = Date().timeIntervalSince(start)
-        XCTAssertEqual(try r?.get().first, .uint32(0))
+        XCTAssertEqual(r, .notDetermined)
         XCTAssertGreaterThan(elapsed, 0.8, "replied before the 1 s prompt timeout")
         XCTAssertLessThan(elapsed, 4, "the 1 s prompt timeout was not applied")
         let cancelled = stack.peers.pump(timeout: 5) { agent.cancels.contains(id) }
         XCTAssertTrue(cancelled, "no Cancel for timed-out request \(id)")
-        XCTAssertEqual(try client.consentRecords().count, 0)
+        XCTAssertEqual(try client.consents().count, 0)
 
         // The user answers after all: too late, nothing changes.
         agent.answer(id, "allow-once")
         // Asked on the agent's own connection, so the daemon has seen that answer first.
-        XCTAssertEqual(try agent.peer.consentRecords().count, 0)
+        XCTAssertEqual(try agent.peer.consents().count, 0)
         stack.peers.settle(0.1)
-        XCTAssertEqual(try client.consentRecords().count, 0)
-        let a = try client.consentAuthorization()
-        XCTAssertEqual(a.status, 0)
-        XCTAssertEqual(a.details["accuracy"], .string("none"))
+        XCTAssertEqual(try client.consents().count, 0)
+        let a = try client.authorization()
+        XCTAssertEqual(a.status, .notDetermined)
+        XCTAssertNil(a.accuracy)
         XCTAssertEqual(client.signals(named: "AuthorizationChanged").count, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: stack.stateDir.file("consents"))
                        && ((try? String(contentsOfFile: stack.stateDir.file("consents"), encoding: .utf8)) ?? "")
@@ -317,35 +322,35 @@ final class ConsentBusTests: XCTestCase {
     func testStandardPromptPersistsAcrossRestartThenResetDenyAndOneTimeButton() throws {
         let agent = try registeredAgent(.answer("allow-while-using"))
         let client = try stack.peer()
-        XCTAssertEqual(try client.consentWhenInUse(["reason": .string("navigation")]).get(), 4)
-        XCTAssertEqual(agent.confirms.last?.kind, "when-in-use")
-        XCTAssertEqual(client.waitForSignal("AuthorizationChanged", timeout: 5)?.arguments().first, .uint32(4))
+        XCTAssertEqual(try client.consentWhenInUse(AuthOptions(reason: "navigation")).get(), 4)
+        XCTAssertEqual(agent.confirms.last?.kind, .whenInUse)
+        XCTAssertEqual(client.waitForSignal(AuthorizationChangedSignal.member, timeout: 5)?.changedStatus, .whenInUse)
         let file = try String(contentsOfFile: stack.stateDir.file("consents"), encoding: .utf8)
         XCTAssertTrue(file.contains("when-in-use"), file)
         XCTAssertTrue(file.contains(selfAppID), file)
 
         try stack.restartDaemon()
         let fresh = try stack.peer()
-        let a = try fresh.consentAuthorization()
-        XCTAssertEqual(a.status, 4, "the stored when-in-use decision applies after a restart, no agent needed")
-        XCTAssertEqual(a.details["temporary"], .bool(false))
-        XCTAssertEqual(a.details["accuracy"], .string("full"))
+        let a = try fresh.authorization()
+        XCTAssertEqual(a.status, .whenInUse, "the stored when-in-use decision applies after a restart, no agent needed")
+        XCTAssertEqual(a.temporary, false)
+        XCTAssertEqual(a.accuracy, .full)
 
         // Forget it: back to not determined, announced to the live session.
         let mark = fresh.signals.count
-        XCTAssertNoThrow(try fresh.geo("ResetConsent", [.string(selfAppID), .vardict([:])]).get())
-        XCTAssertEqual(fresh.waitForSignal("AuthorizationChanged", from: mark, timeout: 5)?.arguments().first, .uint32(0))
-        XCTAssertEqual(try fresh.consentAuthorization().status, 0)
-        XCTAssertEqual(try fresh.consentRecords().count, 0)
+        XCTAssertNoThrow(try fresh.geo("ResetConsent", [.string(selfAppID), OptionDictionary.encodeReset(uid: nil)]).get())
+        XCTAssertEqual(fresh.waitForSignal(AuthorizationChangedSignal.member, from: mark, timeout: 5)?.changedStatus, .notDetermined)
+        XCTAssertEqual(try fresh.authorization().status, .notDetermined)
+        XCTAssertEqual(try fresh.consents().count, 0)
 
         // Don't Allow on the standard prompt: persisted `denied`.
         agent.behaviour = .answer("deny")
         XCTAssertNoThrow(try agent.register().get(), "the restarted daemon knows no agent yet")
         XCTAssertEqual(try fresh.consentWhenInUse().get(), 2)
-        XCTAssertEqual(agent.confirms.last?.kind, "when-in-use")
+        XCTAssertEqual(agent.confirms.last?.kind, .whenInUse)
         let denied = try String(contentsOfFile: stack.stateDir.file("consents"), encoding: .utf8)
         XCTAssertTrue(denied.contains("denied"), denied)
-        XCTAssertEqual(try fresh.consentRecords().first?.record["decision"], .string("denied"))
+        XCTAssertEqual(try fresh.consents().first?.record.decision, .denied)
         // Asking again is answered from the record, without a prompt.
         XCTAssertEqual(try fresh.consentWhenInUse().get(), 2)
         XCTAssertEqual(agent.confirms.count, 2)
@@ -354,16 +359,16 @@ final class ConsentBusTests: XCTestCase {
         agent.behaviour = .answer("allow-once")
         XCTAssertEqual(try fresh.tap().get(), 4)
         XCTAssertEqual(agent.confirms.count, 3)
-        XCTAssertEqual(agent.confirms.last?.kind, "one-time")
-        let t = try fresh.consentAuthorization()
-        XCTAssertEqual(t.status, 4)
-        XCTAssertEqual(t.details["temporary"], .bool(true))
-        XCTAssertEqual(t.details["one-time-approved"], .bool(true))
-        let record = try XCTUnwrap(fresh.consentRecords().first?.record)
-        XCTAssertEqual(record["decision"], .string("denied"), "denied and one-time-approved stand together")
-        XCTAssertEqual(record["one-time-approved"], .bool(true))
+        XCTAssertEqual(agent.confirms.last?.kind, .oneTime)
+        let t = try fresh.authorization()
+        XCTAssertEqual(t.status, .whenInUse)
+        XCTAssertEqual(t.temporary, true)
+        XCTAssertEqual(t.oneTimeApproved, true)
+        let record = try XCTUnwrap(fresh.consents().first?.record)
+        XCTAssertEqual(record.decision, .denied, "denied and one-time-approved stand together")
+        XCTAssertEqual(record.oneTimeApproved, true)
         let other = try stack.peer()
-        XCTAssertEqual(try other.consentAuthorization().status, 2, "another session is still denied")
+        XCTAssertEqual(try other.authorization().status, .denied, "another session is still denied")
     }
 
     // MARK: 7. Enabled
@@ -373,21 +378,20 @@ final class ConsentBusTests: XCTestCase {
         let client = try stack.peer()
         XCTAssertEqual(try client.tap().get(), 4)
         // The signal follows the reply: take it before watching for the next one.
-        XCTAssertEqual(client.waitForSignal("AuthorizationChanged", timeout: 5)?.arguments().first, .uint32(4))
+        XCTAssertEqual(client.waitForSignal(AuthorizationChangedSignal.member, timeout: 5)?.changedStatus, .whenInUse)
         let watcher = try stack.peer()
         try watcher.addMatch("type='signal',interface='org.freedesktop.DBus.Properties'")
         let admin = try stack.peer()
 
         let mark = client.signals.count
-        XCTAssertNoThrow(try admin.consentSetEnabled(false).get())
+        XCTAssertNoThrow(try admin.setEnabled(false).get())
         let pc = waitForEnabledChange(watcher, from: 0)
-        XCTAssertEqual(pc?.arguments().first, .string(GeoConsentAPI.interfaceName))
-        XCTAssertEqual(pc?.arguments().dropFirst().first?.vardictValue?["Enabled"], .bool(false))
+        XCTAssertEqual(pc?.changedProperties?[DaemonProperties.enabled], .bool(false), "about the daemon's interface")
         XCTAssertNotNil(pc, "no PropertiesChanged(Enabled) reached a peer that only added a match rule")
         XCTAssertNil(pc?.destination, "PropertiesChanged is a broadcast")
-        XCTAssertEqual(client.waitForSignal("AuthorizationChanged", from: mark, timeout: 5)?.arguments().first, .uint32(1))
-        XCTAssertEqual(try client.consentAuthorization().status, 1)
-        XCTAssertEqual(try client.consentAuthorization().details["accuracy"], .string("none"))
+        XCTAssertEqual(client.waitForSignal(AuthorizationChangedSignal.member, from: mark, timeout: 5)?.changedStatus, .restricted)
+        XCTAssertEqual(try client.authorization().status, .restricted)
+        XCTAssertNil(try client.authorization().accuracy)
         XCTAssertEqual(try client.tap().get(), 1)
         XCTAssertEqual(try stack.peer().tap().get(), 1, "a new session is restricted too")
         XCTAssertEqual(agent.confirms.count, 1, "restricted: no prompt")
@@ -399,9 +403,9 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertEqual(try after.tap().get(), 1)
 
         let pcMark = watcher.signals.count
-        XCTAssertNoThrow(try admin.consentSetEnabled(true).get())
+        XCTAssertNoThrow(try admin.setEnabled(true).get())
         XCTAssertEqual(after.property("Enabled"), .bool(true))
-        XCTAssertEqual(waitForEnabledChange(watcher, from: pcMark)?.arguments().dropFirst().first?.vardictValue?["Enabled"],
+        XCTAssertEqual(waitForEnabledChange(watcher, from: pcMark)?.changedProperties?[DaemonProperties.enabled],
                        .bool(true), "switching on is broadcast too")
         // The stored confirmation applies again: a silent grant.
         XCTAssertEqual(try after.tap().get(), 4)
@@ -433,7 +437,7 @@ final class ConsentBusTests: XCTestCase {
     func testCorruptStateFailsClosed() throws {
         let p = try stack.peer()
         XCTAssertEqual(p.property("Enabled"), .bool(false), "an unreadable enabled file means location off")
-        XCTAssertEqual(try p.consentRecords().count, 0)
+        XCTAssertEqual(try p.consents().count, 0)
         XCTAssertEqual(try p.tap().get(), 1, "restricted while off")
 
         let names = try FileManager.default.contentsOfDirectory(atPath: stack.stateDir.path)
@@ -460,8 +464,8 @@ final class ConsentBusTests: XCTestCase {
         let client = try stack.peer()
         XCTAssertEqual(try client.tap().get(), 0)
         XCTAssertEqual(agent.confirms.count, 1)
-        XCTAssertEqual(try client.consentRecords().count, 0)
-        XCTAssertEqual(try client.consentAuthorization().status, 0)
+        XCTAssertEqual(try client.consents().count, 0)
+        XCTAssertEqual(try client.authorization().status, .notDetermined)
         XCTAssertEqual(try client.consentWhenInUse().get(), 0)
         XCTAssertEqual(agent.confirms.count, 2)
 
@@ -469,11 +473,11 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertEqual(try client.tap().get(), 0)
         XCTAssertEqual(try client.consentWhenInUse().get(), 0)
         XCTAssertEqual(agent.confirms.count, 4, "nothing stored: every request prompts again")
-        XCTAssertEqual(try client.consentRecords().count, 0)
-        let a = try client.consentAuthorization()
-        XCTAssertEqual(a.status, 0)
-        XCTAssertEqual(a.details["accuracy"], .string("none"))
-        XCTAssertEqual(a.details["one-time-approved"], .bool(false))
+        XCTAssertEqual(try client.consents().count, 0)
+        let a = try client.authorization()
+        XCTAssertEqual(a.status, .notDetermined)
+        XCTAssertNil(a.accuracy)
+        XCTAssertEqual(a.oneTimeApproved, false)
         XCTAssertEqual(client.signals(named: "AuthorizationChanged").count, 0)
         XCTAssertDBusError(client.geo("RequestLocation", [.vardict([:])]), GeoConsentAPI.ErrorName.notAuthorized)
         // An answer that is not a decision for the kind counts as no answer too.
@@ -481,7 +485,7 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertEqual(try client.tap().get(), 0, "allow-while-using is no answer to the button")
         agent.behaviour = .answer("yes please")
         XCTAssertEqual(try client.consentWhenInUse().get(), 0)
-        XCTAssertEqual(try client.consentRecords().count, 0)
+        XCTAssertEqual(try client.consents().count, 0)
     }
 
     func testAgentLeavingMidPromptAndReregistration() throws {
@@ -494,10 +498,9 @@ final class ConsentBusTests: XCTestCase {
         let watcher = try stack.peer()
         try watcher.addMatch("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(firstName)'")
         first.peer.connection.close()
-        let r = waitFor(tap, timeout: 10)
-        XCTAssertEqual(try r?.get().first, .uint32(0), "a vanished agent is no answer")
-        XCTAssertEqual(try client.consentRecords().count, 0)
-        XCTAssertEqual(try client.consentAuthorization().status, 0)
+        XCTAssertEqual(try waitForStatus(tap, timeout: 10), .notDetermined, "a vanished agent is no answer")
+        XCTAssertEqual(try client.consents().count, 0)
+        XCTAssertEqual(try client.authorization().status, .notDetermined)
         // Once the bus has announced the departure, the uid is free for a new agent.
         XCTAssertNotNil(watcher.waitForSignal("NameOwnerChanged", timeout: 5))
         let second = TestAgent(peer: try stack.peer(), behaviour: .answer("allow-once"))
@@ -540,15 +543,15 @@ final class ConsentBusTests: XCTestCase {
         let denyB = b.consentTapAsync()
         XCTAssertDBusError(b.tap(), GeoConsentAPI.ErrorName.promptPending)
         agent.answer(agent.confirms[0].requestID, "deny")
-        XCTAssertEqual(try waitFor(denyA)?.get().first, .uint32(0))
-        XCTAssertEqual(try waitFor(denyB)?.get().first, .uint32(0))
+        XCTAssertEqual(try waitForStatus(denyA), .notDetermined)
+        XCTAssertEqual(try waitForStatus(denyB), .notDetermined)
         stack.peers.settle(0.1)
         XCTAssertEqual(agent.confirms.count, 1, "one prompt for both sessions")
-        XCTAssertEqual(try a.consentRecords().count, 0, "Don't Allow on the button stores nothing")
+        XCTAssertEqual(try a.consents().count, 0, "Don't Allow on the button stores nothing")
 
-        let tapA = a.consentTapAsync(["reason": .string("first")])
+        let tapA = a.consentTapAsync(AuthOptions(reason: "first"))
         guard waitForConfirms(agent, 2) else { return }
-        let tapB = b.consentTapAsync(["reason": .string("second")])
+        let tapB = b.consentTapAsync(AuthOptions(reason: "second"))
         // b's second tap is processed after its first: PromptPending proves the first one joined.
         XCTAssertDBusError(b.tap(), GeoConsentAPI.ErrorName.promptPending)
         XCTAssertDBusError(a.tap(), GeoConsentAPI.ErrorName.promptPending)
@@ -558,11 +561,11 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertFalse(tapB.isDone)
 
         agent.answer(agent.confirms[1].requestID, "allow-once")
-        XCTAssertEqual(try waitFor(tapA)?.get().first, .uint32(4))
-        XCTAssertEqual(try waitFor(tapB)?.get().first, .uint32(4))
+        XCTAssertEqual(try waitForStatus(tapA), .whenInUse)
+        XCTAssertEqual(try waitForStatus(tapB), .whenInUse)
         XCTAssertEqual(agent.confirms.count, 2)
-        XCTAssertEqual(a.waitForSignal("AuthorizationChanged", timeout: 5)?.arguments().first, .uint32(4))
-        XCTAssertEqual(b.waitForSignal("AuthorizationChanged", timeout: 5)?.arguments().first, .uint32(4))
+        XCTAssertEqual(a.waitForSignal(AuthorizationChangedSignal.member, timeout: 5)?.changedStatus, .whenInUse)
+        XCTAssertEqual(b.waitForSignal(AuthorizationChangedSignal.member, timeout: 5)?.changedStatus, .whenInUse)
         XCTAssertTrue(agent.cancels.isEmpty)
     }
 
@@ -581,7 +584,7 @@ final class ConsentBusTests: XCTestCase {
                            GeoConsentAPI.ErrorName.agentExists)
 
         let client = try stack.peer()
-        XCTAssertEqual(try client.tap(["app-name": .string("Consent CLI Test"), "accuracy": .string("reduced")]).get(), 4)
+        XCTAssertEqual(try client.tap(AuthOptions(accuracy: .reduced, appName: "Consent CLI Test")).get(), 4)
         let answered = ctlAgent.readStdoutLine(timeout: 5) ?? ""
         XCTAssertTrue(answered.contains(selfAppID) && answered.hasSuffix("-> allow-once"), answered)
 
@@ -607,55 +610,13 @@ final class ConsentBusTests: XCTestCase {
 
 // MARK: - Helpers (private to this file)
 
-fileprivate struct ConsentEntry {
-    var uid: UInt32
-    var appID: String
-    var record: [String: DBusValue]
-}
-
-fileprivate struct ConsentSessionEntry {
-    var name: String
-    var uid: UInt32
-    var appID: String
-    var status: UInt32
-    var updates: Bool
-}
-
 private extension BusPeer {
-    func consentRecords() throws -> [ConsentEntry] {
-        let r = try geo("ListConsents").get()
-        return (r.first?.arrayValue ?? []).compactMap { e in
-            guard let f = e.structFields, f.count == 3, let uid = f[0].uint32Value, let app = f[1].stringValue,
-                  let rec = f[2].vardictValue else { return nil }
-            return ConsentEntry(uid: uid, appID: app, record: rec)
-        }
+    func consentTapAsync(_ options: AuthOptions = AuthOptions()) -> PendingCall {
+        geoAsync("RequestOneTimeAuthorization", [OptionDictionary.encode(options)])
     }
 
-    func consentSessions() throws -> [ConsentSessionEntry] {
-        let r = try geo("ListSessions").get()
-        return (r.first?.arrayValue ?? []).compactMap { e in
-            guard let f = e.structFields, f.count == 5, let name = f[0].stringValue, let uid = f[1].uint32Value,
-                  let app = f[2].stringValue, let status = f[3].uint32Value, let updates = f[4].boolValue else { return nil }
-            return ConsentSessionEntry(name: name, uid: uid, appID: app, status: status, updates: updates)
-        }
-    }
-
-    func consentAuthorization() throws -> (status: UInt32, details: [String: DBusValue]) {
-        let r = try geo("GetAuthorization").get()
-        return (r.first?.uint32Value ?? 999, r.dropFirst().first?.vardictValue ?? [:])
-    }
-
-    func consentTapAsync(_ options: [String: DBusValue] = [:]) -> PendingCall {
-        geoAsync("RequestOneTimeAuthorization", [.vardict(options)])
-    }
-
-    func consentWhenInUse(_ options: [String: DBusValue] = [:]) -> Result<UInt32, DBusError> {
-        geo("RequestWhenInUseAuthorization", [.vardict(options)]).map { $0.first?.uint32Value ?? 999 }
-    }
-
-    func consentSetEnabled(_ value: Bool) -> Result<[DBusValue], DBusError> {
-        geo("Set", [.string(GeoConsentAPI.interfaceName), .string("Enabled"), .variant(.bool(value))],
-            interface: ObjectServer.properties)
+    func consentWhenInUse(_ options: AuthOptions = AuthOptions()) -> Result<UInt32, DBusError> {
+        geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(options)]).map { StatusReply.decode($0)?.rawValue ?? 999 }
     }
 }
 

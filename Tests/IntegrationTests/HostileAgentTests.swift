@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -14,7 +15,7 @@ final class HostileAgentTests: StackTestCase {
     static let promptTimeout = 0.4
     override var stackConfig: String { "[daemon]\nprompt-timeout = \(HostileAgentTests.promptTimeout)\n" }
 
-    func newAgent(_ decide: @escaping (HostileAgent.Confirm) -> HostileAgent.Action) throws -> HostileAgent {
+    func newAgent(_ decide: @escaping (AgentPrompt) -> HostileAgent.Action) throws -> HostileAgent {
         let a = HostileAgent(peer: try stack.peer(), decide: decide)
         // The previous agent's departure may not have reached the daemon yet: AgentExists, retry.
         var r = a.register()
@@ -31,7 +32,7 @@ final class HostileAgentTests: StackTestCase {
     func status(_ call: BusPeer.PendingCall, timeout: Double = 10) -> UInt32? {
         stack.peers.pump(timeout: timeout) { call.isDone }
         switch call.result {
-        case .success(let v)?: return v.first?.uint32Value ?? 998
+        case .success(let v)?: return StatusReply.decode(v)?.rawValue ?? 998
         case .failure?: return 999
         case nil: return nil
         }
@@ -96,7 +97,7 @@ final class HostileAgentTests: StackTestCase {
     private func tapAsync(_ kind: String = "RequestOneTimeAuthorization") throws -> (BusPeer, BusPeer.PendingCall) {
         let c = try stack.peer()
         clients.append(c)
-        return (c, c.geoAsync(kind, [.vardict(["reason": .string("hostile")])], timeout: 30))
+        return (c, c.geoAsync(kind, [OptionDictionary.encode(AuthOptions(reason: "hostile"))], timeout: 30))
     }
 
     /// A one-time or a when-in-use request, at random.
@@ -219,7 +220,7 @@ final class HostileAgentTests: StackTestCase {
             a.peer.connection.close()
         }
         waitAll(pendingTaps, on: stack.peers, timeout: 20)
-        for c in pendingTaps { note("register-and-vanish", c.result.map { r in (try? r.get().first?.uint32Value ?? 998) ?? 999 }) }
+        for c in pendingTaps { note("register-and-vanish", c.result.map { r in (try? StatusReply.decode(r.get())?.rawValue ?? 998) ?? 999 }) }
         try checkNothingGrantedAndNoPromptLeft(
             tried: "\(vanishLoops) register-and-vanish agents (\(withPrompt) with a prompt open, "
                 + "\(retries) AgentExists retries while the previous one left)")
@@ -241,9 +242,9 @@ final class HostileAgentTests: StackTestCase {
         let grants = all.filter { $0 == 4 }.count
         XCTAssertEqual(grants, 0, "\(statuses)", file: file, line: line)
         XCTAssertTrue(all.allSatisfy { $0 == 0 || $0 == 999 }, "\(statuses)", file: file, line: line)
-        let consents = try root.hostileConsents()
+        let consents = try root.consents()
         XCTAssertEqual(consents.count, 0, "something was stored: \(consents)", file: file, line: line)
-        let sessionsLeft = try root.hostileSessions()
+        let sessionsLeft = try root.sessions()
         XCTAssertEqual(sessionsLeft.count, 0, "sessions left behind: \(sessionsLeft)", file: file, line: line)
 
         // No prompt state left: a fresh agent gets exactly one Confirm for a new tap.
@@ -253,10 +254,10 @@ final class HostileAgentTests: StackTestCase {
         stack.peers.settle(0.2)
         XCTAssertEqual(fresh.confirms.count, 1, "a fresh agent saw \(fresh.confirms.count) Confirm calls for one tap",
                        file: file, line: line)
-        let auth = try probe.hostileAuthorization()
-        XCTAssertEqual(auth.status, 0, file: file, line: line)
-        XCTAssertEqual(auth.details["one-time-approved"], .bool(false), file: file, line: line)
-        XCTAssertEqual(try root.hostileSessions().map(\.name), [probe.uniqueName], file: file, line: line)
+        let auth = try probe.authorization()
+        XCTAssertEqual(auth.status, .notDetermined, file: file, line: line)
+        XCTAssertFalse(auth.oneTimeApproved, file: file, line: line)
+        XCTAssertEqual(try root.sessions().map(\.name), [probe.uniqueName], file: file, line: line)
         XCTAssertTrue(stack.daemon.isRunning, file: file, line: line)
 
         let summary = statuses.sorted { $0.key < $1.key }.map { k, v in

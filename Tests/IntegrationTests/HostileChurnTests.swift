@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -19,7 +20,7 @@ final class HostileChurnTests: XCTestCase {
         // One-time prompts: allow (once; later taps are silent). Standard prompts: held
         // until cancelled, then answered "deny" (ignored: the prompt is gone), as an
         // agent closing its dialog would.
-        agent = HostileAgent(peer: try stack.peer()) { c in c.kind == "one-time" ? .answer("allow-once") : .hold }
+        agent = HostileAgent(peer: try stack.peer()) { c in c.kind == .oneTime ? .answer("allow-once") : .hold }
         agent.replyOnCancel = "deny"
         XCTAssertNoThrow(try agent.register().get())
     }
@@ -45,7 +46,7 @@ final class HostileChurnTests: XCTestCase {
             peers.append(p)
             let r = rng.int(0...99)
             if r < 55 {
-                let tap = p.geoAsync("RequestOneTimeAuthorization", [.vardict(["reason": .string(reason)])], timeout: 30)
+                let tap = p.geoAsync("RequestOneTimeAuthorization", [OptionDictionary.encode(AuthOptions(reason: reason))], timeout: 30)
                 waitFor.append(tap)
                 if rng.chance(0.25) {
                     waitFor.append(p.geoAsync("StartUpdates", [.vardict([:])], timeout: 30))
@@ -53,20 +54,20 @@ final class HostileChurnTests: XCTestCase {
                 }
             } else if r < 75 {
                 // Pipelined: the tap is sent, and the connection closes at once.
-                _ = p.geoAsync("RequestOneTimeAuthorization", [.vardict(["reason": .string(reason)])], timeout: 30)
+                _ = p.geoAsync("RequestOneTimeAuthorization", [OptionDictionary.encode(AuthOptions(reason: reason))], timeout: 30)
                 p.connection.flush()
                 p.connection.close()
                 t.leftEarly += 1
             } else {
                 // The standard prompt: held by the agent; the client leaves in the middle.
-                _ = p.geoAsync("RequestWhenInUseAuthorization", [.vardict(["reason": .string(reason)])], timeout: 30)
+                _ = p.geoAsync("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions(reason: reason))], timeout: 30)
                 midPrompt.append(p)
             }
         }
         stack.peers.pump(timeout: 30) { waitFor.allSatisfy(\.isDone) }
         for c in waitFor {
             switch c.result {
-            case .success(let v)?: if v.first?.uint32Value == 4 { t.granted += 1 }
+            case .success(let v)?: if StatusReply.decode(v) == .whenInUse { t.granted += 1 }
             case .failure(let e)?: t.errors[Hostile.shortError(e.name), default: 0] += 1
             case nil: t.errors["no reply", default: 0] += 1
             }
@@ -79,12 +80,12 @@ final class HostileChurnTests: XCTestCase {
     }
 
     /// Polls ListSessions (as root) until it is empty or `timeout`; returns what is left.
-    func sessionsAfterSettling(_ root: BusPeer, timeout: Double = 5) throws -> [(name: String, appID: String, status: UInt32, updates: Bool)] {
-        var left = try root.hostileSessions()
+    func sessionsAfterSettling(_ root: BusPeer, timeout: Double = 5) throws -> [SessionInfo] {
+        var left = try root.sessions()
         let deadline = secondsNow() + timeout
         while !left.isEmpty && secondsNow() < deadline {
             stack.peers.settle(0.05)
-            left = try root.hostileSessions()
+            left = try root.sessions()
         }
         return left
     }
@@ -169,7 +170,7 @@ final class HostileChurnTests: XCTestCase {
         var peers: [BusPeer] = []
         for _ in 0..<20 {
             let p = try stack.peer()
-            _ = p.geoAsync("RequestWhenInUseAuthorization", [.vardict(["reason": .string(reason)])], timeout: 30)
+            _ = p.geoAsync("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions(reason: reason))], timeout: 30)
             peers.append(p)
         }
         let confirms = agent.confirms.count

@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoSystem
 import GeoConsentAPI
@@ -96,9 +97,8 @@ final class ConsentKillRun {
     /// This uid's records, by app-id.
     func records() throws -> [String: Decision] {
         var out: [String: Decision] = [:]
-        for c in try root.hostileConsents() where c.uid == getuid() {
-            out[c.appID] = Decision(decision: c.record["decision"]?.stringValue ?? "?",
-                                    oneTime: c.record["one-time-approved"]?.boolValue ?? false)
+        for c in try root.consents() where c.uid == getuid() {
+            out[c.appID] = Decision(decision: c.record.decision?.rawValue ?? "", oneTime: c.record.oneTimeApproved)
         }
         return out
     }
@@ -202,7 +202,7 @@ final class ConsentKillRun {
     func decideUntilKilled(_ d: DaemonInstance) throws {
         // A consent agent for this uid on the new daemon.
         let agent = HostileAgent(peer: try peers.connect(busAddress)) { [unowned self] c in
-            c.kind == "one-time" ? .answer("allow-once") : .answer(self.planned[c.appID] ?? "deny")
+            c.kind == .oneTime ? .answer("allow-once") : .answer(self.planned[c.appID] ?? "deny")
         }
         XCTAssertNoThrow(try agent.register().get())
 

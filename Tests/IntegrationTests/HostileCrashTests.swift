@@ -105,7 +105,7 @@ final class HostileCrashTests: XCTestCase {
         let d = try startDaemon()
         let p = try peers.connect(bus.address)
         XCTAssertEqual(p.property("Enabled"), .bool(false))
-        XCTAssertEqual(try p.hostileConsents().count, 0)
+        XCTAssertEqual(try p.consents().count, 0)
         XCTAssertEqual(try p.tap().get(), 1, "restricted")
         let names = try FileManager.default.contentsOfDirectory(atPath: stateDir.path)
         let aside = names.filter { $0.contains(".corrupt-") }.sorted()

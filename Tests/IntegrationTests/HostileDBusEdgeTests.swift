@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 @testable import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -168,8 +169,8 @@ final class HostileDBusEdgeTests: StackTestCase {
         // Strings a waiting call would keep, or a prompt would show, are refused past their caps.
         probe("1.75 MB reason", "RequestOneTimeAuthorization", [.vardict(["reason": .string(mb)])], expect: [invalid])
         probe("1.75 MB app-id to ResetConsent", "ResetConsent", [.string(mb), .vardict([:])], expect: [invalid])
-        let caps = [("reason", OptionDecoding.MaxBytes.reason), ("app-name", OptionDecoding.MaxBytes.appName),
-                    ("parent-window", OptionDecoding.MaxBytes.parentWindow)]
+        let caps = [("reason", OptionDictionary.MaxBytes.reason), ("app-name", OptionDictionary.MaxBytes.appName),
+                    ("parent-window", OptionDictionary.MaxBytes.parentWindow)]
         for (key, max) in caps {
             probe("\(key) of \(max) bytes", "RequestOneTimeAuthorization",
                   [.vardict([key: .string(String(repeating: "r", count: max))])], expect: [GeoConsentAPI.ErrorName.noAgent])
@@ -177,9 +178,9 @@ final class HostileDBusEdgeTests: StackTestCase {
                   [.vardict([key: .string(String(repeating: "r", count: max + 1))])], expect: [invalid])
         }
         probe("app id of 4096 bytes to ResetConsent", "ResetConsent",
-              [.string(String(repeating: "a", count: OptionDecoding.MaxBytes.appID)), .vardict([:])], expect: ["ok"])
+              [.string(String(repeating: "a", count: OptionDictionary.MaxBytes.appID)), .vardict([:])], expect: ["ok"])
         probe("app id of 4097 bytes to ResetConsent", "ResetConsent",
-              [.string(String(repeating: "a", count: OptionDecoding.MaxBytes.appID + 1)), .vardict([:])], expect: [invalid])
+              [.string(String(repeating: "a", count: OptionDictionary.MaxBytes.appID + 1)), .vardict([:])], expect: [invalid])
         probe("8 MB member-less junk to GetAuthorization", "GetAuthorization",
               [.string(String(repeating: "z", count: 8 << 20))], expect: [invalid])
         probe("1 MB interface name in Properties.Get", iface: ObjectServer.properties, "Get",
@@ -247,7 +248,7 @@ final class HostileDBusEdgeTests: StackTestCase {
         // A forged NameOwnerChanged (the bus sets the real sender, so it must be
         // ignored), and unknown signals.
         let victim = try stack.peer()
-        XCTAssertEqual(try victim.hostileAuthorization().status, 0)
+        XCTAssertEqual(try victim.authorization().status, .notDetermined)
         let forger = try stack.peer()
         for dest in [GeoConsentAPI.busName, nil] as [String?] {
             if let m = try? Message.signal(path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
@@ -257,12 +258,12 @@ final class HostileDBusEdgeTests: StackTestCase {
             }
         }
         if let m = try? Message.signal(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                       member: "AuthorizationChanged", destination: GeoConsentAPI.busName) {
+                                       member: AuthorizationChangedSignal.member, destination: GeoConsentAPI.busName) {
             try m.append([.uint32(4)])
             forger.connection.send(m)
         }
         XCTAssertTrue(forger.pingDaemon())
-        XCTAssertTrue(try root.hostileSessions().contains { $0.name == victim.uniqueName },
+        XCTAssertTrue(try root.sessions().contains { $0.name == victim.uniqueName },
                       "a forged NameOwnerChanged ended a session")
         lines.append("forged NameOwnerChanged (unicast and broadcast) -> ignored, victim session kept")
         // The reserved Local interface and path: libdbus/the bus refuse them, whatever happens the daemon stays.

@@ -40,7 +40,9 @@ final class HostileFairnessTests: AllowingAgentTestCase {
     func testTapCostInTheCoreDoesNotGrowWithTheAppsSessionCount() {
         func secondsPerTap(sessions n: Int, taps: Int) -> Double {
             let app = AppKey(uid: 1000, appID: "/usr/bin/storm")
-            let core = ConsentCore(records: [app: ConsentRecord(oneTimeApproved: true, oneTimeAccuracy: .full)])
+            var config = Config()
+            config.limits.sessionsPerUser = n   // one uid's sessions, beyond the default limit
+            let core = ConsentCore(config: config, records: [app: ConsentRecord(oneTimeApproved: true, oneTimeAccuracy: .full)])
             var id: CallID = 0
             func caller(_ i: Int) -> Caller { Caller(name: ":1.\(i)", uid: 1000, pid: 4242, appID: app.appID) }
             for i in 0..<n {
@@ -72,7 +74,7 @@ final class HostileFairnessTests: AllowingAgentTestCase {
         let inFlight = env["GEOCONSENT_STORM_IN_FLIGHT"].flatMap { Int($0) } ?? 4
         let window = Hostile.stress ? 10.0 : 2.0
         let polite = try stack.peer()
-        XCTAssertEqual(try polite.hostileAuthorization().status, 0)
+        XCTAssertEqual(try polite.authorization().status, .notDetermined)
         // The storm's app has its one-time approval: every tap is a silent grant.
         let primer = try stack.peer()
         XCTAssertEqual(try primer.tap().get(), 4)
@@ -105,7 +107,7 @@ final class HostileFairnessTests: AllowingAgentTestCase {
         let stormRate = Double(taps - taps0) / span
         let daemonCPU = (Hostile.cpuSeconds(stack.daemon.pid) - cpuD0) / span * 100
         let testCPU = (Hostile.cpuSeconds(getpid()) - cpuT0) / span * 100
-        let liveSessions = try stack.peer().hostileSessions().count
+        let liveSessions = try stack.peer().sessions().count
         running = false
         stack.peers.pump(timeout: 30) { outstanding == 0 }   // drain
         stack.peers.settle(0.5)

@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -45,9 +46,7 @@ final class HostileGpsdTests: AllowingAgentTestCase {
     func allLocationsSane(_ clients: [BusPeer]) -> Bool {
         clients.allSatisfy { c in
             c.locations().allSatisfy { d in
-                guard let la = d.double("latitude"), let lo = d.double("longitude") else { return false }
-                return la.isFinite && lo.isFinite && abs(la) <= 90 && abs(lo) <= 180
-                    && d.values.allSatisfy { v in v.doubleValue.map(\.isFinite) ?? true }
+                abs(d.latitude) <= 90 && abs(d.longitude) <= 180 && d.numbers.allSatisfy(\.isFinite)
             }
         }
     }
@@ -94,7 +93,7 @@ final class HostileGpsdTests: AllowingAgentTestCase {
         XCTAssertTrue(allLocationsSane(clients))
         XCTAssertEqual(resumeTimes.count, cycles)
         XCTAssertEqual(clients[0].property("GpsdConnected"), .bool(true))
-        let sessions = try stack.peer().hostileSessions()
+        let sessions = try stack.peer().sessions()
         XCTAssertEqual(sessions.filter(\.updates).count, 2, "both sessions still have updates on")
         Hostile.report("gpsd-restart", "seed \(seed), mode \(Hostile.mode): tried \(cycles) gpsd kills (\(sigkills) SIGKILL, "
             + "\(cycles - sigkills) SIGTERM) and restarts, down 0-300 ms, while 2 sessions streamed; saw updates resume "
@@ -243,7 +242,7 @@ final class HostileGpsdTests: AllowingAgentTestCase {
         let episode = Hostile.stress ? 6.0 : 1.0
         let client = try streamingClient()
         let other = try stack.peer()
-        XCTAssertEqual(try other.hostileAuthorization().status, 0)
+        XCTAssertEqual(try other.authorization().status, .notDetermined)
         let feed = LocationFeed(step: 10)
         let t = ticker(feed)
         t.start()
@@ -262,13 +261,13 @@ final class HostileGpsdTests: AllowingAgentTestCase {
             let end = secondsNow() + episode
             while secondsNow() < end {
                 let t0 = secondsNow()
-                if (try? other.hostileAuthorization().status) != nil { rtts.append(secondsNow() - t0) } else { failures += 1 }
+                if (try? other.authorization().status) != nil { rtts.append(secondsNow() - t0) } else { failures += 1 }
                 stack.peers.settle(0.02)
             }
             let fixesDuring = client.locations(from: sigMark).count
             // Fixes still in flight from the real gpsd may arrive early in the episode; nothing
             // from the fake (its only in-range position is 52.5/13.4, in a mode-1 report).
-            XCTAssertFalse(client.locations(from: sigMark).contains { $0.double("latitude") == 52.5 },
+            XCTAssertFalse(client.locations(from: sigMark).contains { $0.latitude == 52.5 },
                            "\(behaviour): a fake report became a location: \(client.locations(from: sigMark))")
             let errorsDuring = client.signals.dropFirst(sigMark).filter { $0.member == "LocationError" }.count
             let accepted = fake.accepted, sent = fake.bytesSent

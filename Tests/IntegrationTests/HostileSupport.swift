@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -96,32 +97,6 @@ struct SeededRNG: RandomNumberGenerator {
 // MARK: - Bus helpers
 
 extension BusPeer {
-    /// (uid, app-id, record) of `ListConsents`.
-    func hostileConsents() throws -> [(uid: UInt32, appID: String, record: [String: DBusValue])] {
-        let r = try geo("ListConsents").get()
-        return (r.first?.arrayValue ?? []).compactMap { e in
-            guard let f = e.structFields, f.count == 3, let uid = f[0].uint32Value, let app = f[1].stringValue,
-                  let rec = f[2].vardictValue else { return nil }
-            return (uid, app, rec)
-        }
-    }
-
-    /// (unique name, app-id, status, updates) of `ListSessions`.
-    func hostileSessions() throws -> [(name: String, appID: String, status: UInt32, updates: Bool)] {
-        let r = try geo("ListSessions").get()
-        return (r.first?.arrayValue ?? []).compactMap { e in
-            guard let f = e.structFields, f.count == 5, let name = f[0].stringValue, let app = f[2].stringValue,
-                  let st = f[3].uint32Value, let up = f[4].boolValue else { return nil }
-            return (name, app, st, up)
-        }
-    }
-
-    /// GetAuthorization: status and details.
-    func hostileAuthorization() throws -> (status: UInt32, details: [String: DBusValue]) {
-        let r = try geo("GetAuthorization").get()
-        return (r.first?.uint32Value ?? 999, r.dropFirst().first?.vardictValue ?? [:])
-    }
-
     /// Org.freedesktop.DBus.Peer.Ping on the daemon: true when it answered.
     func pingDaemon(timeout: Double = 10) -> Bool {
         (try? geo("Ping", interface: ObjectServer.peer, timeout: timeout).get()) != nil
@@ -149,22 +124,16 @@ final class HostileAgent {
         case raw([DBusValue])
         case error
     }
-    struct Confirm {
-        var requestID: String
-        var appID: String
-        var kind: String
-    }
-
     static let path = "/org/geoconsent/hostile/Agent"
     let peer: BusPeer
-    var decide: (Confirm) -> Action
+    var decide: (AgentPrompt) -> Action
     /// What to reply to a held prompt when its `Cancel` arrives (nil: keep holding).
     var replyOnCancel: String?
-    private(set) var confirms: [Confirm] = []
+    private(set) var confirms: [AgentPrompt] = []
     private(set) var cancels: [String] = []
     private(set) var held: [String: MethodCall] = [:]
 
-    init(peer: BusPeer, decide: @escaping (Confirm) -> Action) {
+    init(peer: BusPeer, decide: @escaping (AgentPrompt) -> Action) {
         self.peer = peer
         self.decide = decide
         peer.server.export(self, at: HostileAgent.path, interfaces: [HostileAgent.interface])
@@ -175,9 +144,9 @@ final class HostileAgent {
     }
 
     static let interface = Interface<HostileAgent>(GeoConsentAPI.agent, methods: [
-        "Confirm": { a, call in a.confirm(call) },
-        "Cancel": { a, call in
-            let id = call.arguments[0].stringValue ?? ""
+        ConfirmCall.member: { a, call in a.confirm(call) },
+        CancelCall.member: { a, call in
+            let id = CancelCall.decode(call.arguments) ?? ""
             a.cancels.append(id)
             call.reply()
             if let d = a.replyOnCancel { a.answer(id, d) }
@@ -185,12 +154,10 @@ final class HostileAgent {
     ])
 
     private func confirm(_ call: MethodCall) {
-        let args = call.arguments
-        let c = Confirm(requestID: args[0].stringValue ?? "", appID: args[1].stringValue ?? "",
-                        kind: args[2].stringValue ?? "")
+        guard let c = ConfirmCall.decode(call.arguments) else { return call.fail(.invalidArgs("not a Confirm")) }
         confirms.append(c)
         switch decide(c) {
-        case .answer(let d): call.reply([.string(d)])
+        case .answer(let d): call.reply(ConfirmReply.encode(word: d))
         case .hold: held[c.requestID] = call
         case .raw(let values):
             if let r = Message.methodReturn(to: call.replyAddress) {
@@ -203,7 +170,7 @@ final class HostileAgent {
 
     /// Answers a held prompt now (late answers included).
     func answer(_ requestID: String, _ decision: String) {
-        held.removeValue(forKey: requestID)?.reply([.string(decision)])
+        held.removeValue(forKey: requestID)?.reply(ConfirmReply.encode(word: decision))
     }
 
     func register(timeout: Double = 10) -> Result<[DBusValue], DBusError> {

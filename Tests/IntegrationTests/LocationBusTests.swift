@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -13,10 +14,6 @@ final class LocationBusTests: XCTestCase {
     var agent: TestAgent!
 
     static let errorPrefix = "org.geoconsent.GeoConsent1.Error."
-    static let allKeys: Set<String> = [
-        "latitude", "longitude", "altitude", "ellipsoidal-altitude", "horizontal-accuracy", "vertical-accuracy",
-        "speed", "speed-accuracy", "course", "course-accuracy", "timestamp", "fix", "accuracy-authorization",
-    ]
 
     override func setUpWithError() throws {
         try makeStack()
@@ -43,9 +40,9 @@ final class LocationBusTests: XCTestCase {
     // MARK: helpers
 
     /// A new client that tapped (`RequestOneTimeAuthorization`) and holds a grant.
-    func tappedClient(accuracy: String = "full", file: StaticString = #filePath, line: UInt = #line) throws -> BusPeer {
+    func tappedClient(accuracy: Accuracy = .full, file: StaticString = #filePath, line: UInt = #line) throws -> BusPeer {
         let p = try stack.peer()
-        XCTAssertEqual(try p.tap(["accuracy": .string(accuracy)]).get(), 4, file: file, line: line)
+        XCTAssertEqual(try p.tap(AuthOptions(accuracy: accuracy)).get(), 4, file: file, line: line)
         return p
     }
 
@@ -60,9 +57,9 @@ final class LocationBusTests: XCTestCase {
         return call.result ?? .failure(DBusError(DBusError.noReplyName, "test gave up waiting"))
     }
 
-    /// `RequestLocation` while `feed` is sent every 50 ms; the location dictionary.
+    /// `RequestLocation` while `feed` is sent every 50 ms; the location.
     func locate(_ p: BusPeer, _ feed: LocationFeed, maxAge: Double = 0, timeout: Double = 10,
-                file: StaticString = #filePath, line: UInt = #line) -> [String: DBusValue]? {
+                file: StaticString = #filePath, line: UInt = #line) -> Location? {
         let t = ticker(feed)
         let call = p.requestLocation(maxAge: maxAge, timeout: timeout)
         t.start()
@@ -70,7 +67,7 @@ final class LocationBusTests: XCTestCase {
         t.stop()
         switch r {
         case .success(let v):
-            guard let d = v.first?.vardictValue else {
+            guard let d = LocationBody.decode(v) else {
                 XCTFail("RequestLocation returned \(v)", file: file, line: line)
                 return nil
             }
@@ -102,25 +99,21 @@ final class LocationBusTests: XCTestCase {
         return nil
     }
 
-    func assertNoNaN(_ d: [String: DBusValue], file: StaticString = #filePath, line: UInt = #line) {
-        for (k, v) in d {
-            if let x = v.doubleValue { XCTAssertTrue(x.isFinite, "\(k) = \(x)", file: file, line: line) }
-        }
-        XCTAssertTrue(Set(d.keys).isSubset(of: Self.allKeys), "unexpected keys \(Set(d.keys).subtracting(Self.allKeys))",
-                      file: file, line: line)
+    func assertNoNaN(_ d: Location, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(d.numbers.allSatisfy(\.isFinite), "\(d.fix)", file: file, line: line)
     }
 
-    /// Checks a full-accuracy dictionary against the epoch of `feed` it carries the timestamp of.
-    func assertMatchesFeed(_ d: [String: DBusValue], _ feed: LocationFeed,
+    /// Checks a full-accuracy location against the epoch of `feed` it carries the timestamp of.
+    func assertMatchesFeed(_ d: Location, _ feed: LocationFeed,
                            file: StaticString = #filePath, line: UInt = #line) {
         assertNoNaN(d, file: file, line: line)
         guard let ts = d.timestamp, let sent = feed.sent.first(where: { $0.timestamp == ts }) else {
             return XCTFail("timestamp \(String(describing: d.timestamp)) is none of the sent times", file: file, line: line)
         }
-        XCTAssertEqual(d.double("latitude") ?? .nan, sent.latitude, accuracy: 1e-6, file: file, line: line)
-        XCTAssertEqual(d.double("longitude") ?? .nan, sent.longitude, accuracy: 1e-6, file: file, line: line)
-        XCTAssertEqual(d["fix"], .string("3d"), file: file, line: line)
-        XCTAssertEqual(d["accuracy-authorization"], .string("full"), file: file, line: line)
+        XCTAssertEqual(d.latitude, sent.latitude, accuracy: 1e-6, file: file, line: line)
+        XCTAssertEqual(d.longitude, sent.longitude, accuracy: 1e-6, file: file, line: line)
+        XCTAssertEqual(d.fix.mode, .threeD, file: file, line: line)
+        XCTAssertEqual(d.accuracy, .full, file: file, line: line)
     }
 
     // MARK: 1. Values
@@ -138,22 +131,21 @@ final class LocationBusTests: XCTestCase {
         // daemon connects on the first request. (gpsd's very first reports of a
         // new source can be partial: a GGA alone, no time yet.)
         let warm = locate(p, feed, maxAge: 0)
-        print("LocationBusTests: first RequestLocation after the daemon connected -> \(warm ?? [:])")
+        print("LocationBusTests: first RequestLocation after the daemon connected -> \(warm.map { "\($0.fix)" } ?? "none")")
         // Now a fresh fix, after the request.
         guard let d = locate(p, feed, maxAge: 0) else { return }
-        print("LocationBusTests: RequestLocation -> \(d)")
+        print("LocationBusTests: RequestLocation -> \(d.fix)")
         assertMatchesFeed(d, feed)
-        let expectedKeys: Set<String> = ["latitude", "longitude", "altitude", "ellipsoidal-altitude", "horizontal-accuracy",
-                                         "vertical-accuracy", "speed", "course", "timestamp", "fix", "accuracy-authorization"]
-        XCTAssertEqual(Set(d.keys), expectedKeys, "NMEA GGA+GSA+RMC carries no speed or course accuracy")
-        XCTAssertEqual(d.double("speed") ?? .nan, 12.34 * 0.514444, accuracy: 1e-3)
-        XCTAssertEqual(d.double("course") ?? .nan, 56.7, accuracy: 1e-3)
-        XCTAssertEqual(d.double("altitude") ?? .nan, 123.4, accuracy: 1e-3)
-        XCTAssertEqual(d.double("ellipsoidal-altitude") ?? .nan, 123.4 + 47.0, accuracy: 1e-3)
-        XCTAssertGreaterThan(d.double("horizontal-accuracy") ?? -1, 0)
-        XCTAssertGreaterThan(d.double("vertical-accuracy") ?? -1, 0)
+        XCTAssertNil(d.fix.speedAccuracy, "NMEA GGA+GSA+RMC carries no speed accuracy")
+        XCTAssertNil(d.fix.courseAccuracy, "NMEA GGA+GSA+RMC carries no course accuracy")
+        XCTAssertEqual(d.fix.speed ?? .nan, 12.34 * 0.514444, accuracy: 1e-3)
+        XCTAssertEqual(d.fix.course ?? .nan, 56.7, accuracy: 1e-3)
+        XCTAssertEqual(d.fix.altitude ?? .nan, 123.4, accuracy: 1e-3)
+        XCTAssertEqual(d.fix.ellipsoidalAltitude ?? .nan, 123.4 + 47.0, accuracy: 1e-3)
+        XCTAssertGreaterThan(d.fix.horizontalAccuracy ?? -1, 0)
+        XCTAssertGreaterThan(d.fix.verticalAccuracy ?? -1, 0)
         // The timestamp is the receiver's UTC time to the microsecond: xx.25 s exactly.
-        let ts = try XCTUnwrap(d.timestamp, "timestamp")
+        let ts = try XCTUnwrap(d.timestamp, "the receiver's time")
         XCTAssertEqual(ts % 1_000_000, 250_000, "fraction of the second")
         XCTAssertTrue(feed.sentTimestamps.contains(ts))
         XCTAssertEqual(ts / 86_400_000_000, UInt64(LocationFeed.day), "RMC date 150324")
@@ -162,7 +154,7 @@ final class LocationBusTests: XCTestCase {
         feed.altitude = nil
         feed.course = nil
         let mark = feed.sent.count
-        var bare: [String: DBusValue]?
+        var bare: Location?
         for _ in 0..<5 {   // the first answer may still be an epoch sent before the change
             guard let r = locate(p, feed, maxAge: 0) else { break }
             if let ts = r.timestamp, feed.sent.dropFirst(mark).contains(where: { $0.timestamp == ts }) {
@@ -172,11 +164,10 @@ final class LocationBusTests: XCTestCase {
         }
         if let bare {
             assertNoNaN(bare)
-            for k in ["altitude", "ellipsoidal-altitude", "course", "course-accuracy", "speed-accuracy"] {
-                XCTAssertNil(bare[k], "\(k) was not reported: \(bare)")
-            }
-            XCTAssertNotNil(bare["latitude"])
-            XCTAssertNotNil(bare["timestamp"])
+            let f = bare.fix
+            let unreported = [f.altitude, f.ellipsoidalAltitude, f.course, f.courseAccuracy, f.speedAccuracy]
+            XCTAssertEqual(unreported.compactMap { $0 }, [], "altitude and course were not reported: \(f)")
+            XCTAssertNotNil(bare.timestamp)
         } else {
             XCTFail("no fix without altitude arrived")
         }
@@ -195,7 +186,7 @@ final class LocationBusTests: XCTestCase {
             let t0 = EventLoop.monotonicNanos()
             stack.gpsd.send([e.sentences.last!])
             // The arrival time is taken by BusPeer as libdbus dispatches the signal.
-            var got: [String: DBusValue]?
+            var got: Location?
             var t1: UInt64 = 0
             stack.peers.pump(timeout: 5) {
                 guard let idx = p.signals.indices.dropFirst(from).first(where: { p.signals[$0].location?.timestamp == e.timestamp })
@@ -210,7 +201,7 @@ final class LocationBusTests: XCTestCase {
             }
             latencies.append(Double(t1 - t0) / 1e6)
             assertMatchesFeed(got, feed)
-            XCTAssertEqual(got.double("latitude") ?? .nan, feed.latitude, accuracy: 1e-6)
+            XCTAssertEqual(got.latitude, feed.latitude, accuracy: 1e-6)
         }
         let line = String(format: "LATENCY NMEA(RMC datagram) -> LocationUpdated over %d fixes: p50 %.3f ms, p99 %.3f ms, min %.3f ms, max %.3f ms",
                           latencies.count, percentile(latencies, 50), percentile(latencies, 99),
@@ -239,10 +230,9 @@ final class LocationBusTests: XCTestCase {
         // A cached fix younger than max-age comes back at once, gpsd not fed.
         for _ in 0..<2 {
             let t0 = secondsNow()
-            let r = p.geo("RequestLocation", [.vardict(["max-age": .double(30), "timeout": .double(5)])], timeout: 10)
+            let r = p.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 30, timeout: 5))], timeout: 10)
             let dt = secondsNow() - t0
-            let d = try r.get().first?.vardictValue ?? [:]
-            XCTAssertEqual(d.timestamp, last, "the newest cached fix")
+            XCTAssertEqual(LocationBody.decode(try r.get())?.timestamp, last, "the newest cached fix")
             XCTAssertLessThan(dt, 1.0, "served from the cache (gpsd is silent: anything else would be a Timeout)")
             stack.peers.settle(0.5)
         }
@@ -251,7 +241,7 @@ final class LocationBusTests: XCTestCase {
         // Older than max-age and gpsd up but silent: Timeout after `timeout`.
         for maxAge in [0.0, 0.5] {
             let t0 = secondsNow()
-            let r = p.geo("RequestLocation", [.vardict(["max-age": .double(maxAge), "timeout": .double(0.5)])], timeout: 10)
+            let r = p.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: maxAge, timeout: 0.5))], timeout: 10)
             let dt = secondsNow() - t0
             XCTAssertDBusError(r, GeoConsentAPI.ErrorName.timeout)
             XCTAssertGreaterThan(dt, 0.45, "waited for the timeout")
@@ -269,20 +259,20 @@ final class LocationBusTests: XCTestCase {
         // gpsd gone, nothing cached qualifies: GpsUnavailable as soon as the connection fails.
         stack.gpsd.kill()
         let t0 = secondsNow()
-        let r = p.geo("RequestLocation", [.vardict(["max-age": .double(0), "timeout": .double(10)])], timeout: 20)
+        let r = p.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 0, timeout: 10))], timeout: 20)
         let dt = secondsNow() - t0
         XCTAssertDBusError(r, GeoConsentAPI.ErrorName.gpsUnavailable)
         XCTAssertLessThan(dt, 1.0, "well under the 10 s timeout")
         print(String(format: "LocationBusTests: GpsUnavailable after %.1f ms", dt * 1000))
         // Again, now that the daemon knows gpsd is down.
         let t1 = secondsNow()
-        XCTAssertDBusError(p.geo("RequestLocation", [.vardict(["max-age": .double(0), "timeout": .double(10)])], timeout: 20),
+        XCTAssertDBusError(p.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 0, timeout: 10))], timeout: 20),
                            GeoConsentAPI.ErrorName.gpsUnavailable)
         XCTAssertLessThan(secondsNow() - t1, 1.0)
         XCTAssertEqual(propertyBool(p, "GpsdConnected"), false)
         // A cached fix that qualifies is still served without gpsd.
-        let cached = try p.geo("RequestLocation", [.vardict(["max-age": .double(3600)])], timeout: 10).get()
-        XCTAssertEqual(cached.first?.vardictValue?.timestamp, last)
+        let cached = try p.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 3600))], timeout: 10).get()
+        XCTAssertEqual(LocationBody.decode(cached)?.timestamp, last)
         XCTAssertEqual(propertyBool(p, "InUse"), false, "nothing pending")
     }
 
@@ -300,13 +290,12 @@ final class LocationBusTests: XCTestCase {
 
         let beforeKill = p.signals.count
         stack.gpsd.kill()
-        guard let err = p.waitForSignal("LocationError", from: beforeKill, timeout: 5) else {
+        guard let err = p.waitForSignal(LocationErrorSignal.member, from: beforeKill, timeout: 5) else {
             return XCTFail("no LocationError after gpsd was killed")
         }
-        let args = err.arguments()
-        XCTAssertEqual(args.count, 2)
-        XCTAssertEqual(args.first, .string("org.geoconsent.GeoConsent1.Error.GpsUnavailable"))
-        XCTAssertFalse(args.count > 1 && (args[1].stringValue ?? "").isEmpty, "a message")
+        let e = LocationErrorSignal.decode(err.arguments())
+        XCTAssertEqual(e?.name, GeoConsentAPI.ErrorName.gpsUnavailable)
+        XCTAssertFalse(e?.message.isEmpty ?? true, "a message")
         XCTAssertEqual(err.destination, p.uniqueName, "unicast")
         XCTAssertEqual(propertyBool(p, "GpsdConnected"), false)
         // Stays down for a while: no fixes, the session keeps its updates.
@@ -316,14 +305,14 @@ final class LocationBusTests: XCTestCase {
         // Meanwhile: a one-shot request fails at once, and a new session's
         // StartUpdates is answered by a LocationError rather than silence.
         let t0 = secondsNow()
-        XCTAssertDBusError(p.geo("RequestLocation", [.vardict(["max-age": .double(0)])]),
+        XCTAssertDBusError(p.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 0))]),
                            GeoConsentAPI.ErrorName.gpsUnavailable)
         XCTAssertLessThan(secondsNow() - t0, 1.0)
         let q = try tappedClient()
         XCTAssertNoThrow(try q.geo("StartUpdates", [.vardict([:])]).get())
         // (It may first get the cached fix, which is younger than 5 s.)
-        let qErr = q.waitForSignal("LocationError", timeout: 3)
-        XCTAssertEqual(qErr?.arguments().first, .string("org.geoconsent.GeoConsent1.Error.GpsUnavailable"),
+        let qErr = q.waitForSignal(LocationErrorSignal.member, timeout: 3)
+        XCTAssertEqual(qErr.flatMap { LocationErrorSignal.decode($0.arguments()) }?.name, GeoConsentAPI.ErrorName.gpsUnavailable,
                        "StartUpdates while gpsd is down")
         XCTAssertLessThanOrEqual(q.locations().count, 1, "at most the cached fix")
         let qMark = q.signals.count
@@ -357,8 +346,8 @@ final class LocationBusTests: XCTestCase {
         let b = try tappedClient()
         XCTAssertEqual(agent.confirms.count, 1, "the second tap is covered by one-time-approved")
         XCTAssertEqual(propertyBool(a, "InUse"), false)
-        XCTAssertNoThrow(try a.geo("StartUpdates", [.vardict(["min-interval": .double(0)])]).get())
-        XCTAssertNoThrow(try b.geo("StartUpdates", [.vardict(["distance-filter": .double(1000)])]).get())
+        XCTAssertNoThrow(try a.geo("StartUpdates", [OptionDictionary.encode(UpdateOptions(minInterval: 0))]).get())
+        XCTAssertNoThrow(try b.geo("StartUpdates", [OptionDictionary.encode(UpdateOptions(distanceFilter: 1000))]).get())
         XCTAssertEqual(propertyBool(a, "InUse"), true)
 
         // p0, until both sessions have their first fix.
@@ -387,7 +376,7 @@ final class LocationBusTests: XCTestCase {
         let bGot = b.locations(from: bStart)
         XCTAssertEqual(bGot.count, 1, "B: \(bGot)")
         XCTAssertEqual(bGot.first?.timestamp, expected.last)
-        XCTAssertEqual(bGot.first?.double("latitude") ?? .nan, feed.latitude, accuracy: 1e-6)
+        XCTAssertEqual(bGot.first?.latitude ?? .nan, feed.latitude, accuracy: 1e-6)
         // A short step from there: still nothing for B; A sees it.
         feed.latitude += 300 / 111_195.0
         let ts = feed.send(to: stack.gpsd)
@@ -418,16 +407,15 @@ final class LocationBusTests: XCTestCase {
     // MARK: 5. Reduced accuracy
 
     func testReducedAccuracyCannotBeAveragedBackAndFullPromptsAgain() throws {
-        let p = try tappedClient(accuracy: "reduced")
-        XCTAssertEqual(agent.confirms.last?.details["accuracy"], .string("reduced"))
-        let auth = try p.geo("GetAuthorization").get()
-        XCTAssertEqual(auth.last?.vardictValue?["accuracy"], .string("reduced"))
+        let p = try tappedClient(accuracy: .reduced)
+        XCTAssertEqual(agent.confirms.last?.accuracy, .reduced)
+        XCTAssertEqual(try p.authorization().accuracy, .reduced)
 
         // Find the cell of a point, then put the truth well off that cell's centre
         // (1.5 km north and east): a centred truth would trivially average back.
         let feed = LocationFeed(latitude: 48.1372, longitude: 11.5756, step: 10)
         guard let first = locate(p, feed, maxAge: 0),
-              let cLat = first.double("latitude"), let cLon = first.double("longitude") else { return }
+              case let (cLat, cLon) = (first.latitude, first.longitude) else { return }
         let truth = offset(cLat, cLon, north: 1500, east: 1500)
 
         // 20 jittered positions within 300 m of the truth, 50 queries each.
@@ -436,7 +424,7 @@ final class LocationBusTests: XCTestCase {
             rng ^= rng >> 12; rng ^= rng << 25; rng ^= rng >> 27
             return Double((rng &* 2_685_821_657_736_338_717) >> 11) / Double(1 << 53)
         }
-        var answers: [[String: DBusValue]] = []
+        var answers: [Location] = []
         var positionsAnswered = 0
         for _ in 0..<20 {
             let r = random() * 300, a = random() * 2 * Double.pi
@@ -445,7 +433,7 @@ final class LocationBusTests: XCTestCase {
             feed.longitude = lon
             let firstOfThis = feed.sent.count
             // A fresh fix of this position first (max-age 0)...
-            var live: [String: DBusValue]?
+            var live: Location?
             for _ in 0..<5 {
                 guard let d = locate(p, feed, maxAge: 0) else { break }
                 answers.append(d)
@@ -464,7 +452,7 @@ final class LocationBusTests: XCTestCase {
             }
             stack.peers.pump(timeout: 20) { calls.allSatisfy(\.isDone) }
             for c in calls {
-                guard case .success(let v)? = c.result, let d = v.first?.vardictValue else {
+                guard case .success(let v)? = c.result, let d = LocationBody.decode(v) else {
                     return XCTFail("cached RequestLocation failed: \(String(describing: c.result))")
                 }
                 XCTAssertTrue(feed.sent.dropFirst(firstOfThis).contains { $0.timestamp == d.timestamp },
@@ -479,16 +467,16 @@ final class LocationBusTests: XCTestCase {
         var sumLat = 0.0, sumLon = 0.0
         for d in answers {
             assertNoNaN(d)
-            XCTAssertEqual(d["accuracy-authorization"], .string("reduced"))
-            for k in ["altitude", "ellipsoidal-altitude", "vertical-accuracy", "speed", "speed-accuracy",
-                      "course", "course-accuracy"] {
-                XCTAssertNil(d[k], "\(k) leaked with reduced accuracy")
-            }
+            XCTAssertEqual(d.accuracy, .reduced)
+            let f = d.fix
+            let withheld = [f.altitude, f.ellipsoidalAltitude, f.verticalAccuracy, f.speed, f.speedAccuracy, f.course,
+                            f.courseAccuracy]
+            XCTAssertEqual(withheld.compactMap { $0 }, [], "only the cell and its accuracy with reduced accuracy: \(f)")
             // The half-diagonal of the daemon's ~5 km cell: 4998.8 m bands and columns at most
             // 5000 m wide give 3534.9 m, a hair under 5000·√2/2 = 3535.5 m.
-            let acc = d.double("horizontal-accuracy") ?? 0
+            let acc = d.fix.horizontalAccuracy ?? 0
             XCTAssertGreaterThanOrEqual(acc, 3530, "at least the half-diagonal of a ~5 km cell")
-            let lat = d.double("latitude") ?? .nan, lon = d.double("longitude") ?? .nan
+            let lat = d.latitude, lon = d.longitude
             // The circle it describes holds the true position (the jitter included).
             XCTAssertLessThanOrEqual(metresBetween(lat, lon, truth.0, truth.1) + 300, acc, "the truth lies inside the accuracy circle")
             cells.insert("\(lat),\(lon)")
@@ -504,29 +492,29 @@ final class LocationBusTests: XCTestCase {
 
         // More accuracy than confirmed: the same session taps for full, the agent is asked again.
         let prompts = agent.confirms.count
-        XCTAssertEqual(try p.tap(["accuracy": .string("full")]).get(), 4)
+        XCTAssertEqual(try p.tap(AuthOptions(accuracy: .full)).get(), 4)
         XCTAssertEqual(agent.confirms.count, prompts + 1, "asking for more than confirmed prompts again")
-        XCTAssertEqual(agent.confirms.last?.details["accuracy"], .string("full"))
+        XCTAssertEqual(agent.confirms.last?.accuracy, .full)
         feed.latitude = truth.0
         feed.longitude = truth.1
         let mark = feed.sent.count
-        var full: [String: DBusValue]?
+        var full: Location?
         for _ in 0..<5 {
             guard let d = locate(p, feed, maxAge: 0) else { break }
             if let ts = d.timestamp, feed.sent.dropFirst(mark).contains(where: { $0.timestamp == ts }) { full = d; break }
         }
         guard let full else { return XCTFail("no full-accuracy fix after the second tap") }
-        XCTAssertEqual(full["accuracy-authorization"], .string("full"))
-        XCTAssertEqual(full.double("latitude") ?? .nan, truth.0, accuracy: 1e-6)
-        XCTAssertEqual(full.double("longitude") ?? .nan, truth.1, accuracy: 1e-6)
-        XCTAssertNotNil(full["altitude"])
-        XCTAssertNotNil(full["speed"])
+        XCTAssertEqual(full.accuracy, .full)
+        XCTAssertEqual(full.latitude, truth.0, accuracy: 1e-6)
+        XCTAssertEqual(full.longitude, truth.1, accuracy: 1e-6)
+        XCTAssertNotNil(full.fix.altitude)
+        XCTAssertNotNil(full.fix.speed)
         // And updates are full too.
         let from = p.signals.count
         XCTAssertNoThrow(try p.geo("StartUpdates", [.vardict([:])]).get())
         XCTAssertTrue(feedUntil(feed) { p.locations(from: from).contains { $0.timestamp.map { ts in feed.sent.dropFirst(mark).contains { $0.timestamp == ts } } ?? false } })
         for d in p.locations(from: from) {
-            XCTAssertEqual(d["accuracy-authorization"], .string("full"))
+            XCTAssertEqual(d.accuracy, .full)
         }
     }
 
@@ -537,7 +525,7 @@ final class LocationBusTests: XCTestCase {
         var sessions: [BusPeer] = []
         for _ in 0..<5 { sessions.append(try tappedClient()) }
         for s in sessions { XCTAssertNoThrow(try s.geo("StartUpdates", [.vardict([:])]).get()) }
-        let appID = try sessions[0].geo("GetAuthorization").get().last?.vardictValue?["app-id"]?.stringValue ?? ""
+        let appID = try sessions[0].authorization().appID
         XCTAssertFalse(appID.isEmpty)
 
         // 40 epochs a second (each 0.1 s of receiver time later than the last).
@@ -597,19 +585,18 @@ final class LocationBusTests: XCTestCase {
             XCTAssertTrue(leaked.isEmpty, "Revoke round \(i): \(leaked.count) LocationUpdated after the Revoke reply")
         }
         assertSilentAfter(s0, revokeIndex ?? 0, "last Revoke")
-        XCTAssertEqual(try s0.geo("GetAuthorization").get().first, .uint32(0))
+        XCTAssertEqual(try s0.authorization().status, .notDetermined)
 
         // 2. S4 closes its connection: its session ends (the daemon must not choke on it).
         let s4Name = sessions[4].uniqueName
         sessions[4].connection.close()
         stack.peers.settle(0.3)
-        let listed = try admin.geo("ListSessions").get().first?.arrayValue ?? []
-        XCTAssertFalse(listed.contains { $0.structFields?.first == .string(s4Name) }, "S4's session ended")
+        XCTAssertFalse(try admin.sessions().contains { $0.name == s4Name }, "S4's session ended")
         assertStillFed(Array(sessions[1...3]), "after S4 left")
 
         // 3. ResetConsent of the app: ends every temporary grant of the app.
         let marks = sessions.map(\.signals.count)
-        XCTAssertNoThrow(try admin.geo("ResetConsent", [.string(appID), .vardict([:])]).get())
+        XCTAssertNoThrow(try admin.geo("ResetConsent", [.string(appID), OptionDictionary.encodeReset(uid: nil)]).get())
         for i in 1...3 {
             let s = sessions[i]
             guard let ac = s.waitForSignal("AuthorizationChanged", from: marks[i], timeout: 5),
@@ -617,8 +604,7 @@ final class LocationBusTests: XCTestCase {
                 XCTFail("S\(i): no AuthorizationChanged after ResetConsent")
                 continue
             }
-            XCTAssertNotEqual(ac.arguments().first, .uint32(4))
-            XCTAssertEqual(ac.arguments().first, .uint32(0), "back to not-determined")
+            XCTAssertEqual(ac.changedStatus, .notDetermined, "back to not-determined")
             stack.peers.settle(0.1)
             assertSilentAfter(s, idx, "ResetConsent S\(i)")
         }
@@ -647,7 +633,7 @@ final class LocationBusTests: XCTestCase {
                 XCTFail("S\(i): no AuthorizationChanged after Enabled false")
                 continue
             }
-            XCTAssertEqual(ac.arguments().first, .uint32(1), "restricted")
+            XCTAssertEqual(ac.changedStatus, .restricted, "restricted")
             stack.peers.settle(0.1)
             assertSilentAfter(s, idx, "Enabled false S\(i)")
         }

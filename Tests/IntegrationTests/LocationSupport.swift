@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -116,21 +117,24 @@ final class LoopTicker {
 }
 
 extension Message {
-    /// The location dictionary of a `LocationUpdated` signal.
-    var location: [String: DBusValue]? {
-        guard member == "LocationUpdated" else { return nil }
-        return arguments().first?.vardictValue
+    /// The location a `LocationUpdated` signal carries.
+    var location: Location? {
+        member == LocationUpdatedSignal.member ? LocationBody.decode(arguments()) : nil
     }
 }
 
-extension Dictionary where Key == String, Value == DBusValue {
-    func double(_ key: String) -> Double? { self[key]?.doubleValue }
-    var timestamp: UInt64? { self["timestamp"]?.uint64Value }
+extension Location {
+    /// Every number of the fix that was reported: for checks that none is NaN or infinite.
+    var numbers: [Double] {
+        let f = fix
+        return [f.latitude, f.longitude] + [f.altitude, f.ellipsoidalAltitude, f.horizontalAccuracy, f.verticalAccuracy,
+                                            f.speed, f.speedAccuracy, f.course, f.courseAccuracy].compactMap { $0 }
+    }
 }
 
 extension BusPeer {
-    /// The location dictionaries of the `LocationUpdated` signals from index `from` on.
-    func locations(from: Int = 0) -> [[String: DBusValue]] {
+    /// The locations of the `LocationUpdated` signals from index `from` on.
+    func locations(from: Int = 0) -> [Location] {
         signals.dropFirst(from).compactMap { $0.location }
     }
 
@@ -159,15 +163,17 @@ extension BusPeer {
         }
     }
 
+    /// `RequestLocation`; options left out take the daemon's defaults (docs/dbus-api.md).
     func requestLocation(maxAge: Double? = nil, timeout: Double? = nil, callTimeout: Double = 40) -> PendingCall {
-        var o: [String: DBusValue] = [:]
-        if let maxAge { o["max-age"] = .double(maxAge) }
-        if let timeout { o["timeout"] = .double(timeout) }
-        return geoAsync("RequestLocation", [.vardict(o)], timeout: callTimeout)
+        let defaults = LocationOptions()
+        return geoAsync("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: maxAge ?? defaults.maxAge,
+                                                                                    timeout: timeout ?? defaults.timeout))],
+                        timeout: callTimeout)
     }
 
+    /// Switches location on or off for everyone (`Enabled`; root only).
     func setEnabled(_ value: Bool) -> Result<[DBusValue], DBusError> {
-        geo("Set", [.string(GeoConsentAPI.interfaceName), .string("Enabled"), .variant(.bool(value))],
+        geo("Set", [.string(GeoConsentAPI.interfaceName), .string(DaemonProperties.enabled), .variant(.bool(value))],
             interface: ObjectServer.properties)
     }
 }

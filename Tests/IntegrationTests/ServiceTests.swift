@@ -552,7 +552,7 @@ final class ServiceTests: XCTestCase {
                           "geoconsentctl(1) does not document '\(c)'")
         }
         let config = try String(contentsOfFile: ServiceTests.root + "/config/geoconsent.conf", encoding: .utf8)
-        for key in ["prompt-timeout", "gpsd-linger", "reduced-grid", "state-dir", "allow", "policy", "sessions-per-user",
+        for key in ["prompt-timeout", "gpsd-linger", "idle-exit", "reduced-grid", "state-dir", "allow", "policy", "sessions-per-user",
                     "waiting-per-user", "prompts-per-user", "consents-per-user", "location-requests-per-session"] {
             XCTAssertTrue(conf5.contains(key), "geoconsent.conf(5) does not document \(key)")
             XCTAssertTrue(config.contains("#\(key) ="), "config/geoconsent.conf does not list \(key)")
@@ -597,8 +597,8 @@ final class ServiceTests: XCTestCase {
     /// `make` run from inside `make test` must not inherit the outer make's flags and variables.
     let cleanMake = ["MAKEFLAGS": "", "MAKELEVEL": "", "MFLAGS": ""]
 
-    fileprivate static let nobody = ServiceUser(name: "nobody", uid: 65534, gid: 65534)
-    fileprivate static let rootUser = ServiceUser(name: "root", uid: 0, gid: 0)
+    static let nobody = ServiceUser(name: "nobody", uid: 65534, gid: 65534)
+    static let rootUser = ServiceUser(name: "root", uid: 0, gid: 0)
 
     func requireRoot(_ what: String) throws {
         guard getuid() == 0 else { throw XCTSkip("\(what) needs root (CI runs as root); skipped") }
@@ -613,7 +613,7 @@ final class ServiceTests: XCTestCase {
 
     /// A system-style bus including the shipped policy (see `PolicyBus`), for a
     /// test that switches uids; and the user that stands for `geoconsent`.
-    fileprivate func policyBus() throws -> (PolicyBus, ServiceUser) {
+    func policyBus() throws -> (PolicyBus, ServiceUser) {
         try requireRoot("acting as other users (setpriv)")
         _ = try requireTool("setpriv")
         _ = try requireTool("dbus-daemon")
@@ -654,35 +654,6 @@ final class ServiceTests: XCTestCase {
 
 // MARK: - test fixtures
 
-/// Runs a command with stdout captured and stderr in a temp file, and returns both.
-fileprivate struct LoggedRun {
-    var status: Int32?
-    var output: String
-    var log: String
-    var asStatusAndLog: (status: Int32?, log: String) { (status, log) }
-}
-
-fileprivate func runLogged(_ exe: String, _ args: [String], environment: [String: String] = [:], timeout: Double = 30) throws -> LoggedRun {
-    let dir = try TempDir()
-    let log = dir.file("stderr")
-    let r = try ChildProcess.run(exe, args, timeout: timeout, logPath: log, environment: environment)
-    return LoggedRun(status: r.status, output: r.output, log: tailOf(log, max: 1 << 20))
-}
-
-fileprivate func tailOf(_ path: String, max: Int = 8000) -> String {
-    guard let data = FileManager.default.contents(atPath: path) else { return "" }
-    return String(decoding: data.suffix(max), as: UTF8.self)
-}
-
-fileprivate func makeDirs(_ paths: String...) throws {
-    for p in paths { try FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true) }
-}
-
-fileprivate func isDirectory(_ path: String) -> Bool {
-    var d: ObjCBool = false
-    return FileManager.default.fileExists(atPath: path, isDirectory: &d) && d.boolValue
-}
-
 /// "Overall exposure level for geoconsentd.service: 1.0 OK".
 fileprivate func parseExposure(_ text: String) -> Double? {
     for line in text.split(separator: "\n") where line.contains("Overall exposure level") {
@@ -716,185 +687,4 @@ fileprivate func shmSegments(_ table: String, createdBy pid: pid_t) -> Int {
         let f = line.split(separator: " ", omittingEmptySubsequences: true)
         return f.count > col && f[col] == Substring(String(pid))
     }.count
-}
-
-/// Polls NameHasOwner(org.geoconsent.GeoConsent1) until the daemon owns it.
-fileprivate func waitForName(_ address: String, process: ChildProcess, log: String, timeout: Double = 10) throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while true {
-        let r = try TestBus.busctl(address: address, ["call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                                      "org.freedesktop.DBus", "NameHasOwner", "s", GeoConsentAPI.busName])
-        if r.status == 0 && r.output.contains("true") { return }
-        if !process.isRunning { throw HarnessError("geoconsentd exited (\(process.exitCode ?? -1)):\n\(tailOf(log))") }
-        if Date() > deadline { throw HarnessError("geoconsentd did not own its name in \(timeout) s:\n\(tailOf(log))") }
-        usleep(20_000)
-    }
-}
-
-/// A uid/gid to act as with `setpriv`.
-fileprivate struct ServiceUser {
-    var name: String
-    var uid: uid_t
-    var gid: gid_t
-
-    /// Who plays the service user `geoconsent`: that user when it exists (the
-    /// package is installed), else the system user `daemon` (uid 1, present on
-    /// every Debian system). Creating a user on the test machine would be a
-    /// lasting change to it, and a renamed copy of the policy tests the same
-    /// rules: `PolicyBus` replaces `user="geoconsent"` by `user="daemon"` and
-    /// nothing else.
-    static func standIn() throws -> ServiceUser {
-        for name in ["geoconsent", "daemon"] {
-            if let pw = getpwnam(name) {
-                return ServiceUser(name: name, uid: pw.pointee.pw_uid, gid: pw.pointee.pw_gid)
-            }
-        }
-        throw XCTSkip("neither user geoconsent nor daemon exists; policy tests skipped")
-    }
-
-    /// `setpriv` arguments that run a command as this user, without
-    /// supplementary groups; with `ptrace`, keeping CAP_SYS_PTRACE and nothing
-    /// else, as geoconsentd.service does (AmbientCapabilities=,
-    /// CapabilityBoundingSet=), NoNewPrivileges= included.
-    func setprivArgs(ptrace: Bool = false) -> [String] {
-        var a = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups"]
-        if uid != 0 { a.append("--no-new-privs") }
-        if ptrace {
-            a += ["--inh-caps=-all,+sys_ptrace", "--ambient-caps=-all,+sys_ptrace", "--bounding-set=-all,+sys_ptrace"]
-        } else if uid != 0 {
-            a += ["--inh-caps=-all", "--bounding-set=-all"]
-        }
-        return a + ["--"]
-    }
-}
-
-/// A `dbus-daemon` started from a system-style config written here: the
-/// default context of /usr/share/dbus-1/system.conf (default deny for owning
-/// names and method calls, signals and requested replies allowed, the bus
-/// driver reachable, monitoring for root only) plus an `<include>` of the
-/// shipped dbus-policy/org.geoconsent.GeoConsent1.conf, or of a copy where the
-/// stand-in user replaces `geoconsent`.
-fileprivate final class PolicyBus {
-    /// A stand-in for any other system service, which root may own and anyone may call.
-    static let otherService = "org.geoconsent.test.OtherService"
-    let dir: TempDir
-    let address: String
-    let process: ChildProcess
-    let logPath: String
-    let serviceUser: ServiceUser
-    let busctlPath: String
-
-    init(serviceUser: ServiceUser) throws {
-        self.serviceUser = serviceUser
-        dir = try TempDir()
-        chmod(dir.path, 0o711)   // other uids connect to the socket in here
-        logPath = dir.file("dbus-daemon.log")
-        busctlPath = TestPaths.findExecutable("busctl") ?? "/usr/bin/busctl"
-        var policy = ServiceTests.policyFile
-        if serviceUser.name != "geoconsent" {
-            let text = try String(contentsOfFile: policy, encoding: .utf8)
-            let renamed = text.replacingOccurrences(of: "user=\"geoconsent\"", with: "user=\"\(serviceUser.name)\"")
-            guard renamed != text, !renamed.contains("=\"geoconsent\"") else {
-                throw HarnessError("the policy names the service user in an unexpected way; update PolicyBus")
-            }
-            policy = dir.file("org.geoconsent.GeoConsent1.conf")
-            try renamed.write(toFile: policy, atomically: true, encoding: .utf8)
-            chmod(policy, 0o644)
-        }
-        let config = """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>system</type>
-          <auth>EXTERNAL</auth>
-          <listen>unix:tmpdir=/tmp</listen>
-          <policy context="default">
-            <allow user="*"/>
-            <deny own="*"/>
-            <deny send_type="method_call"/>
-            <allow send_type="signal"/>
-            <allow send_requested_reply="true" send_type="method_return"/>
-            <allow send_requested_reply="true" send_type="error"/>
-            <allow receive_type="method_call"/>
-            <allow receive_type="method_return"/>
-            <allow receive_type="error"/>
-            <allow receive_type="signal"/>
-            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
-            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
-            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
-            <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"
-                  send_member="UpdateActivationEnvironment"/>
-            <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Debug.Stats"/>
-          </policy>
-          <policy user="root">
-            <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
-          </policy>
-          <!-- Another system service, with the usual policy of one (polkit's, say). -->
-          <policy user="root">
-            <allow own="\(PolicyBus.otherService)"/>
-          </policy>
-          <policy context="default">
-            <allow send_destination="\(PolicyBus.otherService)"/>
-          </policy>
-          <include>\(policy)</include>
-        </busconfig>
-        """
-        try config.write(toFile: dir.file("system.conf"), atomically: true, encoding: .utf8)
-        let exe = TestPaths.findExecutable("dbus-daemon") ?? "dbus-daemon"
-        process = try ChildProcess(executable: exe,
-                                   arguments: ["--config-file=\(dir.file("system.conf"))", "--nofork", "--print-address=1",
-                                               "--address=unix:dir=\(dir.path)"],
-                                   logPath: logPath, captureStdout: true)
-        guard let line = process.readStdoutLine(timeout: 10), line.hasPrefix("unix:") else {
-            process.stop()
-            throw HarnessError("PolicyBus: dbus-daemon printed no address:\n\(tailOf(logPath))")
-        }
-        address = line.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
-    deinit { stop() }
-
-    func stop() {
-        process.stop()
-        dir.remove()
-    }
-
-    func log() -> String { tailOf(logPath) }
-
-    /// `busctl --address=... ARGS` as `who`.
-    func busctl(_ args: [String], as who: ServiceUser, timeout: Double = 15) throws -> LoggedRun {
-        try runLogged(TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv",
-                      who.setprivArgs() + [busctlPath, "--address=\(address)"] + args, timeout: timeout)
-    }
-
-    /// The built geoconsentd on this bus as `who`, with or without
-    /// CAP_SYS_PTRACE; returns once it owns its name.
-    func startDaemon(as who: ServiceUser, withPtrace: Bool) throws -> RunningDaemon {
-        let d = dir.file("daemon-\(withPtrace ? "ptrace" : "plain")")
-        try makeDirs(d + "/state")
-        chmod(d, 0o711)
-        chown(d + "/state", who.uid, who.gid)
-        try "".write(toFile: d + "/geoconsent.conf", atomically: true, encoding: .utf8)
-        chmod(d + "/geoconsent.conf", 0o644)
-        let log = d + "/geoconsentd.log"
-        let p = try ChildProcess(executable: TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv",
-                                 arguments: who.setprivArgs(ptrace: withPtrace) +
-                                    [TestPaths.binDir + "/geoconsentd", "--bus", address, "--gpsd", "127.0.0.1:\(try FreePort.pick())",
-                                     "--config", d + "/geoconsent.conf", "--state-dir", d + "/state"],
-                                 logPath: log)
-        do {
-            try waitForName(address, process: p, log: log)
-        } catch {
-            p.stop()
-            throw error
-        }
-        return RunningDaemon(process: p, logPath: log)
-    }
-}
-
-fileprivate struct RunningDaemon {
-    let process: ChildProcess
-    let logPath: String
-    func stop() { process.stop() }
-    func log() -> String { tailOf(logPath) }
 }

@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -41,11 +42,11 @@ final class SkeletonTests: StackTestCase {
     func testProperties() throws {
         let p = try stack.peer()
         let all = try p.geo("GetAll", [.string(GeoConsentAPI.interfaceName)], interface: ObjectServer.properties).get()
-        let dict = all.first?.vardictValue ?? [:]
-        XCTAssertEqual(dict["Version"], .string("0.1.0"))
-        XCTAssertEqual(dict["Enabled"], .bool(true))
-        XCTAssertEqual(dict["GpsdConnected"], .bool(false), "no session needs gpsd yet")
-        XCTAssertEqual(dict["InUse"], .bool(false))
+        let dict = try XCTUnwrap(all.first?.vardictValue)
+        XCTAssertEqual(Set(dict.keys), Set(GeoConsentAPI.client.properties.map(\.name)), "every property")
+        XCTAssertEqual(DaemonProperties.decode(dict),
+                       DaemonStatus(version: "0.1.0", enabled: true, gpsdConnected: false, inUse: false),
+                       "no session needs gpsd yet")
         XCTAssertEqual(p.property("Version"), .string("0.1.0"))
         XCTAssertDBusError(p.geo("Set", [.string(GeoConsentAPI.interfaceName), .string("GpsdConnected"), .variant(.bool(true))],
                                  interface: ObjectServer.properties), DBusError.propertyReadOnlyName)
@@ -74,22 +75,17 @@ final class SkeletonTests: StackTestCase {
         XCTAssertDBusError(p.geo("ResetConsent", [.string("x"), .vardict(["uid": .string("0")])]), DBusError.invalidArgsName)
         XCTAssertDBusError(p.tap(["some-future-key": .uint32(7)]), GeoConsentAPI.ErrorName.noAgent)
         // Still serving, and still the same process.
-        let auth = try p.geo("GetAuthorization").get()
-        XCTAssertEqual(auth.first, .uint32(0))
+        XCTAssertEqual(try p.authorization().status, .notDetermined)
         XCTAssertTrue(stack.daemon.isRunning)
     }
 
     func testGetAuthorizationNamesTheCallerFromCredentials() throws {
         let p = try stack.peer()
-        let r = try p.geo("GetAuthorization").get()
-        XCTAssertEqual(r.count, 2)
-        let d = r[1].vardictValue ?? [:]
         // The test process has no Flatpak, Snap or app unit: its executable's absolute path.
         let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        XCTAssertEqual(d["app-id"], .string(exe))
-        XCTAssertEqual(d["temporary"], .bool(false))
-        XCTAssertEqual(d["accuracy"], .string("none"))
-        XCTAssertEqual(d["one-time-approved"], .bool(false))
+        XCTAssertEqual(try p.authorization(),
+                       AuthorizationInfo(status: .notDetermined, temporary: false, accuracy: nil, appID: exe,
+                                         oneTimeApproved: false))
     }
 
     func testCtlStatusTextAndJSON() throws {

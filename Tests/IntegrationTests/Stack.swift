@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoCore
 import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
@@ -79,9 +80,39 @@ extension BusPeer {
         callAsync(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName, member, args, timeout: timeout)
     }
 
-    /// `RequestOneTimeAuthorization` with `options`; returns the status or the error.
-    func tap(_ options: [String: DBusValue] = [:], timeout: Double = 30) -> Result<UInt32, DBusError> {
-        geo("RequestOneTimeAuthorization", [.vardict(options)], timeout: timeout).map { $0.first?.uint32Value ?? 999 }
+    /// `RequestOneTimeAuthorization` with `options`; returns the status's number (999 for
+    /// a reply that is not a status) or the error.
+    func tap(_ options: AuthOptions = AuthOptions(), timeout: Double = 30) -> Result<UInt32, DBusError> {
+        tap(rawOptions: OptionDictionary.encode(options), timeout: timeout)
+    }
+
+    /// `RequestOneTimeAuthorization` with an options dictionary as given (wrong types too).
+    func tap(_ options: [String: DBusValue], timeout: Double = 30) -> Result<UInt32, DBusError> {
+        tap(rawOptions: .vardict(options), timeout: timeout)
+    }
+
+    private func tap(rawOptions: DBusValue, timeout: Double) -> Result<UInt32, DBusError> {
+        geo("RequestOneTimeAuthorization", [rawOptions], timeout: timeout).map { StatusReply.decode($0)?.rawValue ?? 999 }
+    }
+
+    /// `GetAuthorization`, decoded.
+    func authorization() throws -> AuthorizationInfo {
+        try decoded(geo("GetAuthorization").get(), AuthorizationReply.decode)
+    }
+
+    /// `ListConsents`, decoded.
+    func consents() throws -> [StoredConsent] {
+        try decoded(geo("ListConsents").get(), ConsentListReply.decode)
+    }
+
+    /// `ListSessions`, decoded.
+    func sessions() throws -> [SessionInfo] {
+        try decoded(geo("ListSessions").get(), SessionListReply.decode)
+    }
+
+    private func decoded<T>(_ values: [DBusValue], _ decode: ([DBusValue]) -> T?) throws -> T {
+        guard let v = decode(values) else { throw DBusError.failed("a reply of the wrong shape: \(values)") }
+        return v
     }
 
     func property(_ name: String) -> DBusValue? {
@@ -100,16 +131,10 @@ final class TestAgent {
     }
 
     static let path = "/org/geoconsent/test/Agent"
-    struct Confirm {
-        var requestID: String
-        var appID: String
-        var kind: String
-        var details: [String: DBusValue]
-    }
 
     let peer: BusPeer
     var behaviour: Behaviour
-    private(set) var confirms: [Confirm] = []
+    private(set) var confirms: [AgentPrompt] = []
     private(set) var cancels: [String] = []
     private(set) var held: [String: MethodCall] = [:]
 
@@ -120,20 +145,18 @@ final class TestAgent {
     }
 
     static let interface = Interface<TestAgent>(GeoConsentAPI.agent, methods: [
-        "Confirm": { a, call in a.confirm(call) },
-        "Cancel": { a, call in
-            a.cancels.append(call.arguments[0].stringValue ?? "")
+        ConfirmCall.member: { a, call in a.confirm(call) },
+        CancelCall.member: { a, call in
+            a.cancels.append(CancelCall.decode(call.arguments) ?? "")
             call.reply()
         },
     ])
 
     private func confirm(_ call: MethodCall) {
-        let args = call.arguments
-        let c = Confirm(requestID: args[0].stringValue ?? "", appID: args[1].stringValue ?? "",
-                        kind: args[2].stringValue ?? "", details: args[3].vardictValue ?? [:])
+        guard let c = ConfirmCall.decode(call.arguments) else { return call.fail(.invalidArgs("not a Confirm")) }
         confirms.append(c)
         switch behaviour {
-        case .answer(let d): call.reply([.string(d)])
+        case .answer(let d): call.reply(ConfirmReply.encode(word: d))
         case .never: held[c.requestID] = call
         case .wrongType:
             // Bypass the declared out-signature: answer with a uint32.
@@ -147,7 +170,7 @@ final class TestAgent {
 
     /// Answers a held prompt now.
     func answer(_ requestID: String, _ decision: String) {
-        held.removeValue(forKey: requestID)?.reply([.string(decision)])
+        held.removeValue(forKey: requestID)?.reply(ConfirmReply.encode(word: decision))
     }
 
     func register() -> Result<[DBusValue], DBusError> {
@@ -159,5 +182,17 @@ func XCTAssertDBusError<T>(_ r: Result<T, DBusError>, _ name: String, file: Stat
     switch r {
     case .success(let v): XCTFail("expected \(name), got success \(v)", file: file, line: line)
     case .failure(let e): XCTAssertEqual(e.name, name, "message: \(e.message)", file: file, line: line)
+    }
+}
+
+extension Message {
+    /// The status of an `AuthorizationChanged` signal; nil for other messages.
+    var changedStatus: AuthorizationStatus? {
+        member == AuthorizationChangedSignal.member ? AuthorizationChangedSignal.decode(arguments()) : nil
+    }
+
+    /// The changed properties of a `PropertiesChanged` about the daemon's interface.
+    var changedProperties: [String: DBusValue]? {
+        member == "PropertiesChanged" ? DaemonProperties.decodeChanged(arguments()) : nil
     }
 }

@@ -1,9 +1,10 @@
 import GeoDBus
 import GeoCore
 
-/// Decodes the `a{sv}` options of docs/dbus-api.md: unknown keys are ignored, a known key
+/// The `a{sv}` options of docs/dbus-api.md, encoder beside decoder. Clients send
+/// only keys they set; the daemon decodes: unknown keys are ignored, a known key
 /// of the wrong type (or a value out of range) is `InvalidArgs`.
-public enum OptionDecoding {
+public enum OptionDictionary {
     /// The longest string, in bytes, each argument may be (docs/dbus-api.md
     /// "Limits"): what a caller sends is kept while its call waits and shown in
     /// prompts, so none of it may be as large as a message can be.
@@ -56,8 +57,19 @@ public enum OptionDecoding {
         return x
     }
 
+    // MARK: Request*Authorization
+
+    /// `accuracy` always; `reason`, `app-name` and `parent-window` when not empty.
+    public static func encode(_ o: AuthOptions) -> DBusValue {
+        var d: [String: DBusValue] = ["accuracy": .string(o.accuracy.rawValue)]
+        if !o.reason.isEmpty { d["reason"] = .string(o.reason) }
+        if !o.appName.isEmpty { d["app-name"] = .string(o.appName) }
+        if !o.parentWindow.isEmpty { d["parent-window"] = .string(o.parentWindow) }
+        return .vardict(d)
+    }
+
     /// `Request*Authorization` options.
-    public static func auth(_ v: DBusValue) throws -> AuthOptions {
+    public static func decodeAuth(_ v: DBusValue) throws -> AuthOptions {
         let d = try dict(v)
         var o = AuthOptions()
         if let r = try string(d, "reason", max: MaxBytes.reason) { o.reason = r }
@@ -72,7 +84,15 @@ public enum OptionDecoding {
         return o
     }
 
-    public static func location(_ v: DBusValue) throws -> LocationOptions {
+    // MARK: RequestLocation
+
+    /// Both keys, always.
+    public static func encode(_ o: LocationOptions) -> DBusValue {
+        .vardict(["max-age": .double(o.maxAge), "timeout": .double(o.timeout)])
+    }
+
+    /// `RequestLocation` options; a timeout above a day is cut to a day.
+    public static func decodeLocation(_ v: DBusValue) throws -> LocationOptions {
         let d = try dict(v)
         var o = LocationOptions()
         if let x = try number(d, "max-age", allowZero: true) { o.maxAge = x }
@@ -80,7 +100,15 @@ public enum OptionDecoding {
         return o
     }
 
-    public static func updates(_ v: DBusValue) throws -> UpdateOptions {
+    // MARK: StartUpdates
+
+    /// Both keys, always.
+    public static func encode(_ o: UpdateOptions) -> DBusValue {
+        .vardict(["distance-filter": .double(o.distanceFilter), "min-interval": .double(o.minInterval)])
+    }
+
+    /// `StartUpdates` options.
+    public static func decodeUpdates(_ v: DBusValue) throws -> UpdateOptions {
         let d = try dict(v)
         var o = UpdateOptions()
         if let x = try number(d, "distance-filter", allowZero: true) { o.distanceFilter = x }
@@ -88,8 +116,15 @@ public enum OptionDecoding {
         return o
     }
 
+    // MARK: ResetConsent
+
+    /// `uid` when given: root resets another user's consent.
+    public static func encodeReset(uid: UInt32?) -> DBusValue {
+        .vardict(uid.map { ["uid": .uint32($0)] } ?? [:])
+    }
+
     /// `ResetConsent` options: the optional `uid`.
-    public static func reset(_ v: DBusValue) throws -> UInt32? {
+    public static func decodeReset(_ v: DBusValue) throws -> UInt32? {
         let d = try dict(v)
         guard let u = d["uid"] else { return nil }
         guard case .uint32(let uid) = u else { throw DBusError.invalidArgs("option 'uid' must be of type u, got \(u.signature)") }

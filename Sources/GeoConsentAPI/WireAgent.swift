@@ -1,0 +1,110 @@
+import GeoDBus
+import GeoCore
+
+// The agent interface's arguments and reply (docs/dbus-api.md "Agent interface"),
+// each declared once: the daemon calls with these, agents (the client library's,
+// ctl's, the bench's and the tests') decode and answer with them.
+
+/// What an agent is asked to show: `Confirm`'s arguments, details included.
+public struct AgentPrompt: Equatable, Sendable {
+    /// Names the prompt in a later `Cancel`.
+    public var requestID: String
+    /// The app asking (docs/dbus-api.md "Words": App), as the daemon resolved it.
+    public var appID: String
+    /// Which prompt to show; nil for a kind this library does not know.
+    public var kind: PromptKind?
+    /// The name the app gave itself: client-supplied, untrusted.
+    public var appName: String
+    /// Why the app asks, in its own words (client-supplied).
+    public var reason: String
+    /// The accuracy asked for.
+    public var accuracy: Accuracy
+    /// The calling process.
+    public var pid: UInt32
+    /// The app runs in a Flatpak or Snap sandbox.
+    public var sandboxed: Bool
+    /// The calling process's executable.
+    public var executable: String
+    /// The app's window, for a dialog to attach to (`x11:ID`, `wayland:HANDLE` or empty).
+    public var parentWindow: String
+
+    /// A prompt; details left out read as the daemon never sends them (empty, 0, false, full).
+    public init(requestID: String, appID: String, kind: PromptKind?, appName: String = "", reason: String = "",
+                accuracy: Accuracy = .full, pid: UInt32 = 0, sandboxed: Bool = false, executable: String = "",
+                parentWindow: String = "") {
+        self.requestID = requestID
+        self.appID = appID
+        self.kind = kind
+        self.appName = appName
+        self.reason = reason
+        self.accuracy = accuracy
+        self.pid = pid
+        self.sandboxed = sandboxed
+        self.executable = executable
+        self.parentWindow = parentWindow
+    }
+}
+
+/// `Confirm(s request_id, s app_id, s kind, a{sv} details) -> (s decision)`: the arguments.
+public enum ConfirmCall {
+    /// The method's name.
+    public static let member = "Confirm"
+
+    /// The daemon's call: ids, kind and the details of docs/dbus-api.md, every key always present.
+    public static func encode(_ r: ConfirmRequest) -> [DBusValue] {
+        [.string(r.requestID), .string(r.appID), .string(r.kind.rawValue), .vardict([
+            "app-name": .string(r.appName),
+            "reason": .string(r.reason),
+            "accuracy": .string(r.accuracy.rawValue),
+            "pid": .uint32(r.pid),
+            "sandboxed": .bool(r.sandboxed),
+            "executable": .string(r.executable),
+            "parent-window": .string(r.parentWindow),
+        ])]
+    }
+
+    /// Nil unless the values are `ssss`-typed as declared; missing details read as
+    /// "", 0 and false, an unknown accuracy as full.
+    public static func decode(_ values: [DBusValue]) -> AgentPrompt? {
+        guard values.count == 4, let id = values[0].stringValue, let app = values[1].stringValue,
+              let kind = values[2].stringValue, let d = values[3].vardictValue else { return nil }
+        return AgentPrompt(requestID: id, appID: app, kind: PromptKind(rawValue: kind),
+                           appName: d["app-name"]?.stringValue ?? "", reason: d["reason"]?.stringValue ?? "",
+                           accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? "") ?? .full,
+                           pid: d["pid"]?.uint32Value ?? 0, sandboxed: d["sandboxed"]?.boolValue ?? false,
+                           executable: d["executable"]?.stringValue ?? "",
+                           parentWindow: d["parent-window"]?.stringValue ?? "")
+    }
+}
+
+/// `Confirm`'s reply: `(s decision)`.
+public enum ConfirmReply {
+    /// An agent's answer.
+    public static func encode(_ decision: AgentDecision) -> [DBusValue] { encode(word: decision.rawValue) }
+
+    /// Any word, decision or not (tests of agents that answer nonsense).
+    public static func encode(word: String) -> [DBusValue] { [.string(word)] }
+
+    /// What the daemon makes of a reply of `signature` with `values`: a decision
+    /// when it is one string that spells one, else no answer.
+    public static func decode(signature: String, _ values: [DBusValue]) -> AgentAnswer {
+        guard signature == "s", case .string(let word)? = values.first else {
+            return .noAnswer("the agent answered with type '\(signature)'")
+        }
+        return AgentAnswer(reply: word)
+    }
+}
+
+/// `Cancel(s request_id) -> ()`: the prompt is withdrawn.
+public enum CancelCall {
+    /// The method's name.
+    public static let member = "Cancel"
+
+    /// The daemon's call withdrawing `requestID`.
+    public static func encode(requestID: String) -> [DBusValue] { [.string(requestID)] }
+
+    /// The request id; nil unless the one value is a string.
+    public static func decode(_ values: [DBusValue]) -> String? {
+        values.count == 1 ? values[0].stringValue : nil
+    }
+}

@@ -1,0 +1,119 @@
+import Glibc
+import GeoDBus
+import GeoConsentAPI
+
+/// Exit when idle, as timedated and hostnamed do: with no session, agent,
+/// prompt, call in progress or pending write for `idle-exit` seconds, the daemon
+/// gives up its name and exits, and the bus starts it again for the next call
+/// (system bus: D-Bus activation through geoconsentd.service). An idle machine
+/// then runs no geoconsentd at all.
+///
+/// No call is lost in the race with a client: the name is released first, and
+/// the daemon exits only once the bus has told it the name is gone (`NameLost`).
+/// The bus delivers that after every message it routed to the name before, so
+/// everything sent to the old owner is answered here, and everything sent after
+/// goes to the next one. A call answered in that short drain may have started
+/// a session; it ends when this process does, like any session whose daemon
+/// leaves, and the client's next call reaches the new daemon.
+extension Daemon {
+    /// Nothing to keep: no client, agent, prompt, call in progress or pending write.
+    var isIdle: Bool {
+        core.sessionCount == 0 && core.agentCount == 0 && core.openPromptCount == 0 && calls.isEmpty
+            && !callers.isResolving && lazySaveTimer == nil
+    }
+
+    /// Starts the idle countdown when idle, stops it when not. Cheap: called
+    /// after every event.
+    func checkIdle() {
+        let seconds = config.idleExit
+        guard seconds > 0, !releasedName else { return }
+        if isIdle {
+            if idleTimer == nil {
+                idleTimer = loop.schedule(after: seconds) { [weak self] in self?.idleTimedOut() }
+            }
+        } else if let t = idleTimer {
+            loop.cancelTimer(t)
+            idleTimer = nil
+        }
+    }
+
+    private func idleTimedOut() {
+        idleTimer = nil
+        guard isIdle else { return checkIdle() }
+        Log.info("idle for \(formatSeconds(config.idleExit)): giving up \(GeoConsentAPI.busName) and exiting; "
+                 + "the bus starts geoconsentd again on the next call")
+        releasedName = true
+        notifyServiceManager("STOPPING=1")
+        do {
+            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                           interface: "org.freedesktop.DBus", member: "ReleaseName")
+            try m.append([.string(GeoConsentAPI.busName)])
+            connection.call(m, timeout: 10) { result in
+                if case .failure(let e) = result { Log.error("ReleaseName failed: \(e.name): \(e.message)") }
+            }
+        } catch {
+            Log.error("cannot release \(GeoConsentAPI.busName): \(error)")
+            loop.stop()
+        }
+        // Should the bus never say NameLost, do not linger for ever.
+        _ = loop.schedule(after: 10) { [weak self] in
+            Log.error("no NameLost within 10 s of ReleaseName; exiting")
+            self?.loop.stop()
+        }
+    }
+
+    /// `NameLost` for our name after `ReleaseName`: everything sent to the name
+    /// before has been received. Answers what is still in progress, then stops.
+    func nameLost(_ m: Message) -> Bool {
+        guard m.type == .signal, m.member == "NameLost", m.interface == "org.freedesktop.DBus",
+              m.sender == "org.freedesktop.DBus", m.arguments().first == .string(GeoConsentAPI.busName) else { return false }
+        guard releasedName else {
+            Log.error("lost \(GeoConsentAPI.busName) without giving it up; exiting")
+            loop.stop()
+            return true
+        }
+        drainThenStop()
+        return true
+    }
+
+    /// Stops once no call is being resolved or waits for the core (a prompt
+    /// that a call in the drain opened is answered when its agent answers, or
+    /// at the prompt timeout).
+    private func drainThenStop() {
+        if calls.isEmpty && !callers.isResolving {
+            Log.info("gave up \(GeoConsentAPI.busName); exiting"
+                     + (core.sessionCount > 0 ? " (\(core.sessionCount) sessions began while the name was given up)" : ""))
+            return loop.stop()
+        }
+        _ = loop.schedule(after: 0.01) { [weak self] in self?.drainThenStop() }
+    }
+
+    /// `sd_notify(3)` without libsystemd: one datagram to $NOTIFY_SOCKET, if set
+    /// (the unit's NotifyAccess=main lets the main process say STOPPING=1, so
+    /// that systemd queues an activation meanwhile instead of taking it as served).
+    private func notifyServiceManager(_ state: String) {
+        guard let path = getenv("NOTIFY_SOCKET").map({ String(cString: $0) }), !path.isEmpty else { return }
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        // "@name" is an abstract socket: a leading NUL byte on the wire.
+        var bytes = Array(path.utf8)
+        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in bytes.enumerated() { raw[i] = b }
+        }
+        let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        _ = state.withCString { s in
+            withUnsafePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, s, strlen(s), Int32(MSG_NOSIGNAL), $0, len) }
+            }
+        }
+    }
+
+    private func formatSeconds(_ s: Double) -> String {
+        s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
+    }
+}

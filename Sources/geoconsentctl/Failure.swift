@@ -1,0 +1,26 @@
+import GeoConsentAPI
+import GeoConsentClient
+
+/// A failure the command explains: exit status 1.
+struct Failure: Error {
+    var message: String
+    init(_ m: String) { message = m }
+}
+
+/// A D-Bus error as one line for the user: what it means for them, and what to do.
+func explain(_ e: DBusError) -> String {
+    switch e.name {
+    case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
+        return "geoconsentd is not running on this bus (\(e.message))"
+    case GeoConsentAPI.ErrorName.noAgent:
+        return "no consent agent is registered for your user: start one with 'geoconsentctl agent'"
+    case GeoConsentAPI.ErrorName.notAuthorized:
+        return "not authorized: \(e.message)"
+    case GeoConsentAPI.ErrorName.gpsUnavailable:
+        return "no GPS: \(e.message)"
+    case GeoConsentAPI.ErrorName.timeout:
+        return "no fix in time: \(e.message)"
+    default:
+        return "\(e.name): \(e.message)"
+    }
+}

@@ -1,0 +1,191 @@
+import XCTest
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+
+/// Every wire shape of GeoConsentAPI against docs/dbus-api.md, spelled out here
+/// as the contract spells it (the one place outside GeoConsentAPI that does), and
+/// each decoder against its encoder. The daemon encodes with these and every
+/// client decodes with them, so a shape checked here is the shape on the bus.
+final class WireShapeTests: XCTestCase {
+    // MARK: Location
+
+    /// The location dictionary is built by hand (sorted, no Dictionary) because it is
+    /// encoded for every fix; it must stay exactly what `.vardict` of its fields gives.
+    func testLocationIsTheSortedVardictOfTheReportedFields() {
+        let full = Fix(latitude: 52.52, longitude: 13.405, mode: .threeD, altitude: 40, ellipsoidalAltitude: 80,
+                       horizontalAccuracy: 5, verticalAccuracy: 7, speed: 3, speedAccuracy: 0.5,
+                       course: 90, courseAccuracy: 2, timestamp: 1_800_000_000_000_000)
+        let encoded = LocationDictionary.encode(full, accuracy: .full)
+        XCTAssertEqual(encoded, .vardict([
+            "accuracy-authorization": .string("full"), "altitude": .double(40), "course": .double(90),
+            "course-accuracy": .double(2), "ellipsoidal-altitude": .double(80), "fix": .string("3d"),
+            "horizontal-accuracy": .double(5), "latitude": .double(52.52), "longitude": .double(13.405),
+            "speed": .double(3), "speed-accuracy": .double(0.5), "timestamp": .uint64(1_800_000_000_000_000),
+            "vertical-accuracy": .double(7),
+        ]))
+        // Missing and non-finite values are left out, not sent as NaN.
+        let sparse = Fix(latitude: 1, longitude: 2, mode: .twoD, altitude: .nan, speed: .infinity)
+        XCTAssertEqual(LocationDictionary.encode(sparse, accuracy: .reduced), .vardict([
+            "accuracy-authorization": .string("reduced"), "fix": .string("2d"),
+            "latitude": .double(1), "longitude": .double(2),
+        ]))
+        XCTAssertEqual(LocationBody.encode(encoded), [encoded], "RequestLocation's reply and LocationUpdated: (a{sv})")
+        let decoded = LocationBody.decode([encoded])
+        XCTAssertEqual(decoded?.fix, full)
+        XCTAssertEqual(decoded?.accuracy, .full)
+        XCTAssertEqual(decoded?.raw, encoded)
+        XCTAssertNil(LocationDictionary.decode(.vardict(["latitude": .double(1)])), "no longitude, no location")
+    }
+
+    // MARK: Replies
+
+    func testStatusReply() {
+        XCTAssertEqual(StatusReply.encode(.whenInUse), [.uint32(4)])
+        XCTAssertEqual(StatusReply.decode([.uint32(0)]), .notDetermined)
+        XCTAssertNil(StatusReply.decode([.uint32(9)]))
+        XCTAssertNil(StatusReply.decode([.string("4")]))
+    }
+
+    func testAuthorizationReply() {
+        let none = AuthorizationInfo(status: .notDetermined, temporary: false, accuracy: nil, appID: "/usr/bin/x",
+                                     oneTimeApproved: false)
+        XCTAssertEqual(AuthorizationReply.encode(none), [.uint32(0), .vardict([
+            "temporary": .bool(false), "accuracy": .string("none"), "app-id": .string("/usr/bin/x"),
+            "one-time-approved": .bool(false),
+        ])])
+        let granted = AuthorizationInfo(status: .whenInUse, temporary: true, accuracy: .reduced, appID: "org.example.Maps",
+                                        oneTimeApproved: true)
+        XCTAssertEqual(AuthorizationReply.encode(granted)[1].vardictValue?["accuracy"], .string("reduced"))
+        XCTAssertEqual(AuthorizationReply.decode(AuthorizationReply.encode(none)), none)
+        XCTAssertEqual(AuthorizationReply.decode(AuthorizationReply.encode(granted)), granted)
+        XCTAssertNil(AuthorizationReply.decode([]))
+    }
+
+    func testSessionListReply() {
+        let s = SessionInfo(name: ":1.1", uid: 1000, appID: "/usr/bin/x", status: .whenInUse, updates: true)
+        XCTAssertEqual(SessionListReply.encode([s]),
+                       [.array(element: "(susub)", [.structure([.string(":1.1"), .uint32(1000), .string("/usr/bin/x"),
+                                                                 .uint32(4), .bool(true)])])])
+        XCTAssertEqual(SessionListReply.encode([]).first?.signature, "a(susub)", "an empty list keeps its type")
+        XCTAssertEqual(SessionListReply.decode(SessionListReply.encode([s])), [s])
+    }
+
+    func testConsentListReplyAndRecord() {
+        let r = ConsentRecord(decision: .whenInUse, decisionAccuracy: .reduced, oneTimeApproved: true,
+                              oneTimeAccuracy: .full, decidedAt: 1_700_000_000_000_000, lastUsed: 1_800_000_000_000_000)
+        XCTAssertEqual(ConsentRecordDictionary.encode(r), .vardict([
+            "decision": .string("when-in-use"), "decision-accuracy": .string("reduced"),
+            "one-time-approved": .bool(true), "one-time-accuracy": .string("full"),
+            "decided-at": .uint64(1_700_000_000_000_000), "last-used": .uint64(1_800_000_000_000_000),
+        ]))
+        let empty = ConsentRecord()
+        XCTAssertEqual(Set(ConsentRecordDictionary.encode(empty).vardictValue?.keys ?? [:].keys),
+                       ["decision", "decision-accuracy", "one-time-approved", "one-time-accuracy", "decided-at", "last-used"],
+                       "every key always present")
+        XCTAssertEqual(ConsentRecordDictionary.encode(empty).vardictValue?["decision"], .string(""))
+        XCTAssertEqual(ConsentRecordDictionary.decode(ConsentRecordDictionary.encode(r)), r)
+        XCTAssertEqual(ConsentRecordDictionary.decode(ConsentRecordDictionary.encode(empty)), empty)
+
+        let key = AppKey(uid: 1000, appID: "org.example.Maps")
+        let list = ConsentListReply.encode([(key, r)])
+        XCTAssertEqual(list, [.array(element: "(usa{sv})",
+                                     [.structure([.uint32(1000), .string("org.example.Maps"), ConsentRecordDictionary.encode(r)])])])
+        XCTAssertEqual(ConsentListReply.decode(list), [StoredConsent(uid: 1000, appID: "org.example.Maps", record: r)])
+        XCTAssertEqual(ConsentListReply.encode([]).first?.signature, "a(usa{sv})")
+    }
+
+    // MARK: Signals and properties
+
+    func testSignals() {
+        XCTAssertEqual(AuthorizationChangedSignal.encode(.restricted), [.uint32(1)])
+        XCTAssertEqual(AuthorizationChangedSignal.decode([.uint32(1)]), .restricted)
+        let e = LocationErrorSignal.encode(name: GeoConsentAPI.ErrorName.gpsUnavailable, message: "gpsd is gone")
+        XCTAssertEqual(e, [.string("org.geoconsent.GeoConsent1.Error.GpsUnavailable"), .string("gpsd is gone")])
+        XCTAssertEqual(LocationErrorSignal.decode(e)?.name, GeoConsentAPI.ErrorName.gpsUnavailable)
+        XCTAssertEqual(LocationErrorSignal.decode(e)?.message, "gpsd is gone")
+        // The members are the ones the interface table declares, with these signatures.
+        let declared = Dictionary(uniqueKeysWithValues: GeoConsentAPI.client.signals.map { ($0.name, $0.args.map(\.signature).joined()) })
+        XCTAssertEqual(declared[AuthorizationChangedSignal.member], "u")
+        XCTAssertEqual(declared[LocationErrorSignal.member], "ss")
+        XCTAssertEqual(declared[LocationUpdatedSignal.member], "a{sv}")
+    }
+
+    func testProperties() {
+        let s = DaemonStatus(version: "0.1.0", enabled: true, gpsdConnected: false, inUse: true)
+        XCTAssertEqual(DaemonProperties.encode(s), ["Version": .string("0.1.0"), "Enabled": .bool(true),
+                                                    "GpsdConnected": .bool(false), "InUse": .bool(true)])
+        XCTAssertEqual(DaemonProperties.decode(DaemonProperties.encode(s)), s)
+        XCTAssertEqual(Set(GeoConsentAPI.client.properties.map(\.name)),
+                       [DaemonProperties.version, DaemonProperties.enabled, DaemonProperties.gpsdConnected,
+                        DaemonProperties.inUse])
+        let changed: [DBusValue] = [.string(GeoConsentAPI.interfaceName), .vardict(DaemonProperties.changed("Enabled", false)),
+                                    .strings([])]
+        XCTAssertEqual(DaemonProperties.decodeChanged(changed), ["Enabled": .bool(false)])
+        XCTAssertNil(DaemonProperties.decodeChanged([.string("org.example.Other"), .vardict([:]), .strings([])]))
+    }
+
+    // MARK: Agent
+
+    func testConfirmCallReplyAndCancel() {
+        let request = ConfirmRequest(agentName: ":1.9", agentPath: "/agent", requestID: "7", appID: "org.example.Maps",
+                                     kind: .oneTime, appName: "Maps", reason: "show the map", accuracy: .reduced,
+                                     pid: 4711, sandboxed: true, executable: "/app/bin/maps",
+                                     parentWindow: "x11:42", timeout: 60)
+        let args = ConfirmCall.encode(request)
+        XCTAssertEqual(args, [.string("7"), .string("org.example.Maps"), .string("one-time"), .vardict([
+            "app-name": .string("Maps"), "reason": .string("show the map"), "accuracy": .string("reduced"),
+            "pid": .uint32(4711), "sandboxed": .bool(true), "executable": .string("/app/bin/maps"),
+            "parent-window": .string("x11:42"),
+        ])])
+        XCTAssertEqual(ConfirmCall.decode(args),
+                       AgentPrompt(requestID: "7", appID: "org.example.Maps", kind: .oneTime, appName: "Maps",
+                                   reason: "show the map", accuracy: .reduced, pid: 4711, sandboxed: true,
+                                   executable: "/app/bin/maps", parentWindow: "x11:42"))
+        XCTAssertNil(ConfirmCall.decode(ConfirmCall.encode(request)[...2].map { $0 }))
+        XCTAssertNil(ConfirmCall.decode(args.prefix(3) + [.string("not a dict")]))
+        var unknown = args
+        unknown[2] = .string("forever")
+        XCTAssertNil(ConfirmCall.decode(unknown)?.kind, "a kind this library does not know")
+
+        XCTAssertEqual(ConfirmReply.encode(.allowWhileUsing), [.string("allow-while-using")])
+        XCTAssertEqual(ConfirmReply.decode(signature: "s", ConfirmReply.encode(.deny)), .decision(.deny))
+        XCTAssertEqual(ConfirmReply.decode(signature: "s", ConfirmReply.encode(word: "yes please")),
+                       .noAnswer("unknown decision 'yes please'"))
+        XCTAssertEqual(ConfirmReply.decode(signature: "u", [.uint32(1)]), .noAnswer("the agent answered with type 'u'"))
+
+        XCTAssertEqual(CancelCall.encode(requestID: "7"), [.string("7")])
+        XCTAssertEqual(CancelCall.decode([.string("7")]), "7")
+        let agent = Dictionary(uniqueKeysWithValues: GeoConsentAPI.agent.methods.map {
+            ($0.name, ($0.inSignature, $0.outSignature))
+        })
+        XCTAssertEqual(agent[ConfirmCall.member]?.0, "sssa{sv}")
+        XCTAssertEqual(agent[ConfirmCall.member]?.1, "s")
+        XCTAssertEqual(agent[CancelCall.member]?.0, "s")
+    }
+
+    // MARK: Options
+
+    func testOptionsDecodeWhatTheyEncode() throws {
+        let auth = AuthOptions(reason: "show the map", accuracy: .reduced, appName: "Maps", parentWindow: "x11:42")
+        XCTAssertEqual(OptionDictionary.encode(auth), .vardict([
+            "reason": .string("show the map"), "accuracy": .string("reduced"), "app-name": .string("Maps"),
+            "parent-window": .string("x11:42"),
+        ]))
+        XCTAssertEqual(OptionDictionary.encode(AuthOptions()), .vardict(["accuracy": .string("full")]), "empty strings left out")
+        XCTAssertEqual(try OptionDictionary.decodeAuth(OptionDictionary.encode(auth)), auth)
+
+        let loc = LocationOptions(maxAge: 0, timeout: 10)
+        XCTAssertEqual(OptionDictionary.encode(loc), .vardict(["max-age": .double(0), "timeout": .double(10)]))
+        XCTAssertEqual(try OptionDictionary.decodeLocation(OptionDictionary.encode(loc)), loc)
+
+        let upd = UpdateOptions(distanceFilter: 1000, minInterval: 2)
+        XCTAssertEqual(OptionDictionary.encode(upd), .vardict(["distance-filter": .double(1000), "min-interval": .double(2)]))
+        XCTAssertEqual(try OptionDictionary.decodeUpdates(OptionDictionary.encode(upd)), upd)
+
+        XCTAssertEqual(OptionDictionary.encodeReset(uid: 1000), .vardict(["uid": .uint32(1000)]))
+        XCTAssertEqual(OptionDictionary.encodeReset(uid: nil), .vardict([:]))
+        XCTAssertEqual(try OptionDictionary.decodeReset(OptionDictionary.encodeReset(uid: 1000)), 1000)
+        XCTAssertNil(try OptionDictionary.decodeReset(OptionDictionary.encodeReset(uid: nil)))
+    }
+}
