@@ -322,6 +322,26 @@ check_after_reboot() {
     check_namespaces
 }
 
+# Exit when idle under the unit (with idle-exit shortened to 2 s through a
+# conf.d file): the daemon exits with status 0, which Restart=on-failure
+# leaves alone, and the next call activates it again.
+check_idle_exit() {
+    local restarts pid
+    ct_sh 'printf "[daemon]\nidle-exit = 2\n" >/etc/geoconsent/conf.d/test-idle.conf'
+    ct_exec systemctl restart geoconsentd.service
+    pid=$(daemon_pid); restarts=$(unit_prop geoconsentd.service NRestarts)
+    gone() { [[ $(unit_prop geoconsentd.service ActiveState) == inactive ]]; }
+    expect "idle for idle-exit seconds, the daemon exits" wait_for 10 gone
+    local how
+    how=$(unit_prop geoconsentd.service Result)/$(unit_prop geoconsentd.service ExecMainStatus)/$(unit_prop geoconsentd.service NRestarts)
+    expect "with status 0, and systemd does not restart it (Result/status/restarts: $how)" \
+        test "$how" = "success/0/$restarts"
+    expect "the next call activates it again" \
+        eval 'ct_exec timeout 20 geoconsentctl status >/dev/null && [[ $(daemon_pid) != "$pid" && $(daemon_pid) != 0 ]]'
+    ct_exec rm -f /etc/geoconsent/conf.d/test-idle.conf
+    ct_exec systemctl stop geoconsentd.service
+}
+
 # What the journal says about our units (information, not a check).
 show_journal_warnings() {
     local lines
@@ -345,6 +365,7 @@ run_checks() {
     check_bus_reload
     check_bus_restart
     check_stop
+    check_idle_exit
     show_journal_warnings
     check_after_reboot
 }
