@@ -4,6 +4,7 @@
 #                stack privately (bus, gpsd replaying data/track.nmea, daemon)
 #   make test    install missing Debian packages, build, run every test
 #   make install PREFIX=/usr DESTDIR=...   (see README "Install")
+#   make deb     the Debian package in .build/deb, checked by lintian
 
 SHELL := /bin/bash
 # The toolchain lives in /opt/swift on our machines; use it when PATH lacks it.
@@ -24,8 +25,11 @@ RELEASE_FLAGS := -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xswiftc 
 	-Xlinker -z -Xlinker pack-relative-relocs \
 	-Xlinker --symbol-ordering-file=$(CURDIR)/link/hot-functions.order -Xlinker --no-warn-symbol-ordering
 RELEASE_BIN = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)
+# SKIP_DEPS=1: do not run scripts/deps.sh before `release` (a package build gets
+# its dependencies from debian/control's Build-Depends, never by installing them).
+DEPS_STEP := $(if $(SKIP_DEPS),,deps)
 
-.PHONY: all deps build release test run bench screenshots clean introspection
+.PHONY: all deps build release test run bench screenshots clean introspection deb
 
 all: build
 
@@ -35,7 +39,7 @@ deps:
 build: deps
 	$(SWIFT) build
 
-release: deps
+release: $(DEPS_STEP)
 	@archive="$$(clang -print-file-name=libstdc++.a)"; [[ $$archive == /* ]] || \
 		{ echo "make release: libstdc++.a not found (apt-get install libstdc++-12-dev)" >&2; exit 1; }; \
 		mkdir -p "$(STATIC_CXX_DIR)" && ln -sfn "$$archive" "$(STATIC_CXX_DIR)/libstdc++.a"
@@ -46,6 +50,10 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing
+	@# The Debian package (`make deb`: dpkg-buildpackage, lintian), then geoconsent under a real
+	@# systemd: `make install` and the .deb, each in a throwaway container (tests/systemd/test-units.sh).
+	$(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
+	bash tests/systemd/test-units.sh --bin "$(RELEASE_BIN)" --deb $(DEB_DIR)
 	@# The benchmark once with tiny counts, so it cannot rot (no timing is asserted).
 	$(SWIFT) build --product geoconsent-bench
 	"$$($(SWIFT) build --show-bin-path)/geoconsent-bench" --quick --json .build/bench-quick.json
@@ -73,6 +81,15 @@ bench: release
 
 run: release
 	bash scripts/run-stack.sh "$(RELEASE_BIN)"
+
+# The Debian package (README "Install"): `dpkg-buildpackage -us -uc -b` on debian/,
+# then lintian. The .deb (and .ddeb, .buildinfo, .changes) land in DEB_DIR.
+DEB_DIR := .build/deb
+# dpkg-buildpackage runs make again (debian/rules): it must not inherit this make's
+# flags and command-line variables.
+CLEAN_MAKE_ENV := env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS
+deb: deps
+	$(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
 
 # Regenerates the committed introspection XML from the interface tables.
 introspection: build

@@ -31,6 +31,19 @@
 #                                         no imagemagick or xwd needed)
 #   fonts-dejavu-core                     so text renders
 #
+# `deps.sh --package` (make deb, run by make test) adds:
+#   debhelper dpkg-dev build-essential    dpkg-buildpackage with debhelper 13
+#   libstdc++-12-dev                      (a Build-Depends of debian/control)
+#   lintian                               checks the package
+#
+# `deps.sh --container` (tests/systemd/test-units.sh, run by make test) adds:
+#   systemd-container                     systemd-nspawn, which boots the real
+#                                         systemd the unit tests run under.
+#                                         Installed without recommends: its
+#                                         recommended libnss-mymachines would
+#                                         edit /etc/nsswitch.conf
+#   util-linux                            unshare, nsenter, setpriv, mountpoint
+#
 # gpsd-clients (gpspipe, gpsfake) is deliberately not needed: it pulls in GTK.
 set -euo pipefail
 
@@ -39,9 +52,11 @@ PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 syst
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;
+        --package) PKGS+=(debhelper dpkg-dev build-essential libstdc++-12-dev lintian) ;;
+        --container) PKGS+=(systemd-container util-linux) ;;
         --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core) ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
-        *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop])" >&2; exit 2 ;;
+        *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop] [--package] [--container])" >&2; exit 2 ;;
     esac
 done
 

@@ -112,25 +112,36 @@ struct ProcessDirectory {
 ///   for a writer, and no terminal is acquired;
 /// - only a regular file is read (`fstat`), and at most `IdentityLimits.fileBytes`.
 ///
+/// Where `openat2` is missing (Linux before 5.6) or refused (systemd's
+/// `RestrictSUIDSGID=` answers it with ENOSYS, as it cannot see into its
+/// `struct open_how`), `openat` with `O_NOFOLLOW` does the same for a single
+/// component: nothing is traversed, and a symbolic link in its place fails with
+/// ELOOP. Anything but a single plain component is then refused.
+///
 /// Returns nil when the file does not exist. Throws `UnsafeCallerFile` for a file
-/// refused by these rules, and when `openat2` is missing (Linux before 5.6) or
-/// denied: without it the read cannot be made safe, so the caller is refused
-/// rather than read unsafely. Throws `SystemError` for other failures.
+/// refused by these rules. Throws `SystemError` for other failures.
 func readCallerFile(root: Int32, _ name: String, describedAs shown: String) throws -> [UInt8]? {
     let resolve = CLinuxSyscalls.GEO_RESOLVE_IN_ROOT | CLinuxSyscalls.GEO_RESOLVE_NO_SYMLINKS
         | CLinuxSyscalls.GEO_RESOLVE_NO_MAGICLINKS
     let flags = UInt64(UInt32(bitPattern: O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW))
     var fd: Int32
-    repeat { fd = geo_openat2(root, name, flags, resolve) } while fd < 0 && errno == EINTR
+    if openat2Refused {
+        (fd, errno) = (-1, ENOSYS)
+    } else {
+        repeat { fd = geo_openat2(root, name, flags, resolve) } while fd < 0 && errno == EINTR
+    }
+    if fd < 0 && (errno == ENOSYS || errno == EPERM) {
+        guard isSingleComponent(name) else {
+            throw UnsafeCallerFile(reason: "cannot read \(shown) safely: openat2 is unavailable " +
+                                   "(\(String(cString: strerror(errno)))) and the path has more than one component")
+        }
+        repeat { fd = openat(root, name, Int32(truncatingIfNeeded: flags)) } while fd < 0 && errno == EINTR
+    }
     if fd < 0 {
         switch errno {
         case ENOENT: return nil
         case ELOOP: throw UnsafeCallerFile(reason: "\(shown) is a symbolic link")
         case ENXIO: throw UnsafeCallerFile(reason: "\(shown) is a socket")
-        case ENOSYS, EPERM:
-            // ENOSYS: Linux before 5.6. EPERM: a seccomp filter (permissions give EACCES).
-            throw UnsafeCallerFile(reason: "cannot read \(shown) safely: openat2 is unavailable " +
-                                   "(\(String(cString: strerror(errno))); Linux 5.6 or later is needed)")
         default: throw SystemError.last("open", shown)
         }
     }
@@ -145,6 +156,14 @@ func readCallerFile(root: Int32, _ name: String, describedAs shown: String) thro
     if st.st_size > IdentityLimits.fileBytes { throw tooLarge }
     guard let bytes = try readBounded(fd, path: shown) else { throw tooLarge }
     return bytes
+}
+
+/// Tests set this to take the path a seccomp filter that refuses `openat2` forces.
+var openat2Refused = false
+
+/// A name that `openat` resolves without traversing anything: no slash, not "." or "..".
+func isSingleComponent(_ name: String) -> Bool {
+    !name.isEmpty && name != "." && name != ".." && !name.utf8.contains(UInt8(ascii: "/"))
 }
 
 /// Reads `fd` to its end, nil when that is more than `IdentityLimits.fileBytes`.

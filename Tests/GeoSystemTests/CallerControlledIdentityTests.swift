@@ -111,6 +111,41 @@ final class CallerControlledIdentityTests: XCTestCase {
         XCTAssertTrue(app.sandboxed)
     }
 
+    /// Where a seccomp filter refuses openat2 (systemd's RestrictSUIDSGID= answers
+    /// it with ENOSYS), the marker is opened with openat and O_NOFOLLOW: the same
+    /// files are refused, for the same reasons, and a good one is still read.
+    func testWithoutOpenat2TheSameMarkersAreRefusedAndAGoodOneRead() {
+        openat2Refused = true
+        defer { openat2Refused = false }
+        func marker(_ make: (String, FakeProc) -> Void) -> Result<ResolvedApp, IdentityError>? {
+            let fake = FakeProc()
+            make(processWithRoot(fake), fake)
+            return resolveWithin(fake)
+        }
+        assertRefused(marker { info, _ in XCTAssertEqual(mkfifo(info, 0o644), 0) }, "is not a regular file (a FIFO)")
+        assertRefused(marker { info, _ in XCTAssertEqual(symlink("/dev/zero", info), 0) }, "is a symbolic link")
+        assertRefused(marker { info, fake in
+            fake.dir.write("flatpak-info", "[Application]\nname=org.gnome.Maps\n")
+            XCTAssertEqual(symlink("../../flatpak-info", info), 0)
+        }, "is a symbolic link")
+        assertRefused(marker { info, _ in XCTAssertEqual(mkdir(info, 0o755), 0) }, "is not a regular file (a directory)")
+        assertRefused(marker { info, _ in
+            var bytes = Array("[Application]\nname=".utf8)
+            bytes += [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
+            XCTAssertTrue(FileManager.default.createFile(atPath: info, contents: Data(bytes)))
+        }, "is larger than 64 KiB")
+        guard case .success(let app)? = marker({ info, _ in
+            XCTAssertTrue(FileManager.default.createFile(atPath: info, contents: Data("[Application]\nname=org.gnome.Maps\n".utf8)))
+        }) else { return XCTFail("a good marker must still be read") }
+        XCTAssertEqual(app.appID, "org.gnome.Maps")
+        // A process without a marker is an unsandboxed one, as with openat2.
+        let plain = FakeProc()
+        _ = processWithRoot(plain)
+        guard case .success(let host)? = resolveWithin(plain) else { return XCTFail("no marker: a host process") }
+        XCTAssertFalse(host.sandboxed)
+        XCTAssertFalse(isSingleComponent("a/b") || isSingleComponent("..") || isSingleComponent(""))
+    }
+
     func testFlatpakIDsFollowFlatpaksRules() {
         let valid = ["org.gnome.Maps", "a.b.C", "org.example.My-App", "_x.y.z", "com.example.App_2", "a.b.c.d.e",
                      String(repeating: "a", count: 251) + ".b.c"]

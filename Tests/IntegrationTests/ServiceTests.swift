@@ -655,7 +655,7 @@ final class ServiceTests: XCTestCase {
 
 // MARK: - test fixtures
 
-/// "Overall exposure level for geoconsentd.service: 1.0 OK".
+/// "Overall exposure level for geoconsentd.service: 1.2 OK".
 fileprivate func parseExposure(_ text: String) -> Double? {
     for line in text.split(separator: "\n") where line.contains("Overall exposure level") {
         guard let colon = line.lastIndex(of: ":") else { continue }

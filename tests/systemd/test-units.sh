@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# shellcheck disable=SC2016  # expect ... eval '...': expanded by the check
+# test-units.sh: geoconsent under a real systemd, the way a distribution runs
+# it. `make test` runs it after the Swift tests and the package build.
+#
+#   tests/systemd/test-units.sh --bin RELEASE_DIR [--deb DEB_DIR]
+#
+# For each variant it boots a throwaway container (container.sh: systemd 252
+# from this machine's own Debian, an overlay root in memory), installs
+# geoconsent in it, and runs checks.sh against the real units:
+#
+#   make-install  `make install PREFIX=/usr DESTDIR= BINDIR_SRC=RELEASE_DIR`
+#                 inside the booted container, then README "Install"'s
+#                 post-install block, taken from README.md and run as it is.
+#                 The release binaries are the ones `make release` (and so the
+#                 package) built: building again inside would take minutes
+#                 and test nothing more; the install step itself is the real
+#                 `make install`.
+#   deb           `apt install ./geoconsent_*.deb` from DEB_DIR (`make deb`),
+#                 whose maintainer scripts do the post-install steps; after the
+#                 checks, `apt purge` must leave nothing of ours but the system
+#                 user, and give gpsd back to the machine.
+#
+# RELEASE_DIR also provides nmea-replay, which feeds gpsd the bundled track.
+# Needs root (CI runs as root); elsewhere it says so and exits 0. Whatever
+# happens, it leaves no mount, cgroup, process or file behind, and checks that
+# it did not. Ends with "systemd: N passed, M failed"; exits 1 on a failure.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+usage() { echo "usage: $0 --bin RELEASE_DIR [--deb DEB_DIR]" >&2; exit 2; }
+
+# ---- outside: set up, run the rest in a private mount namespace, check ----
+
+if [[ ${1:-} != --inside ]]; then
+    BIN='' DEB_DIR=''
+    while (($#)); do
+        case $1 in
+            --bin) BIN=${2:-}; shift 2 || usage ;;
+            --deb) DEB_DIR=${2:-}; shift 2 || usage ;;
+            *) usage ;;
+        esac
+    done
+    [[ -n $BIN ]] || usage
+    if ((EUID != 0)); then
+        echo "systemd: skipped: booting a container needs root (CI runs as root)"
+        exit 0
+    fi
+    bash "$HERE/../../scripts/deps.sh" --container || exit 1
+    BIN=$(cd "$BIN" && pwd) || exit 1
+    for exe in geoconsentd geoconsentctl nmea-replay; do
+        [[ -x $BIN/$exe ]] || { echo "systemd: no $BIN/$exe (make release)" >&2; exit 1; }
+    done
+    DEB=
+    if [[ -n $DEB_DIR ]]; then
+        debs=("$DEB_DIR"/geoconsent_*_"$(dpkg --print-architecture)".deb)
+        if ((${#debs[@]} != 1)) || [[ ! -f ${debs[0]} ]]; then
+            echo "systemd: want exactly one geoconsent_*.deb in $DEB_DIR (make deb): ${debs[*]}" >&2
+            exit 1
+        fi
+        DEB=$(cd "$(dirname "${debs[0]}")" && pwd)/$(basename "${debs[0]}")
+    fi
+
+    RUN_ID=$$
+    RESULT=$(mktemp /tmp/geoconsent-systemd-result.XXXXXX)
+    t0=$SECONDS
+    # unshare: every mount the test makes dies with its namespace. timeout:
+    # a hang ends in SIGTERM, which still runs the inner cleanup. A signal to
+    # this script is passed on the same way, and we wait for that cleanup.
+    timeout --kill-after=30 900 unshare --mount --propagation private -- \
+        bash "$HERE/test-units.sh" --inside "$RUN_ID" "$RESULT" "$BIN" "$DEB" &
+    inner=$!
+    trap 'kill -TERM $inner 2>/dev/null' INT TERM HUP
+    while wait "$inner"; rc=$?; kill -0 "$inner" 2>/dev/null; do :; done
+    trap - INT TERM HUP
+    read -r passed failed <"$RESULT" 2>/dev/null || { passed=0; failed=1; }
+    rm -f "$RESULT"
+    ((rc == 0 || failed > 0)) || { echo "FAIL the container test ended with status $rc"; failed=$((failed + 1)); }
+
+    # Seen from the machine: nothing of the containers is left.
+    leftovers() {
+        for d in /sys/fs/cgroup/unified /sys/fs/cgroup/systemd /sys/fs/cgroup; do
+            compgen -G "$d/geoconsent-ct-*-$RUN_ID" || true
+        done
+        compgen -G "/tmp/geoconsent-ct-$RUN_ID.*" || true
+        grep -F "geoconsent-ct-$RUN_ID" /proc/self/mountinfo || true
+        pgrep -a -f "geoconsent-ct-$RUN_ID" || true
+    }
+    left=$(leftovers)
+    if [[ -z $left ]]; then
+        echo "ok   no mount, cgroup, process or file of the containers is left"
+        passed=$((passed + 1))
+    else
+        echo "FAIL left behind:"$'\n'"$left"
+        failed=$((failed + 1))
+        # The inner part died without cleaning up (SIGKILL): do it from here.
+        # Its mounts went with its namespace once the processes in our
+        # cgroups are gone; what is left are empty directories.
+        for cg in $(for d in /sys/fs/cgroup/unified /sys/fs/cgroup/systemd /sys/fs/cgroup; do
+                        compgen -G "$d/geoconsent-ct-*-$RUN_ID"; done); do
+            for _ in 1 2 3 4 5 6 7 8 9 10; do
+                pids=$(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null)
+                [[ -z $pids ]] && break
+                # shellcheck disable=SC2086  # one pid per word
+                kill -KILL $pids 2>/dev/null; sleep 0.2
+            done
+            find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+        done
+        for dir in $(compgen -G "/tmp/geoconsent-ct-$RUN_ID.*"); do
+            if [[ -d $dir ]]; then rmdir "$dir"; else rm -f "$dir"; fi
+        done
+        left=$(leftovers)
+        [[ -z $left ]] && echo "     removed it" || echo "FAIL could not remove:"$'\n'"$left"
+    fi
+    echo "systemd: container test took $((SECONDS - t0)) s"
+    echo "systemd: $passed passed, $failed failed"
+    ((failed == 0))
+    exit
+fi
+
+# ---- inside the private mount namespace ----
+
+RUN_ID=$2 RESULT=$3 BIN=$4 DEB=$5
+FEEDER=$BIN/nmea-replay
+CT_TAG=$RUN_ID
+source "$HERE/container.sh"
+source "$HERE/checks.sh"
+# The checkout (scripts, track, Makefile), the binaries and the package.
+CT_BINDS=("$REPO")
+[[ $BIN/ == "$REPO"/* ]] || CT_BINDS+=("$BIN")
+[[ -z $DEB || $DEB == "$REPO"/* ]] || CT_BINDS+=("$(dirname "$DEB")")
+
+finish() {
+    trap '' INT TERM HUP
+    ct_teardown
+    echo "$PASSED $FAILED" >"$RESULT"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# README "Install": the sh block after "After installing", run as it is.
+readme_post_install() {
+    awk '/^After installing/ { found = 1 }
+         found && /^```sh/ { inside = 1; next }
+         inside && /^```/ { exit }
+         inside { print }' "$REPO/README.md"
+}
+
+# boot_for VARIANT: boot a fresh container and prepare gpsd's device, as an
+# admin would (/etc/default/gpsd): a UDP source inside gpsd's namespace.
+boot_for() {
+    VARIANT=$1
+    if ! ct_boot "$1-$RUN_ID"; then
+        fail "the container did not boot"
+        return 1
+    fi
+    info "booted to '$(ct_exec systemctl is-system-running)' in $CT_BOOT_MS ms" \
+        "($(ct_exec systemd-analyze 2>/dev/null | head -1))"
+    ct_exec sed -i "s|^DEVICES=.*|DEVICES=\"udp://127.0.0.1:$FEED_PORT\"|" /etc/default/gpsd
+}
+
+# What a step printed, only when it failed.
+run_logged() {
+    local what=$1 out; shift
+    if out=$("$@" 2>&1); then pass "$what"; else fail "$what:"$'\n'"$out"; return 1; fi
+}
+
+variant_make_install() {
+    boot_for make-install || return
+    local block
+    block=$(readme_post_install)
+    run_logged "make install PREFIX=/usr DESTDIR= (release binaries)" \
+        ct_exec make -s -C "$REPO" install PREFIX=/usr DESTDIR= BINDIR_SRC="$BIN" || { ct_teardown; return; }
+    if [[ -z $block ]]; then
+        fail "README.md has no post-install block after 'After installing'"
+    else
+        run_logged "README \"Install\"'s post-install steps" ct_exec bash -e -c "$block"
+    fi
+    run_checks
+    ct_teardown
+    expect "the container is gone without a trace" test -z "$(ct_leftovers)"
+}
+
+variant_deb() {
+    boot_for deb || return
+    run_logged "apt install ./$(basename "$DEB")" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y "$DEB" || { ct_teardown; return; }
+    expect "/etc/geoconsent/geoconsent.conf is a conffile" \
+        eval 'ct_exec dpkg-query -W -f="\${Conffiles}" geoconsent | grep -q "^ */etc/geoconsent/geoconsent.conf "'
+    run_checks
+    check_reinstall
+    check_purge
+    ct_teardown
+    expect "the container is gone without a trace" test -z "$(ct_leftovers)"
+}
+
+# An upgrade (here: the same version again) restarts a running daemon
+# (try-restart) and leaves gpsd alone: it stays in the namespace it is in.
+check_reinstall() {
+    local pid gpsd
+    pid=$(daemon_pid); gpsd=$(unit_prop gpsd.service MainPID)
+    [[ $pid != 0 ]] || info "the daemon was not running before the reinstall"
+    run_logged "apt install --reinstall ./$(basename "$DEB")" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y --reinstall "$DEB"
+    expect "the upgrade restarted the running daemon" \
+        eval '[[ $(unit_prop geoconsentd.service ActiveState) == active && $(daemon_pid) != "$pid" ]]'
+    expect "and left gpsd running where it was" test "$(unit_prop gpsd.service MainPID)" = "$gpsd"
+    expect "the daemon answers after the upgrade" eval 'ct_exec timeout 10 geoconsentctl status >/dev/null'
+}
+
+# apt purge: every file of the package, the state and the config are gone;
+# the system user stays (Debian keeps system users); gpsd is back on the
+# machine's loopback (the drop-ins are gone and postrm restarted its socket).
+check_purge() {
+    local files left
+    # The test's own feeder unit is not the package's: it goes first.
+    ct_exec systemctl stop geoconsent-test-feeder.service
+    ct_exec rm -rf /etc/systemd/system/geoconsent-test-feeder.service "$FEEDER_DIR"
+    files=$(ct_exec dpkg-query -L geoconsent)
+    run_logged "apt purge geoconsent" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent
+    left=$(ct_sh 'while read -r f; do [[ -d $f || ! -e $f && ! -L $f ]] || echo "$f"; done' <<<"$files")
+    expect "no file of the package is left${left:+: $left}" test -z "$left"
+    expect "/var/lib/geoconsent (state) and /etc/geoconsent (config) are gone" \
+        eval '! ct_exec test -e /var/lib/geoconsent && ! ct_exec test -e /etc/geoconsent'
+    # Anything named after us that the container wrote, besides the user's
+    # lines in the account files (which have other names).
+    left=$(cd "$CT_DIR/upper" && find . -iname '*geoconsent*' ! -path './run/*' ! -path './tmp/*' | sed 's|^\.||')
+    expect "nothing named geoconsent is left on the container's disk${left:+: $left}" test -z "$left"
+    if ct_exec getent passwd geoconsent >/dev/null; then
+        info "the system user geoconsent stays after purge, as Debian keeps system users"
+    fi
+    expect "gpsd is back on the machine's 127.0.0.1:2947" wait_for 5 tcp_open 127.0.0.1 2947
+}
+
+variant_make_install
+[[ -n $DEB ]] && variant_deb
+((FAILED == 0))
