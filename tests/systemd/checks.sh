@@ -100,9 +100,22 @@ check_identity() {
     expect "nobody's busctl in service app-org.example.Weather@1 is $id" test "$id" = org.example.Weather
 }
 
-# /proc/PID/status of the daemon: user, capabilities, no_new_privs, seccomp.
+# The daemon's identity helper: its child named geoconsentd-id.
+helper_pid() {
+    local pid=$1 c
+    for c in $(ct_exec cat "/proc/$pid/task/$pid/children"); do
+        [[ $(ct_exec cat "/proc/$c/comm") == geoconsentd-id ]] && { echo "$c"; return; }
+    done
+}
+
+# /proc/PID/status of the daemon and of its identity helper: user,
+# capabilities, no_new_privs, seccomp. The unit grants CAP_SYS_PTRACE; the
+# helper keeps it, the daemon (which parses bus messages and gpsd data) holds
+# none. Its bounding set keeps CAP_SYS_PTRACE (shrinking it takes
+# CAP_SETPCAP), and so does its inheritable set (capset is in the unit's
+# ~@privileged): with nothing permitted and no_new_privs neither grants anything.
 check_process() {
-    local pid status uid
+    local pid status uid helper hstatus
     pid=$(daemon_pid)
     status=$(ct_exec cat "/proc/$pid/status")
     uid=$(ct_exec id -u geoconsent)
@@ -111,10 +124,24 @@ check_process() {
     expect "the daemon's group is geoconsent, no supplementary groups" \
         test "$(field Gid)/$(awk '$1 == "Groups:" { print $2 }' <<<"$status")" = "$uid/$uid"
     local cap ok=yes
-    for cap in CapPrm CapEff CapBnd CapAmb; do [[ $(field $cap) == "$CAP_MASK" ]] || ok=no; done
-    expect "CapPrm/CapEff/CapBnd/CapAmb are CAP_SYS_PTRACE alone ($(field CapEff))" test $ok = yes
+    for cap in CapPrm CapEff CapAmb; do [[ $(field $cap) == 0000000000000000 ]] || ok=no; done
+    expect "the daemon holds no capability: CapPrm/CapEff/CapAmb 0 ($(field CapPrm)/$(field CapEff)/$(field CapAmb))" \
+        test $ok = yes
+    expect "the daemon's bounding set is CAP_SYS_PTRACE alone ($(field CapBnd))" test "$(field CapBnd)" = "$CAP_MASK"
     expect "NoNewPrivs is set" test "$(field NoNewPrivs)" = 1
     expect "a seccomp filter is on (Seccomp: $(field Seccomp), $(field Seccomp_filters) filters)" test "$(field Seccomp)" = 2
+    helper=$(helper_pid "$pid")
+    expect "the daemon has an identity helper (pid ${helper:-none})" test -n "$helper"
+    if [[ -n $helper ]]; then
+        hstatus=$(ct_exec cat "/proc/$helper/status")
+        hfield() { awk -v k="$1:" '$1 == k { print $2 }' <<<"$hstatus"; }
+        ok=yes
+        for cap in CapPrm CapEff CapBnd; do [[ $(hfield $cap) == "$CAP_MASK" ]] || ok=no; done
+        [[ $(hfield CapAmb) == 0000000000000000 ]] || ok=no
+        expect "the helper holds CAP_SYS_PTRACE alone, none ambient ($(hfield CapEff), ambient $(hfield CapAmb))" test $ok = yes
+        expect "the helper runs as geoconsent, NoNewPrivs set, seccomp on" \
+            test "$(hfield Uid)/$(hfield NoNewPrivs)/$(hfield Seccomp)" = "$uid/1/2"
+    fi
     local mode
     mode=$(ct_exec stat -c '%a %U %G' /var/lib/geoconsent)
     expect "the state directory /var/lib/geoconsent is 0700 geoconsent ($mode)" test "$mode" = "700 geoconsent geoconsent"
@@ -270,6 +297,24 @@ check_kill() {
         eval '[[ $out == *Latitude:* ]]'
 }
 
+# kill -9 the identity helper: the daemon refuses callers and exits with
+# status 1, and Restart=on-failure brings both back.
+check_kill_helper() {
+    local old restarts helper
+    old=$(daemon_pid); restarts=$(unit_prop geoconsentd.service NRestarts)
+    helper=$(helper_pid "$old")
+    [[ -n $helper ]] || { fail "no identity helper to kill"; return; }
+    ct_exec kill -KILL "$helper"
+    restarted() {
+        [[ $(unit_prop geoconsentd.service ActiveState) == active && $(daemon_pid) != "$old" &&
+           $(daemon_pid) != 0 && $(unit_prop geoconsentd.service NRestarts) == $((restarts + 1)) ]]
+    }
+    expect "after kill -9 of the identity helper systemd restarted the daemon" wait_for 10 restarted
+    expect "the daemon said why it exited" \
+        eval 'ct_sh "journalctl -u geoconsentd --no-pager -o cat" | grep -q "the identity helper is gone"'
+    expect "the restarted daemon has a helper again" eval '[[ -n $(helper_pid "$(daemon_pid)") ]]'
+}
+
 # systemctl reload dbus: the daemon keeps its name and process.
 check_bus_reload() {
     local pid
@@ -382,6 +427,7 @@ run_checks() {
     check_namespace_order
     check_exposure
     check_kill
+    check_kill_helper
     check_bus_reload
     check_bus_restart
     check_stop
