@@ -406,7 +406,7 @@ final class LocationBusTests: XCTestCase {
 
     // MARK: 5. Reduced accuracy
 
-    func testReducedAccuracyCannotBeAveragedBackAndFullPromptsAgain() throws {
+    func testReducedAccuracyCannotBeAveragedBack() throws {
         let p = try tappedClient(accuracy: .reduced)
         XCTAssertEqual(agent.confirms.last?.accuracy, .reduced)
         XCTAssertEqual(try p.authorization().accuracy, .reduced)
@@ -489,7 +489,13 @@ final class LocationBusTests: XCTestCase {
         let miss = metresBetween(meanLat, meanLon, truth.0, truth.1)
         print(String(format: "LocationBusTests: %d reduced answers, %d cell(s); mean is %.0f m from the truth", answers.count, cells.count, miss))
         XCTAssertGreaterThan(miss, 5000 / 4, "the truth must not be recoverable by averaging")
+    }
 
+    func testAskingForMoreAccuracyThanConfirmedPromptsAgainAndGivesFullFixes() throws {
+        let p = try tappedClient(accuracy: .reduced)
+        XCTAssertEqual(try p.authorization().accuracy, .reduced)
+        let feed = LocationFeed(latitude: 48.1372, longitude: 11.5756, step: 10)
+        let truth = offset(48.1372, 11.5756, north: 1500, east: 1500)
         // More accuracy than confirmed: the same session taps for full, the agent is asked again.
         let prompts = agent.confirms.count
         XCTAssertEqual(try p.tap(AuthOptions(accuracy: .full)).get(), 4)
