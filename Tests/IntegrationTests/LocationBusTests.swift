@@ -118,7 +118,9 @@ final class LocationBusTests: XCTestCase {
 
     // MARK: 1. Values
 
-    func testValuesEqualTheNMEAInputAndLatency() throws {
+    /// A client with a grant and a feed of known values, after a first request
+    /// has connected the daemon to gpsd.
+    private func clientWithKnownFeed() throws -> (BusPeer, LocationFeed) {
         let p = try tappedClient()
         // 12:35:10.25, 12:35:11.25, ...: fractional seconds, one epoch per UTC second.
         let feed = LocationFeed(latitude: 48.1173, longitude: -11.516667, start: (12, 35, 10.25), step: 100)
@@ -132,6 +134,11 @@ final class LocationBusTests: XCTestCase {
         // new source can be partial: a GGA alone, no time yet.)
         let warm = locate(p, feed, maxAge: 0)
         print("LocationBusTests: first RequestLocation after the daemon connected -> \(warm.map { "\($0.fix)" } ?? "none")")
+        return (p, feed)
+    }
+
+    func testValuesEqualTheNMEAInput() throws {
+        let (p, feed) = try clientWithKnownFeed()
         // Now a fresh fix, after the request.
         guard let d = locate(p, feed, maxAge: 0) else { return }
         print("LocationBusTests: RequestLocation -> \(d.fix)")
@@ -150,6 +157,10 @@ final class LocationBusTests: XCTestCase {
         XCTAssertTrue(feed.sentTimestamps.contains(ts))
         XCTAssertEqual(ts / 86_400_000_000, UInt64(LocationFeed.day), "RMC date 150324")
 
+    }
+
+    func testUnreportedAltitudeAndCourseAreAbsentNotNaN() throws {
+        let (p, feed) = try clientWithKnownFeed()
         // A receiver that reports no altitude and no course: those keys are absent, never NaN.
         feed.altitude = nil
         feed.course = nil
@@ -171,9 +182,10 @@ final class LocationBusTests: XCTestCase {
         } else {
             XCTFail("no fix without altitude arrived")
         }
-        feed.altitude = 123.4
-        feed.course = 56.7
+    }
 
+    func testLatencyFromTheNMEADatagramToLocationUpdated() throws {
+        let (p, feed) = try clientWithKnownFeed()
         // Latency: NMEA datagram that completes an epoch (RMC) sent -> LocationUpdated received.
         XCTAssertNoThrow(try p.geo("StartUpdates", [.vardict([:])]).get())
         stack.peers.settle(0.3)   // a cached fix younger than 5 s comes at once: let it pass
