@@ -41,8 +41,13 @@ public struct Caller: Equatable, Sendable {
     /// object or with the connection.
     public func clientSession(_ number: UInt32) -> Caller {
         var c = self
-        c.name = connection + "/geoclue/" + String(number)
+        c.name = Caller.clientSessionName(connection: connection, number: number)
         return c
+    }
+
+    /// The session name of client object `number` of `connection`.
+    public static func clientSessionName(connection: String, number: UInt32) -> String {
+        connection + "/geoclue/" + String(number)
     }
 
     /// Whether a session name is a client object's (`clientSession(_:)`): a
