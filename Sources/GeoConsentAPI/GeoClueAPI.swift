@@ -96,12 +96,6 @@ public enum GeoClueAPI {
     public static var introspectionXML: String {
         Introspection.xml(interfaces: [manager, client, location, agent])
     }
-
-    /// The errors a facade call can end with besides the standard ones of the
-    /// object server: an unknown client path in `DeleteClient`, an agent.
-    public enum ErrorMessage {
-        public static func noSuchClient(_ path: String) -> String { "No client object at \(path)" }
-    }
 }
 
 /// The Manager's property names.
