@@ -123,6 +123,20 @@ final class GeoClueBusTests: GeoClueTestCase {
         XCTAssertEqual(try p.getAll(API.managerPath, API.managerInterfaceName).get()[ManagerProperty.inUse], .bool(true))
     }
 
+    func testFirstFixComesFromTheCacheRightAfterStart() throws {
+        let p = try stack.peer(), q = try stack.peer()
+        startFeeding()
+        let c = try startedClient(p)
+        XCTAssertNotNil(waitForUpdate(p, c, count: 2))
+        stopFeeding()
+        stack.peers.settle(0.5)
+        // No fix is sent any more: q's first one is the last that came, delivered at Start.
+        let d = try startedClient(q)
+        let first = try XCTUnwrap(waitForUpdate(q, d, timeout: 2))
+        let loc = try XCTUnwrap(try q.geoclueLocation(first.new).get())
+        XCTAssertEqual(loc.timestamp, feed.lastTimestamp)
+    }
+
     func testCityLevelGetsTheGridCell() throws {
         let p = try stack.peer()
         startFeeding()
