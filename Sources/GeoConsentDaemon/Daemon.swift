@@ -18,6 +18,8 @@ public final class Daemon {
     let core: ConsentCore
     let callers: CallerResolver
     let location: LocationService
+    /// GeoClue's API, when served (`--geoclue`, `[geoclue] serve`).
+    private(set) var geoclue: GeoClueFacade?
     private var signals: SignalPipe?
 
     /// Calls the core has not answered yet, by the id it knows them by.
@@ -70,6 +72,14 @@ public final class Daemon {
         connection.attach(to: loop)
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
+        let serveGeoClue = options.serveGeoClue || config.serveGeoClue
+        if serveGeoClue {
+            let facade = GeoClueFacade(daemon: self)
+            facade.serve()
+            location.clientFixes = { [unowned facade] sessions, fix in facade.deliver(sessions, fix) }
+            location.inUseChanged = { [unowned facade] value in facade.inUseChanged(value) }
+            geoclue = facade
+        }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
@@ -77,6 +87,14 @@ public final class Daemon {
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
+            }
+            if serveGeoClue {
+                switch try connection.requestName(GeoClueAPI.busName) {
+                case .primaryOwner, .alreadyOwner: break
+                case .taken:
+                    throw StartupError("the name \(GeoClueAPI.busName) is already owned on the \(bus) " +
+                                       "(GeoClue runs: only one of them can serve it)")
+                }
             }
         } catch let e as StartupError {
             throw e
@@ -120,7 +138,8 @@ public final class Daemon {
             Log.info("received signal \(sig), exiting")
             self.loop.stop()
         }
-        Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName) as \(connection.uniqueName); " +
+        Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName)" +
+                 (geoclue != nil ? " and \(GeoClueAPI.busName)" : "") + " as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (callers.usesHelper ? "; callers identified by the identity helper, which alone holds CAP_SYS_PTRACE" : "") +
                  (core.enabled ? "" : "; location is switched off"))
@@ -143,6 +162,7 @@ public final class Daemon {
         guard args.count == 3, case .string(let name) = args[0], case .string(let newOwner) = args[2],
               newOwner.isEmpty, name.hasPrefix(":") else { return false }
         callers.forget(name)
+        geoclue?.connectionLeft(name)
         feed(.nameLeft(name))
         location.drop(session: name)
         // The core never answers the calls of a client that left while it waited on a
@@ -159,6 +179,11 @@ public final class Daemon {
         nextCallID += 1
         calls[id] = call
         return id
+    }
+
+    /// Fails a call the core holds but will not answer any more (its session ended).
+    func abandon(_ id: CallID, _ error: DBusError) {
+        calls.removeValue(forKey: id)?.fail(error)
     }
 
     /// Resolves the caller, then hands the event the closure builds to the core.
@@ -211,6 +236,9 @@ public final class Daemon {
                 call.reply(encode(reply))
             case .fail(let id, let error):
                 calls.removeValue(forKey: id)?.fail(error.dbusError)
+                geoclue?.startFailed(id, error.dbusError)
+            case .authorizationChanged(let session, _) where Caller.isClientSession(session):
+                break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
             case .authorizationChanged(let session, let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status),
@@ -238,8 +266,17 @@ public final class Daemon {
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                          changed: DaemonProperties.changed(DaemonProperties.enabled, value))
+                geoclue?.enabledChanged()
             case .startUpdates(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
+                if let saveFailure {
+                    // A client object's Start right after a decision that is not on disk.
+                    let e = DBusError.failed("Could not store the decision: \(saveFailure)")
+                    call.fail(e)
+                    geoclue?.startFailed(id, e)
+                    continue
+                }
+                geoclue?.started(id)
                 location.startUpdates(call, id: id, session: session, options: options)
             case .stopUpdates(let id, let session):
                 let held = id.flatMap { id in calls.removeValue(forKey: id).map { (id: id, call: $0) } }
@@ -249,6 +286,7 @@ public final class Daemon {
                 location.locate(call, id: id, session: session, options: options)
             case .grantEnded(let session):
                 location.drop(session: session)
+                geoclue?.grantEnded(session)
             }
         }
     }
