@@ -3,7 +3,7 @@
 #   make run     install missing Debian packages, build a release, run the whole
 #                stack privately (bus, gpsd replaying data/track.nmea, daemon)
 #   make test    install missing Debian packages, build, run every test
-#   make install PREFIX=/usr DESTDIR=...   (see README "Install")
+#   make install PREFIX=/usr DESTDIR=...   (see README "Install"; GEOCLUE=1: the GeoClue2 facade too)
 #   make deb     the Debian package in .build/deb, checked by lintian
 
 SHELL := /bin/bash
@@ -115,7 +115,14 @@ clean:
 # system bus reads that and /etc/dbus-1/system.d, never /usr/local), else
 # under SYSCONFDIR/dbus-1/system.d; the default config in
 # SYSCONFDIR/geoconsent, never overwriting an existing one.
+#
+# GEOCLUE=1 also installs the GeoClue2 facade's files (docs/geoclue.md,
+# "Switching over"): the bus policy and activation file for
+# org.freedesktop.GeoClue2 beside ours, and the drop-in
+# SYSCONFDIR/geoconsent/conf.d/50-geoclue.conf ([geoclue] serve = true). The
+# activation file has GeoClue's own path: GeoClue must be gone or masked.
 PREFIX ?= /usr/local
+GEOCLUE ?=
 SYSCONFDIR ?= /etc
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
@@ -167,6 +174,14 @@ install: $(INSTALL_NEEDS)
 	  echo "$(INSTALL) -m 0644 config/geoconsent.conf $(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
 	  $(INSTALL) -m 0644 config/geoconsent.conf "$(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
 	fi
+ifeq ($(GEOCLUE),1)
+	$(INSTALL) -m 0644 dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf "$(DESTDIR)$(DBUSPOLICYDIR)/"
+	$(INSTALL) -m 0644 dbus-policy/org.freedesktop.GeoClue2.service "$(DESTDIR)$(DBUSDATADIR)/system-services/"
+	$(INSTALL) -m 0644 config/conf.d/50-geoclue.conf "$(DESTDIR)$(SYSCONFDIR)/geoconsent/conf.d/"
+	@if [ -z "$(DESTDIR)" ]; then \
+	  echo "install: GeoClue2 facade: systemctl mask --now geoclue.service, then reload dbus (docs/geoclue.md)"; \
+	fi
+endif
 	@if [ -z "$(DESTDIR)" ]; then \
 	  echo "install: now run: systemd-sysusers; systemctl daemon-reload; systemctl reload dbus;"; \
 	  echo "         systemctl stop gpsd.service gpsd.socket geoconsentd.service; systemctl start gpsd.socket"; \
@@ -184,4 +199,10 @@ uninstall:
 	  "$(DESTDIR)$(DBUSDATADIR)/interfaces/org.geoconsent.GeoConsent1.xml" \
 	  "$(DESTDIR)$(MANDIR)/man1/geoconsentctl.1" "$(DESTDIR)$(MANDIR)/man5/geoconsent.conf.5" \
 	  "$(DESTDIR)$(MANDIR)/man8/geoconsentd.8"
+	@# The GeoClue2 facade's files (GEOCLUE=1), if they are ours: the activation
+	@# file has GeoClue's path, so it goes only when it names our unit.
+	rm -f "$(DESTDIR)$(DBUSPOLICYDIR)/org.freedesktop.GeoClue2.geoconsent.conf" \
+	  "$(DESTDIR)$(SYSCONFDIR)/geoconsent/conf.d/50-geoclue.conf"
+	@f="$(DESTDIR)$(DBUSDATADIR)/system-services/org.freedesktop.GeoClue2.service"; \
+	  if grep -qx 'SystemdService=geoconsentd.service' "$$f" 2>/dev/null; then echo "rm -f $$f"; rm -f "$$f"; fi
 	-rmdir "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" 2>/dev/null

@@ -94,8 +94,8 @@ struct ServiceUser {
 /// default context of /usr/share/dbus-1/system.conf (default deny for owning
 /// names and method calls, signals and requested replies allowed, the bus
 /// driver reachable, monitoring for root only) plus an `<include>` of the
-/// shipped dbus-policy/org.geoconsent.GeoConsent1.conf, or of a copy where the
-/// stand-in user replaces `geoconsent`.
+/// shipped dbus-policy/org.geoconsent.GeoConsent1.conf (and, on request, the
+/// GeoClue2 facade's), or of a copy where the stand-in user replaces `geoconsent`.
 final class PolicyBus {
     /// A stand-in for any other system service, which root may own and anyone may call.
     static let otherService = "org.geoconsent.test.OtherService"
@@ -106,23 +106,29 @@ final class PolicyBus {
     let serviceUser: ServiceUser
     let busctlPath: String
 
-    init(serviceUser: ServiceUser) throws {
+    /// `geoclue`: include the GeoClue2 facade's policy too
+    /// (dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf), as `make install GEOCLUE=1` does.
+    init(serviceUser: ServiceUser, geoclue: Bool = false) throws {
         self.serviceUser = serviceUser
         dir = try TempDir()
         chmod(dir.path, 0o711)   // other uids connect to the socket in here
         logPath = dir.file("dbus-daemon.log")
         busctlPath = TestPaths.findExecutable("busctl") ?? "/usr/bin/busctl"
-        var policy = ServiceTests.policyFile
-        if serviceUser.name != "geoconsent" {
+        let shipped = [ServiceTests.policyFile] + (geoclue ? [ServiceTests.geoCluePolicyFile] : [])
+        var policies: [String] = []
+        for policy in shipped {
+            guard serviceUser.name != "geoconsent" else { policies.append(policy); continue }
             let text = try String(contentsOfFile: policy, encoding: .utf8)
             let renamed = text.replacingOccurrences(of: "user=\"geoconsent\"", with: "user=\"\(serviceUser.name)\"")
             guard renamed != text, !renamed.contains("=\"geoconsent\"") else {
-                throw HarnessError("the policy names the service user in an unexpected way; update PolicyBus")
+                throw HarnessError("\(policy) names the service user in an unexpected way; update PolicyBus")
             }
-            policy = dir.file("org.geoconsent.GeoConsent1.conf")
-            try renamed.write(toFile: policy, atomically: true, encoding: .utf8)
-            chmod(policy, 0o644)
+            let copy = dir.file((policy as NSString).lastPathComponent)
+            try renamed.write(toFile: copy, atomically: true, encoding: .utf8)
+            chmod(copy, 0o644)
+            policies.append(copy)
         }
+        let includes = policies.map { "<include>\($0)</include>" }.joined(separator: "\n  ")
         let config = """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -158,7 +164,7 @@ final class PolicyBus {
           <policy context="default">
             <allow send_destination="\(PolicyBus.otherService)"/>
           </policy>
-          <include>\(policy)</include>
+          \(includes)
         </busconfig>
         """
         try config.write(toFile: dir.file("system.conf"), atomically: true, encoding: .utf8)

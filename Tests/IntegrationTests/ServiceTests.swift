@@ -20,6 +20,7 @@ final class ServiceTests: XCTestCase {
     static let root = TestPaths.sourceRoot
     static let unitFile = root + "/systemd/geoconsentd.service"
     static let policyFile = root + "/dbus-policy/org.geoconsent.GeoConsent1.conf"
+    static let geoCluePolicyFile = root + "/dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf"
     /// Our bar for `systemd-analyze security`.
     static let maxExposure = 1.5
 
@@ -613,14 +614,15 @@ final class ServiceTests: XCTestCase {
         return path
     }
 
-    /// A system-style bus including the shipped policy (see `PolicyBus`), for a
-    /// test that switches uids; and the user that stands for `geoconsent`.
-    func policyBus() throws -> (PolicyBus, ServiceUser) {
+    /// A system-style bus including the shipped policy (see `PolicyBus`; with
+    /// `geoclue`, the GeoClue2 facade's too), for a test that switches uids;
+    /// and the user that stands for `geoconsent`.
+    func policyBus(geoclue: Bool = false) throws -> (PolicyBus, ServiceUser) {
         try requireRoot("acting as other users (setpriv)")
         _ = try requireTool("setpriv")
         _ = try requireTool("dbus-daemon")
         let user = try ServiceUser.standIn()
-        return (try PolicyBus(serviceUser: user), user)
+        return (try PolicyBus(serviceUser: user, geoclue: geoclue), user)
     }
 
     func manTree(in dir: TempDir) throws -> String {

@@ -1,0 +1,124 @@
+import XCTest
+import Foundation
+import GeoConsentAPI
+import GeoTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Shipping the GeoClue2 facade (docs/geoclue.md, "Switching over"): what
+/// `make install GEOCLUE=1` adds, and its bus policy on a real dbus-daemon.
+extension ServiceTests {
+    /// The facade's files, by installed path (PREFIX=/usr) and source.
+    static let geoClueFiles = [
+        ("/usr/share/dbus-1/system.d/org.freedesktop.GeoClue2.geoconsent.conf",
+         "dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf"),
+        ("/usr/share/dbus-1/system-services/org.freedesktop.GeoClue2.service",
+         "dbus-policy/org.freedesktop.GeoClue2.service"),
+        ("/etc/geoconsent/conf.d/50-geoclue.conf", "config/conf.d/50-geoclue.conf"),
+    ]
+
+    func testMakeInstallWithGeoClueShipsExactlyTheFacadeFiles() throws {
+        let make = try requireTool("make")
+        func install(_ extra: [String]) throws -> (dir: TempDir, files: Set<String>) {
+            let stage = try TempDir()
+            let log = stage.file("make.log")
+            let r = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "install", "DESTDIR=\(stage.path)/root",
+                                                "PREFIX=/usr", "BINDIR_SRC=\(TestPaths.binDir)"] + extra,
+                                         timeout: 120, logPath: log, environment: cleanMake)
+            XCTAssertEqual(r.status, 0, "make install \(extra) failed:\n\(r.output)\(tailOf(log))")
+            return (stage, installedFiles(stage.path + "/root"))
+        }
+        let plain = try install([]), geoclue = try install(["GEOCLUE=1"]), off = try install(["GEOCLUE=0"])
+        XCTAssertEqual(geoclue.files.subtracting(plain.files), Set(ServiceTests.geoClueFiles.map { $0.0 }))
+        XCTAssertEqual(plain.files.subtracting(geoclue.files), [])
+        XCTAssertEqual(off.files, plain.files, "GEOCLUE=0 must install what a plain install does")
+        for (installed, source) in ServiceTests.geoClueFiles {
+            XCTAssertTrue(FileManager.default.contentsEqual(atPath: ServiceTests.root + "/" + source,
+                                                            andPath: geoclue.dir.path + "/root" + installed),
+                          "\(installed) differs from \(source)")
+        }
+        // The activation file starts our unit; the drop-in switches the facade on.
+        let activation = try String(contentsOfFile: ServiceTests.root + "/dbus-policy/org.freedesktop.GeoClue2.service", encoding: .utf8)
+        for line in ["Name=\(GeoClueAPI.busName)", "Exec=/bin/false", "User=geoconsent", "SystemdService=geoconsentd.service"] {
+            XCTAssertTrue(activation.split(separator: "\n").contains(Substring(line)), "activation file lacks \(line)")
+        }
+
+        // uninstall takes the facade's files too.
+        let log = geoclue.dir.file("uninstall.log")
+        let un = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "uninstall", "DESTDIR=\(geoclue.dir.path)/root",
+                                             "PREFIX=/usr"], timeout: 60, logPath: log, environment: cleanMake)
+        XCTAssertEqual(un.status, 0, tailOf(log))
+        XCTAssertEqual(installedFiles(geoclue.dir.path + "/root"), ["/etc/geoconsent/geoconsent.conf"])
+    }
+
+    /// The daemon is started with `[geoclue] serve = true` from the drop-in, as
+    /// the service user with CAP_SYS_PTRACE, as the unit runs it.
+    func testGeoCluePolicyOnlyServiceUserOwnsTheNameAndAnyoneCallsIt() throws {
+        let (bus, user) = try policyBus(geoclue: true)
+        defer { bus.stop() }
+        let requestName = ["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                           "RequestName", "su", GeoClueAPI.busName, "0"]
+        let nobody = try bus.busctl(requestName, as: ServiceTests.nobody)
+        XCTAssertNotEqual(nobody.status, 0, "nobody owned \(GeoClueAPI.busName): \(nobody.output)")
+        XCTAssertTrue(nobody.log.contains("Access denied"), "expected AccessDenied, got: \(nobody.log)")
+        for who in [user, ServiceTests.rootUser] {
+            let r = try bus.busctl(requestName, as: who)
+            XCTAssertEqual(r.output.trimmingCharacters(in: .whitespacesAndNewlines), "u 1", "\(who.name): \(r.log)")
+        }
+
+        let dropIn = try String(contentsOfFile: ServiceTests.root + "/config/conf.d/50-geoclue.conf", encoding: .utf8)
+        let daemon = try bus.startDaemon(as: user, withPtrace: true, config: dropIn)
+        defer { daemon.stop() }
+        let owner = try bus.busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                    "NameHasOwner", "s", GeoClueAPI.busName], as: ServiceTests.nobody)
+        XCTAssertEqual(owner.output.trimmingCharacters(in: .whitespacesAndNewlines), "b true", "\(owner.log)\n\(daemon.log())")
+
+        // An unprivileged uid reaches the Manager, the standard interfaces and its own client object.
+        let M = [GeoClueAPI.busName, GeoClueAPI.managerPath]
+        let level = try bus.busctl(["get-property"] + M + [GeoClueAPI.managerInterfaceName, "AvailableAccuracyLevel"],
+                                   as: ServiceTests.nobody)
+        XCTAssertEqual(level.output.trimmingCharacters(in: .whitespacesAndNewlines), "u 8", "\(level.log)\n\(daemon.log())")
+        let client = try bus.busctl(["call"] + M + [GeoClueAPI.managerInterfaceName, "GetClient"], as: ServiceTests.nobody)
+        XCTAssertTrue(client.output.hasPrefix("o \"\(GeoClueAPI.clientsPath)/"), "GetClient as nobody: \(client.log)\n\(daemon.log())")
+        let ping = try bus.busctl(["call"] + M + ["org.freedesktop.DBus.Peer", "Ping"], as: ServiceTests.nobody)
+        XCTAssertEqual(ping.status, 0, ping.log)
+        let introspect = try bus.busctl(["introspect", "--xml-interface"] + M, as: ServiceTests.nobody)
+        XCTAssertTrue(introspect.output.contains("<interface name=\"\(GeoClueAPI.managerInterfaceName)\">"), introspect.log)
+        // Any other interface is refused by the bus itself.
+        let other = try bus.busctl(["call"] + M + ["org.example.NotAllowed", "Anything"], as: ServiceTests.nobody)
+        XCTAssertNotEqual(other.status, 0)
+        XCTAssertTrue(other.log.contains("Access denied"), other.log)
+    }
+
+    func testGeoCluePolicyOnlyServiceUserEmitsClientSignals() throws {
+        let (bus, user) = try policyBus(geoclue: true)
+        defer { bus.stop() }
+        let gdbus = try requireTool("gdbus")
+        let peers = PeerLoop()
+        let app = try peers.connect(bus.address)
+        try app.addMatch("type='signal',interface='\(GeoClueAPI.clientInterfaceName)'")
+        func forge(as who: ServiceUser, location: String) throws -> Int32? {
+            try runLogged(TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv",
+                          who.setprivArgs() + [gdbus, "emit", "--address", bus.address, "--dest", app.uniqueName,
+                                               "--object-path", GeoClueAPI.clientPath(1),
+                                               "--signal", GeoClueAPI.clientInterfaceName + ".LocationUpdated",
+                                               "@o '/'", "@o '\(location)'"],
+                          environment: ["HOME": "/nonexistent"]).status
+        }
+        _ = try forge(as: ServiceTests.nobody, location: GeoClueAPI.locationPath(client: 1, 66))
+        XCTAssertEqual(try forge(as: user, location: GeoClueAPI.locationPath(client: 1, 0)), 0)
+        XCTAssertNotNil(app.waitForSignal("LocationUpdated", timeout: 10), "the service user's signal did not arrive")
+        peers.settle(0.3)
+        let news = app.signals(named: "LocationUpdated").compactMap { $0.arguments().last?.stringValue }
+        XCTAssertEqual(news, [GeoClueAPI.locationPath(client: 1, 0)], "a forged LocationUpdated from nobody got through")
+        XCTAssertTrue(bus.log().contains("Rejected send message"), bus.log())
+    }
+}
+
+/// Every regular file under `root`, as absolute paths inside it (logs excluded).
+fileprivate func installedFiles(_ root: String) -> Set<String> {
+    Set((FileManager.default.enumerator(atPath: root)?.compactMap { $0 as? String } ?? [])
+        .filter { !isDirectory(root + "/" + $0) && !$0.hasSuffix(".log") }
+        .map { "/" + $0 })
+}
