@@ -1,7 +1,9 @@
 # geoconsent: a consent-gated location daemon for Linux.
 #
 #   make run     install missing Debian packages, build a release, run the whole
-#                stack privately (bus, gpsd replaying data/track.nmea, daemon)
+#                stack privately (bus, gpsd replaying data/track.nmea, daemon);
+#                GEOCONSENT_GEOCLUE=1 make run: GeoClue2 served too, and a where-am-i
+#                command printed that uses the private bus
 #   make test    install missing Debian packages, build, run every test
 #   make install PREFIX=/usr DESTDIR=...   (see README "Install"; GEOCLUE=1: the GeoClue2 facade too)
 #   make deb     the Debian package in .build/deb, checked by lintian

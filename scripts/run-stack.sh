@@ -6,6 +6,11 @@
 #   nmea-replay --loop --now, replaying data/track.nmea (a drive around Berlin)
 #   geoconsentd --bus ADDR --gpsd 127.0.0.1:PORT --config CONF (idle-exit = 0) --state-dir TMP/state
 #
+# GEOCONSENT_GEOCLUE=1: the daemon also serves GeoClue2 (CONF gets
+# [geoclue] serve = true, as `make install GEOCLUE=1` does), and the script
+# prints a where-am-i command (geoclue-2-demo) that uses the private bus as
+# its system bus.
+#
 # BIN_DIR holds the built geoconsentd, geoconsentctl and nmea-replay (e.g.
 # .build/release). Nothing on the machine is touched: no fixed ports, no
 # system or session bus, nothing exported. Ctrl-C (or SIGTERM, or any exit)
@@ -136,13 +141,26 @@ start nmea-replay "$TMP/nmea-replay.log" \
 # 4. The daemon, with the defaults but for idle exit (nothing would start it
 #    again on this bus: there is no activation here) and a throwaway state dir.
 printf '[daemon]\nidle-exit = 0\n' >"$TMP/geoconsent.conf"
+GEOCLUE=no
+WHERE_AM_I=/usr/libexec/geoclue-2.0/demos/where-am-i
+if [[ ${GEOCONSENT_GEOCLUE:-0} == 1 ]]; then
+    GEOCLUE=yes
+    printf '[geoclue]\nserve = true\n' >>"$TMP/geoconsent.conf"
+    [[ -x $WHERE_AM_I ]] || echo "run-stack: warning: $WHERE_AM_I not found (apt-get install geoclue-2-demo)" >&2
+fi
 mkdir -m 0700 "$TMP/state"
 start geoconsentd "$TMP/geoconsentd.log" \
     "$BIN/geoconsentd" --bus "$BUS" --gpsd "127.0.0.1:$GPSD_PORT" \
     --config "$TMP/geoconsent.conf" --state-dir "$TMP/state"
 DAEMON_PID=${PIDS[-1]}
 
-# Ready when it owns its name on the bus (up to 10 s).
+# owns NAME: true when NAME has an owner on the private bus.
+owns() {
+    "$BUSCTL" --address="$BUS" call org.freedesktop.DBus /org/freedesktop/DBus \
+        org.freedesktop.DBus NameHasOwner s "$1" 2>/dev/null | grep -q true
+}
+
+# Ready when it owns its name (and GeoClue's, if asked) on the bus (up to 10 s).
 owned=no
 deadline=$((SECONDS + 10))
 while ((SECONDS < deadline)); do
@@ -154,8 +172,7 @@ while ((SECONDS < deadline)); do
         show_log "$TMP/geoconsentd.log"
         exit 1
     fi
-    if [[ -n $BUSCTL ]] && "$BUSCTL" --address="$BUS" call org.freedesktop.DBus /org/freedesktop/DBus \
-            org.freedesktop.DBus NameHasOwner s org.geoconsent.GeoConsent1 2>/dev/null | grep -q true; then
+    if [[ -n $BUSCTL ]] && owns org.geoconsent.GeoConsent1 && { [[ $GEOCLUE == no ]] || owns org.freedesktop.GeoClue2; }; then
         owned=yes
         break
     fi
@@ -164,7 +181,8 @@ while ((SECONDS < deadline)); do
 done
 if [[ $owned == no && -n $BUSCTL ]]; then
     echo "run-stack: warning: geoconsentd (pid $DAEMON_PID) runs but does not own" \
-         "org.geoconsent.GeoConsent1 after 10 s; see $TMP/geoconsentd.log" >&2
+         "org.geoconsent.GeoConsent1$([[ $GEOCLUE == yes ]] && echo ' and org.freedesktop.GeoClue2') after 10 s;" \
+         "see $TMP/geoconsentd.log" >&2
 fi
 
 # 5. A consent agent for your uid, so `geoconsentctl locate` works at once. It
@@ -181,12 +199,21 @@ if [[ ${GEOCONSENT_AGENT:-auto} != none && -x $BIN/geoconsentctl ]]; then
     done
 fi
 
+GEOCLUE_LINES=
+if [[ $GEOCLUE == yes ]]; then
+    GEOCLUE_LINES="
+
+GeoClue2 is served too (GEOCONSENT_GEOCLUE=1); an unmodified GeoClue client,
+with the private bus as its system bus:
+  DBUS_SYSTEM_BUS_ADDRESS='$BUS' $WHERE_AM_I -t 10 -a 8"
+fi
+
 cat <<EOF
 
 geoconsent stack is running (temp dir $TMP)
   bus      $BUS
   gpsd     127.0.0.1:$GPSD_PORT (NMEA in: udp 127.0.0.1:$NMEA_PORT, data/track.nmea looping)
-  daemon   pid $DAEMON_PID, log $TMP/geoconsentd.log
+  daemon   pid $DAEMON_PID, log $TMP/geoconsentd.log$([[ $GEOCLUE == yes ]] && echo ', serving org.freedesktop.GeoClue2 too')
   agent    $AGENT_LINE
   pids     $(for i in "${!PIDS[@]}"; do printf '%s=%s ' "${NAMES[i]}" "${PIDS[i]}"; done)
 
@@ -194,7 +221,7 @@ Try, in another terminal:
   $BIN/geoconsentctl --bus '$BUS' status
   $BIN/geoconsentctl --bus '$BUS' locate
   busctl --address='$BUS' introspect org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1
-  tail -f $TMP/geoconsentd.log
+  tail -f $TMP/geoconsentd.log$GEOCLUE_LINES
 
 The bus is private and nothing was exported: your DBUS_SESSION_BUS_ADDRESS is
 untouched, so give the address explicitly (--bus / --address) as above.
