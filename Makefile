@@ -118,11 +118,11 @@ clean:
 # under SYSCONFDIR/dbus-1/system.d; the default config in
 # SYSCONFDIR/geoconsent, never overwriting an existing one.
 #
-# GEOCLUE=1 also installs the GeoClue2 facade's files (docs/geoclue.md,
-# "Switching over"): the bus policy and activation file for
-# org.freedesktop.GeoClue2 beside ours, and the drop-in
-# SYSCONFDIR/geoconsent/conf.d/50-geoclue.conf ([geoclue] serve = true). The
-# activation file has GeoClue's own path: GeoClue must be gone or masked.
+# GEOCLUE=1 also installs the GeoClue2 facade's files (install-geoclue;
+# docs/geoclue.md, "Switching over"): the bus policy and activation file for
+# org.freedesktop.GeoClue2 beside ours, and the unit drop-in
+# geoconsentd.service.d/geoclue.conf (--geoclue). The activation file has
+# GeoClue's own path: GeoClue must be gone or masked.
 PREFIX ?= /usr/local
 GEOCLUE ?=
 SYSCONFDIR ?= /etc
@@ -146,9 +146,9 @@ INSTALL_NEEDS :=
 INSTALL_FROM = $(BINDIR_SRC)
 endif
 
-.PHONY: install uninstall
+.PHONY: install install-geoclue uninstall
 
-install: $(INSTALL_NEEDS)
+install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 	@test -x "$(INSTALL_FROM)/geoconsentd" -a -x "$(INSTALL_FROM)/geoconsentctl" || \
 	  { echo "install: no geoconsentd/geoconsentctl in '$(INSTALL_FROM)'" >&2; exit 1; }
 	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)/gpsd.service.d" \
@@ -176,18 +176,27 @@ install: $(INSTALL_NEEDS)
 	  echo "$(INSTALL) -m 0644 config/geoconsent.conf $(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
 	  $(INSTALL) -m 0644 config/geoconsent.conf "$(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
 	fi
-ifeq ($(GEOCLUE),1)
-	$(INSTALL) -m 0644 dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf "$(DESTDIR)$(DBUSPOLICYDIR)/"
-	$(INSTALL) -m 0644 dbus-policy/org.freedesktop.GeoClue2.service "$(DESTDIR)$(DBUSDATADIR)/system-services/"
-	$(INSTALL) -m 0644 config/conf.d/50-geoclue.conf "$(DESTDIR)$(SYSCONFDIR)/geoconsent/conf.d/"
-	@if [ -z "$(DESTDIR)" ]; then \
-	  echo "install: GeoClue2 facade: systemctl mask --now geoclue.service, then reload dbus (docs/geoclue.md)"; \
-	fi
-endif
 	@if [ -z "$(DESTDIR)" ]; then \
 	  echo "install: now run: systemd-sysusers; systemctl daemon-reload; systemctl reload dbus;"; \
 	  echo "         systemctl stop gpsd.service gpsd.socket geoconsentd.service; systemctl start gpsd.socket"; \
 	  echo "         (README \"Install\")"; \
+	fi
+
+# The GeoClue2 facade's files alone (GEOCLUE=1 above; debian/rules installs them
+# into the package geoconsent-geoclue).
+install-geoclue:
+	$(INSTALL) -d "$(DESTDIR)$(DBUSPOLICYDIR)" "$(DESTDIR)$(DBUSDATADIR)/system-services" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d"
+	$(INSTALL) -m 0644 dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf "$(DESTDIR)$(DBUSPOLICYDIR)/"
+	$(INSTALL) -m 0644 dbus-policy/org.freedesktop.GeoClue2.service "$(DESTDIR)$(DBUSDATADIR)/system-services/"
+	sed 's|^ExecStart=/usr/bin/geoconsentd |ExecStart=$(BINDIR)/geoconsentd |' systemd/geoconsentd.service.d/geoclue.conf \
+	  > "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/geoclue.conf.tmp"
+	$(INSTALL) -m 0644 "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/geoclue.conf.tmp" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/geoclue.conf"
+	rm -f "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/geoclue.conf.tmp"
+	@if [ -z "$(DESTDIR)" ]; then \
+	  echo "install: GeoClue2 facade: systemctl mask --now geoclue.service; systemctl daemon-reload;"; \
+	  echo "         systemctl reload dbus; systemctl try-restart geoconsentd.service (docs/geoclue.md)"; \
 	fi
 
 # Removes what install put there, except the config (yours) and the state.
@@ -204,7 +213,8 @@ uninstall:
 	@# The GeoClue2 facade's files (GEOCLUE=1), if they are ours: the activation
 	@# file has GeoClue's path, so it goes only when it names our unit.
 	rm -f "$(DESTDIR)$(DBUSPOLICYDIR)/org.freedesktop.GeoClue2.geoconsent.conf" \
-	  "$(DESTDIR)$(SYSCONFDIR)/geoconsent/conf.d/50-geoclue.conf"
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/geoclue.conf"
 	@f="$(DESTDIR)$(DBUSDATADIR)/system-services/org.freedesktop.GeoClue2.service"; \
 	  if grep -qx 'SystemdService=geoconsentd.service' "$$f" 2>/dev/null; then echo "rm -f $$f"; rm -f "$$f"; fi
-	-rmdir "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" 2>/dev/null
+	-rmdir "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d" 2>/dev/null

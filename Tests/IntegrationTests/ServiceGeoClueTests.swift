@@ -15,7 +15,7 @@ extension ServiceTests {
          "dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf"),
         ("/usr/share/dbus-1/system-services/org.freedesktop.GeoClue2.service",
          "dbus-policy/org.freedesktop.GeoClue2.service"),
-        ("/etc/geoconsent/conf.d/50-geoclue.conf", "config/conf.d/50-geoclue.conf"),
+        ("/usr/lib/systemd/system/geoconsentd.service.d/geoclue.conf", "systemd/geoconsentd.service.d/geoclue.conf"),
     ]
 
     func testMakeInstallWithGeoClueShipsExactlyTheFacadeFiles() throws {
@@ -38,7 +38,7 @@ extension ServiceTests {
                                                             andPath: geoclue.dir.path + "/root" + installed),
                           "\(installed) differs from \(source)")
         }
-        // The activation file starts our unit; the drop-in switches the facade on.
+        // The activation file starts our unit; the unit drop-in switches the facade on.
         let activation = try String(contentsOfFile: ServiceTests.root + "/dbus-policy/org.freedesktop.GeoClue2.service", encoding: .utf8)
         for line in ["Name=\(GeoClueAPI.busName)", "Exec=/bin/false", "User=geoconsent", "SystemdService=geoconsentd.service"] {
             XCTAssertTrue(activation.split(separator: "\n").contains(Substring(line)), "activation file lacks \(line)")
@@ -52,8 +52,8 @@ extension ServiceTests {
         XCTAssertEqual(installedFiles(geoclue.dir.path + "/root"), ["/etc/geoconsent/geoconsent.conf"])
     }
 
-    /// The daemon is started with `[geoclue] serve = true` from the drop-in, as
-    /// the service user with CAP_SYS_PTRACE, as the unit runs it.
+    /// The daemon serves GeoClue2 (`[geoclue] serve = true`, as `--geoclue` in
+    /// the unit drop-in), as the service user with CAP_SYS_PTRACE, as the unit runs it.
     func testGeoCluePolicyOnlyServiceUserOwnsTheNameAndAnyoneCallsIt() throws {
         let (bus, user) = try policyBus(geoclue: true)
         defer { bus.stop() }
@@ -67,8 +67,7 @@ extension ServiceTests {
             XCTAssertEqual(r.output.trimmingCharacters(in: .whitespacesAndNewlines), "u 1", "\(who.name): \(r.log)")
         }
 
-        let dropIn = try String(contentsOfFile: ServiceTests.root + "/config/conf.d/50-geoclue.conf", encoding: .utf8)
-        let daemon = try bus.startDaemon(as: user, withPtrace: true, config: dropIn)
+        let daemon = try bus.startDaemon(as: user, withPtrace: true, config: "[geoclue]\nserve = true\n")
         defer { daemon.stop() }
         let owner = try bus.busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                     "NameHasOwner", "s", GeoClueAPI.busName], as: ServiceTests.nobody)
@@ -89,6 +88,38 @@ extension ServiceTests {
         let other = try bus.busctl(["call"] + M + ["org.example.NotAllowed", "Anything"], as: ServiceTests.nobody)
         XCTAssertNotEqual(other.status, 0)
         XCTAssertTrue(other.log.contains("Access denied"), other.log)
+    }
+
+    /// The unit drop-in as systemd reads it: beside the unit, ExecStart= replaced
+    /// by the same binary with --geoclue, and nothing else.
+    func testGeoClueUnitDropInPassesSystemdAnalyzeVerify() throws {
+        let analyze = try requireTool("systemd-analyze")
+        let dir = try TempDir()
+        let units = dir.file("units")
+        try makeDirs(units + "/geoconsentd.service.d")
+        let daemon = TestPaths.binDir + "/geoconsentd"
+        let source = "\nExecStart=/usr/bin/geoconsentd"
+        let unit = try String(contentsOfFile: ServiceTests.unitFile, encoding: .utf8)
+        let dropIn = try String(contentsOfFile: ServiceTests.root + "/systemd/geoconsentd.service.d/geoclue.conf", encoding: .utf8)
+        XCTAssertTrue(dropIn.contains("\n[Service]\nExecStart=\nExecStart=/usr/bin/geoconsentd --geoclue\n"), dropIn)
+        XCTAssertEqual(dropIn.split(separator: "\n").filter { !$0.hasPrefix("#") }, ["[Service]", "ExecStart=", "ExecStart=/usr/bin/geoconsentd --geoclue"])
+        try unit.replacingOccurrences(of: source + "\n", with: "\nExecStart=\(daemon)\n")
+            .write(toFile: units + "/geoconsentd.service", atomically: true, encoding: .utf8)
+        try dropIn.replacingOccurrences(of: source + " ", with: "\nExecStart=\(daemon) ")
+            .write(toFile: units + "/geoconsentd.service.d/geoclue.conf", atomically: true, encoding: .utf8)
+        let r = try runLogged(analyze, ["verify", units + "/geoconsentd.service"],
+                              environment: ["MANPATH": try manTree(in: dir) + ":", "SYSTEMD_LOG_COLOR": "0"], timeout: 60)
+        let ours = (r.output + r.log).split(separator: "\n").filter { $0.contains("geoconsent") }
+        XCTAssertEqual(r.status, 0, "systemd-analyze verify failed:\n\(r.output)\(r.log)")
+        XCTAssertTrue(ours.isEmpty, "systemd-analyze verify complains:\n\(ours.joined(separator: "\n"))")
+        // Canary: the same run must read the drop-in, or the clean result proves nothing about it.
+        try (dropIn + "NoSuchSettingForTheCanary=1\n").write(toFile: units + "/geoconsentd.service.d/geoclue.conf",
+                                                             atomically: true, encoding: .utf8)
+        let c = try runLogged(analyze, ["verify", units + "/geoconsentd.service"],
+                              environment: ["MANPATH": dir.file("man") + ":", "SYSTEMD_LOG_COLOR": "0"], timeout: 60)
+        XCTAssertTrue((c.output + c.log).contains("NoSuchSettingForTheCanary"), "verify did not read the drop-in:\n\(c.log)")
+        // And the daemon accepts the option the drop-in gives it.
+        XCTAssertTrue(try ChildProcess.run(daemon, ["--geoclue", "--introspect"]).output.contains(GeoClueAPI.managerInterfaceName))
     }
 
     func testGeoCluePolicyOnlyServiceUserEmitsClientSignals() throws {
