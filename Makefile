@@ -185,6 +185,13 @@ install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 # The GeoClue2 facade's files alone (GEOCLUE=1 above; debian/rules installs them
 # into the package geoconsent-geoclue).
 install-geoclue:
+	@# GeoClue's own activation file has the same path under PREFIX=/usr: never
+	@# overwrite another package's file (remove geoclue-2.0 first, or use /usr/local).
+	@f="$(DESTDIR)$(DBUSDATADIR)/system-services/org.freedesktop.GeoClue2.service"; \
+	  if [ -e "$$f" ] && ! grep -qx 'SystemdService=geoconsentd.service' "$$f"; then \
+	    echo "install: $$f is GeoClue's own; remove geoclue-2.0 first, or install under PREFIX=/usr/local (docs/geoclue.md)" >&2; \
+	    exit 1; \
+	  fi
 	$(INSTALL) -d "$(DESTDIR)$(DBUSPOLICYDIR)" "$(DESTDIR)$(DBUSDATADIR)/system-services" \
 	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d"
 	$(INSTALL) -m 0644 dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf "$(DESTDIR)$(DBUSPOLICYDIR)/"
