@@ -60,6 +60,8 @@ public final class BusPeer {
     /// An asynchronous call; `result` is set when the reply comes.
     public final class PendingCall {
         public internal(set) var result: Result<[DBusValue], DBusError>?
+        /// Monotonic time (ns) the reply was dispatched; 0 until then.
+        public internal(set) var completedAt: UInt64 = 0
         public var isDone: Bool { result != nil }
     }
 
@@ -70,6 +72,7 @@ public final class BusPeer {
             let m = try Message.methodCall(destination: destination, path: path, interface: interface, member: member)
             try m.append(args)
             connection.call(m, timeout: timeout) { r in
+                p.completedAt = EventLoop.monotonicNanos()
                 p.result = r.map { $0.arguments() }
             }
         } catch let e as DBusError {

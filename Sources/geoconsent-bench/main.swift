@@ -26,8 +26,10 @@ if CommandLine.arguments.contains("--help") {
 struct Counts {
     var fixes = 200, fanout = [1, 100, 1000], fanoutRounds = 20, calls = 2000, pipelined = 5000
     var churn = 10_000, sessions = 10_000, idleSeconds = 10.0, activations = 20
+    /// GeoClue2 facade clients, compared with the fan-out row of the same size.
+    var geoclue = [1, 100]
     static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
-                              churn: 50, sessions: 100, idleSeconds: 1, activations: 3)
+                              churn: 50, sessions: 100, idleSeconds: 1, activations: 3, geoclue: [1, 10])
 }
 var counts = quick ? Counts.quick : Counts()
 // BENCH_FANOUT=1,100 picks the fan-out sizes, BENCH_FANOUT_ROUNDS their rounds (profiling one phase).
@@ -38,7 +40,8 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
     counts.fanoutRounds = r
 }
 
-// BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=calls runs only
+// BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=fixes after the
+// fan-out and GeoClue2 facade phases that follow it, BENCH_ONLY=calls runs only
 // the calls phase, BENCH_ONLY=startup only starts and stops the daemon (profiling
 // one path, e.g. with BENCH_DAEMON running callgrind).
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
@@ -259,6 +262,7 @@ if only != "calls" {
 
     // MARK: 2. Fan-out
 
+    var fanoutLast: [Int: Double] = [:]
     for n in counts.fanout {
         print("bench: fan-out to \(n) sessions")
         var subs: [BusPeer] = []
@@ -297,8 +301,44 @@ if only != "calls" {
         rows.append(Row(section: "fan-out \(n)", name: "last arrival p50", value: last.p50, unit: "µs",
                         floorName: "gpsd client + last of \(n) bare signals", floor: gpsdLatency.p50 + floor.last.p50,
                         target: n == 100 ? .ratioAtMost(1.3) : nil))
+        fanoutLast[n] = last.p50
         for s in subs { s.connection.close() }
         peers.settle(0.2)
+    }
+
+    // MARK: 2b. The GeoClue2 facade (GeoClueLatency.swift)
+
+    let inHand: [Int: InHandTimes]
+    do {
+        inHand = try geoClueInHandLatency(gpsd: gpsd, clientCounts: counts.geoclue, rounds: counts.fanoutRounds * 2,
+                                          epoch: nextEpoch)
+    } catch {
+        fail("\(error)")
+    }
+    for n in counts.geoclue {
+        guard let t = inHand[n] else { continue }
+        let section = "GeoClue2 facade, \(n) client\(n == 1 ? "" : "s")"
+        let what = "NMEA sent -> LocationUpdated -> GetAll in hand"
+        if n == 1 {
+            rows.append(Row(section: section, name: what + " p50", value: t.last.p50, unit: "µs",
+                            floorName: "own API: NMEA sent -> LocationUpdated p50", floor: daemonLatency.p50,
+                            target: .ratioAtMost(1.3)))
+            rows.append(Row(section: section, name: what + " p99", value: t.last.p99, unit: "µs",
+                            floorName: "own API: NMEA sent -> LocationUpdated p99", floor: daemonLatency.p99))
+            rows.append(Row(section: section, name: what + " p50, vs the floors", value: t.last.p50, unit: "µs",
+                            floorName: "gpsd JSON client + bare signal p50", floor: gpsdLatency.p50 + oneSignal.first.p50))
+        } else {
+            rows.append(Row(section: section, name: "first client: " + what + " p50", value: t.first.p50, unit: "µs",
+                            floorName: "gpsd client + first bare signal", floor: gpsdLatency.p50 + oneSignal.first.p50))
+            rows.append(Row(section: section, name: "last client: " + what + " p50", value: t.last.p50, unit: "µs",
+                            floorName: fanoutLast[n] != nil ? "own API: fan-out \(n) last arrival p50" : nil,
+                            floor: fanoutLast[n], target: fanoutLast[n] != nil ? .ratioAtMost(1.3) : nil))
+        }
+    }
+    if only == "fixes" {
+        daemon.stop(); gpsd.stop(); bus.stop()
+        printTable(rows)
+        exit(0)
     }
 
 }

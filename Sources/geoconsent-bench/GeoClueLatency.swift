@@ -1,0 +1,107 @@
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+// The GeoClue2 facade's fix latency: NMEA sent -> LocationUpdated -> the new
+// Location object's properties in hand (the GetAll every GeoClue client does
+// on the new path), for `n` client objects, each on its own connection.
+//
+// The facade runs in a daemon of its own ([geoclue] serve = true) on a bus of
+// its own, fed by the same gpsd, so the other phases measure the daemon they
+// always did; the comparison is with our own API's rows of the same run.
+
+/// Per round: when the first and the last client had the fix's properties in hand.
+struct InHandTimes {
+    var first = Sample(), last = Sample()
+}
+
+/// An agent that answers Allow While Using: the first `Start` prompts and
+/// stores it, every later one is answered from the store (no prompt per client).
+final class AllowWhileUsingAgent {
+    static let interface = Interface<AllowWhileUsingAgent>(GeoConsentAPI.agent, methods: [
+        ConfirmCall.member: { _, call in call.reply(ConfirmReply.encode(.allowWhileUsing)) },
+        CancelCall.member: { _, call in call.reply() },
+    ])
+}
+
+/// Measures `rounds` fixes (after 2 warm-up ones) for each client count in
+/// `clientCounts`; `epoch` makes the next unique NMEA epoch.
+func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
+                          epoch: () -> (sentences: [String], micros: UInt64, iso: String)) throws -> [Int: InHandTimes] {
+    let bus = try TestBus()
+    defer { bus.stop() }
+    let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port,
+                                    configText: "[daemon]\ngpsd-linger = 0.5\n[geoclue]\nserve = true\n")
+    defer { daemon.stop() }
+    let peers = PeerLoop()
+    func must(_ r: Result<[DBusValue], DBusError>, _ what: String) throws -> [DBusValue] {
+        switch r {
+        case .success(let v): return v
+        case .failure(let e): throw HarnessError("GeoClue bench: \(what): \(e)\n\(daemon.log().suffix(3000))")
+        }
+    }
+    let agentPeer = try peers.connect(bus.address)
+    // The object server holds exported objects weakly: keep the agent for the whole run.
+    let agent = AllowWhileUsingAgent()
+    defer { withExtendedLifetime(agent) {} }
+    agentPeer.server.export(agent, at: "/bench/Agent", interfaces: [AllowWhileUsingAgent.interface])
+    _ = try must(agentPeer.call(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
+                                "RegisterAgent", [.objectPath("/bench/Agent")]), "RegisterAgent")
+    let dest = GeoClueAPI.busName, props = ObjectServer.properties
+
+    var out: [Int: InHandTimes] = [:]
+    for n in clientCounts {
+        print("bench: GeoClue2 facade, \(n) client\(n == 1 ? "" : "s")")
+        // As where-am-i: GetClient, Set accuracy (exact), Start; one connection each.
+        var clients: [(peer: BusPeer, path: String)] = []
+        for _ in 0..<n {
+            let p = try peers.connect(bus.address)
+            let r = try must(p.call(dest, GeoClueAPI.managerPath, GeoClueAPI.managerInterfaceName, "GetClient"), "GetClient")
+            guard let path = r.first?.stringValue else { throw HarnessError("GetClient returned \(r)") }
+            _ = try must(p.call(dest, path, props, "Set", [.string(GeoClueAPI.clientInterfaceName),
+                                                           .string("RequestedAccuracyLevel"), .variant(.uint32(8))]), "Set")
+            _ = try must(p.call(dest, path, GeoClueAPI.clientInterfaceName, "Start"), "Start")
+            clients.append((p, path))
+        }
+        var times = InHandTimes()
+        for round in 0..<(rounds + 2) {
+            let e = epoch()
+            let before = clients.map { $0.peer.signals.count }
+            var reads: [BusPeer.PendingCall?] = Array(repeating: nil, count: n)
+            let t0 = nowNanos()
+            gpsd.send(e.sentences)
+            // Each client reads its new Location as soon as its LocationUpdated is in.
+            let ok = peers.pump(timeout: 10) {
+                var all = true
+                for i in 0..<n {
+                    if let r = reads[i] { all = all && r.isDone; continue }
+                    let c = clients[i].peer
+                    guard let m = c.signals[before[i]...].first(where: { $0.member == "LocationUpdated" }),
+                          let new = m.arguments().last?.stringValue else { all = false; continue }
+                    reads[i] = c.callAsync(dest, new, props, "GetAll", [.string(GeoClueAPI.locationInterfaceName)])
+                    all = false
+                }
+                return all
+            }
+            let done = reads.compactMap { $0 }
+            // Only fixes of this epoch count (a fix gpsd dropped in warm-up is skipped).
+            let fresh = done.filter {
+                guard case .success(let v)? = $0.result,
+                      let loc = LocationProperties.decode(v.first?.vardictValue ?? [:]) else { return false }
+                return loc.timestamp == e.micros
+            }
+            if ok && fresh.count == n && round >= 2 {
+                let at = fresh.map(\.completedAt)
+                times.first.add(micros(at.min()! - t0))
+                times.last.add(micros(at.max()! - t0))
+            }
+            peers.settle(0.01)
+        }
+        if times.last.count == 0 { throw HarnessError("GeoClue bench: no fix reached all \(n) clients\n\(daemon.log().suffix(3000))") }
+        out[n] = times
+        for c in clients { c.peer.connection.close() }
+        peers.settle(0.2)
+    }
+    return out
+}
