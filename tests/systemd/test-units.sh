@@ -19,7 +19,10 @@
 #                 `make install`.
 #   deb           `apt install ./geoconsent_*.deb` from DEB_DIR (`make deb`),
 #                 whose maintainer scripts do the post-install steps; after the
-#                 checks, `apt purge` must leave nothing of ours but the system
+#                 checks, geoconsent-geoclue_*_all.deb from the same directory
+#                 (the GeoClue2 facade: replaces geoclue-2.0, the daemon owns
+#                 the name, activation by a GeoClue call, purge); then
+#                 `apt purge` must leave nothing of ours but the system
 #                 user, and give gpsd back to the machine.
 #
 # RELEASE_DIR also provides nmea-replay, which feeds gpsd the bundled track.
@@ -191,10 +194,38 @@ variant_deb() {
     expect "/etc/geoconsent/geoconsent.conf is a conffile" \
         eval 'ct_exec dpkg-query -W -f="\${Conffiles}" geoconsent | grep -q "^ */etc/geoconsent/geoconsent.conf "'
     run_checks
+    check_geoclue_package
     check_reinstall
     check_purge
     ct_teardown
     expect "the container is gone without a trace" test -z "$(ct_leftovers)"
+}
+
+# The GeoClue2 facade's package beside it (docs/geoclue.md, "Switching over"):
+# it replaces geoclue-2.0, the running daemon starts again with --geoclue and
+# owns org.freedesktop.GeoClue2, a GeoClue client's first call (as nobody)
+# starts the daemon through the bus, and purging the package lets go of the
+# name. Purged here, so that check_purge sees geoconsent alone.
+check_geoclue_package() {
+    local gdeb out
+    gdeb=$(compgen -G "$(dirname "$DEB")/geoconsent-geoclue_*_all.deb" | head -n 1)
+    [[ -n $gdeb ]] || { fail "no geoconsent-geoclue_*_all.deb beside $DEB (make deb)"; return; }
+    ct_exec timeout 20 geoconsentctl status >/dev/null 2>&1   # the daemon runs before
+    run_logged "apt install ./$(basename "$gdeb")" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y "$gdeb" || return
+    expect "geoclue-2.0 is replaced (Conflicts/Replaces)" \
+        eval '! ct_exec dpkg-query -W -f="\${db:Status-Abbrev}" geoclue-2.0 2>/dev/null | grep -q "^ii"'
+    expect "the running daemon started again and owns org.freedesktop.GeoClue2" wait_for 10 \
+        eval 'test "$(ct_exec busctl --system status org.freedesktop.GeoClue2 2>/dev/null | sed -n "s/^PID=//p")" = "$(daemon_pid)"'
+    ct_exec systemctl stop geoconsentd.service
+    out=$(as_nobody timeout 20 busctl --system call org.freedesktop.GeoClue2 /org/freedesktop/GeoClue2/Manager \
+        org.freedesktop.GeoClue2.Manager GetClient 2>&1)
+    expect "GetClient as nobody started the daemon through the bus: $out" \
+        eval '[[ $out == "o \"/org/freedesktop/GeoClue2/Client/"* && $(unit_prop geoconsentd.service ActiveState) == active ]]'
+    run_logged "apt purge geoconsent-geoclue" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent-geoclue
+    expect "after the purge the daemon runs without org.freedesktop.GeoClue2" wait_for 10 \
+        eval '! ct_exec busctl --system status org.freedesktop.GeoClue2 >/dev/null 2>&1 && ct_exec timeout 10 geoconsentctl status >/dev/null'
 }
 
 # An upgrade (here: the same version again) restarts a running daemon
