@@ -18,6 +18,8 @@ public final class Daemon {
     let core: ConsentCore
     let callers: CallerResolver
     let location: LocationService
+    /// The process of each session's first call, watched for its exit.
+    let processes: SessionProcessWatch
     private var signals: SignalPipe?
 
     /// Calls the core has not answered yet, by the id it knows them by.
@@ -67,7 +69,9 @@ public final class Daemon {
         location = LocationService(loop: loop, server: server, consent: core,
                                    host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
+        processes = SessionProcessWatch(loop: loop, connection: connection)
         connection.attach(to: loop)
+        processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
         do {
@@ -143,6 +147,7 @@ public final class Daemon {
         guard args.count == 3, case .string(let name) = args[0], case .string(let newOwner) = args[2],
               newOwner.isEmpty, name.hasPrefix(":") else { return false }
         callers.forget(name)
+        processes.forget(name)
         feed(.nameLeft(name))
         location.drop(session: name)
         // The core never answers the calls of a client that left while it waited on a
@@ -169,6 +174,13 @@ public final class Daemon {
             case .failure(let e): call.fail(e)
             }
         }
+    }
+
+    /// After a client call: a session that has just started gets its process
+    /// watched (the one its first call was resolved to, checked by start time).
+    func watchProcess(of caller: Caller) {
+        guard core.hasSession(caller.name) else { return }
+        processes.watch(session: caller.name, pid: caller.pid) { callers.isFirstProcess(caller.name) }
     }
 
     func feed(_ event: CoreEvent) {

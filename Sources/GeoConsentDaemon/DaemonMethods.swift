@@ -67,6 +67,7 @@ extension Daemon {
         withCaller(call) { [weak self] caller in
             guard let self else { return }
             self.feed(.client(self.hold(call), caller, request))
+            self.watchProcess(of: caller)
         }
     }
 

@@ -20,6 +20,9 @@ public final class ConsentCore {
         /// The prompt this session waits on.
         var waiting: Waiting?
         var updates = false
+        /// The process of the session's first call has exited while its
+        /// connection lives on (`processExited`): no temporary grant from now on.
+        var processGone = false
         var lastStatus: AuthorizationStatus
         var lastGranted: Bool
     }
@@ -111,6 +114,8 @@ public final class ConsentCore {
             answered(id, answer)
         case .nameLeft(let name):
             nameLeft(name)
+        case .processExited(let name):
+            processExited(name)
         }
         announceChanges()
         sessions.forgetChanges()
@@ -251,7 +256,8 @@ public final class ConsentCore {
         case .oneTime:
             if let r = record, r.oneTimeApproved, (r.oneTimeAccuracy ?? .full).covers(a) {
                 // Rule 3: the user confirmed the button once; later taps are silent.
-                grantTemporary(name, a)
+                // (No grant for a session whose process is gone: its status then.)
+                guard grantTemporary(name, a) else { return effects.append(.reply(call, .status(status(s)))) }
                 noteUse(app)
                 return effects.append(.reply(call, .status(.whenInUse)))
             }
@@ -263,11 +269,14 @@ public final class ConsentCore {
         ask(call, name, kind, o)
     }
 
-    private func grantTemporary(_ name: String, _ a: Accuracy) {
-        guard var s = sessions[name], !isRestricted(s.caller) else { return }
+    /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
+    @discardableResult
+    private func grantTemporary(_ name: String, _ a: Accuracy) -> Bool {
+        guard var s = sessions[name], !isRestricted(s.caller), !s.processGone else { return false }
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
+        return true
     }
 
     /// Whether a decision about `app` may be stored: its record exists, or its
@@ -422,6 +431,20 @@ public final class ConsentCore {
         if let (uid, _) = agents.first(where: { $0.value.name == name }) {
             dropAgent(uid)
         }
+    }
+
+    /// The process the session's first call came from has exited, and another
+    /// process holds its connection: the grant the user gave to what they
+    /// tapped in ends, as a one-time grant on iOS ends when the app goes away.
+    /// Stored decisions stay (they are the app's, not the process's); a
+    /// request for less accuracy stays in force while one of them grants.
+    private func processExited(_ name: String) {
+        guard var s = sessions[name], !s.processGone else { return }
+        s.processGone = true
+        s.tempGrant = nil
+        if effectiveAccuracy(s) == nil { s.limit = nil }
+        sessions[name] = s
+        // announceChanges sends AuthorizationChanged and ends the fixes if the grant is gone.
     }
 
     /// The agent is gone: its open prompts count as no answer.

@@ -114,6 +114,10 @@ public enum CoreEvent: Equatable, Sendable {
     case agentAnswered(requestID: String, AgentAnswer)
     /// A unique name left the bus.
     case nameLeft(String)
+    /// The process a session's first call came from has exited, while its
+    /// connection (this unique name) is still on the bus: another process
+    /// holds it now. The session's temporary grant ends and it gets no other.
+    case processExited(String)
 }
 
 /// A session as `ListSessions` shows it.
