@@ -91,9 +91,10 @@ CLEAN_MAKE_ENV := env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS
 deb: deps
 	$(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
 
-# Regenerates the committed introspection XML from the interface tables.
+# Regenerates the committed introspection XML from the interface tables (ours, GeoClue2's).
 introspection: build
 	$(SWIFT) run -q geoconsentd --introspect > interfaces/org.geoconsent.GeoConsent1.xml
+	$(SWIFT) run -q geoconsentd --geoclue --introspect > interfaces/org.freedesktop.GeoClue2.xml
 
 clean:
 	rm -rf .build

@@ -14,6 +14,13 @@
 #                                         groff (man pages render without warnings)
 #   python3-gi                            the policy test's interface-less calls
 #                                         (GDBus from /usr/bin/python3)
+#   geoclue-2-demo gir1.2-geoclue-2.0     real GeoClue2 clients for the tests of
+#                                         the GeoClue2 facade: where-am-i, and
+#                                         libgeoclue's GClue.Simple from Python;
+#                                         geoclue-2.0 comes with them, for its
+#                                         published interface XML (its service
+#                                         is only D-Bus activated on the system
+#                                         bus: nothing runs)
 #   make                                  make install test
 #   g++                                   libstdc++.a: the release links the Swift
 #                                         runtime's C++ runtime in (Makefile)
@@ -48,7 +55,7 @@
 set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
-      iproute2 libglib2.0-bin groff-base python3-gi make g++)
+      iproute2 libglib2.0-bin groff-base python3-gi make g++ geoclue-2-demo gir1.2-geoclue-2.0)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;

@@ -18,6 +18,8 @@ public final class Daemon {
     let core: ConsentCore
     let callers: CallerResolver
     let location: LocationService
+    /// GeoClue's API, when served (`--geoclue`, `[geoclue] serve`).
+    private(set) var geoclue: GeoClueFacade?
     /// The process of each session's first call, watched for its exit.
     let processes: SessionProcessWatch
     private var signals: SignalPipe?
@@ -74,6 +76,14 @@ public final class Daemon {
         processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
+        let serveGeoClue = options.serveGeoClue || config.serveGeoClue
+        if serveGeoClue {
+            let facade = GeoClueFacade(daemon: self)
+            facade.serve()
+            location.clientFixes = { [unowned facade] sessions, fix in facade.deliver(sessions, fix) }
+            location.inUseChanged = { [unowned facade] value in facade.inUseChanged(value) }
+            geoclue = facade
+        }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
@@ -81,6 +91,14 @@ public final class Daemon {
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
+            }
+            if serveGeoClue {
+                switch try connection.requestName(GeoClueAPI.busName) {
+                case .primaryOwner, .alreadyOwner: break
+                case .taken:
+                    throw StartupError("the name \(GeoClueAPI.busName) is already owned on the \(bus) " +
+                                       "(GeoClue runs: only one of them can serve it)")
+                }
             }
         } catch let e as StartupError {
             throw e
@@ -124,7 +142,8 @@ public final class Daemon {
             Log.info("received signal \(sig), exiting")
             self.loop.stop()
         }
-        Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName) as \(connection.uniqueName); " +
+        Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName)" +
+                 (geoclue != nil ? " and \(GeoClueAPI.busName)" : "") + " as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (callers.usesHelper ? "; callers identified by the identity helper, which alone holds CAP_SYS_PTRACE" : "") +
                  (core.enabled ? "" : "; location is switched off"))
@@ -147,6 +166,7 @@ public final class Daemon {
         guard args.count == 3, case .string(let name) = args[0], case .string(let newOwner) = args[2],
               newOwner.isEmpty, name.hasPrefix(":") else { return false }
         callers.forget(name)
+        geoclue?.connectionLeft(name)
         processes.forget(name)
         feed(.nameLeft(name))
         location.drop(session: name)
@@ -166,6 +186,11 @@ public final class Daemon {
         return id
     }
 
+    /// Fails a call the core holds but will not answer any more (its session ended).
+    func abandon(_ id: CallID, _ error: DBusError) {
+        calls.removeValue(forKey: id)?.fail(error)
+    }
+
     /// Resolves the caller, then hands the event the closure builds to the core.
     func withCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void) {
         callers.resolve(call.sender) { result in
@@ -176,11 +201,12 @@ public final class Daemon {
         }
     }
 
-    /// After a client call: a session that has just started gets its process
-    /// watched (the one its first call was resolved to, checked by start time).
-    func watchProcess(of caller: Caller) {
+    /// After a client call: a connection whose first session has just started
+    /// gets its process watched (the one its first call was resolved to,
+    /// checked by start time). Client objects' sessions share their connection's.
+    private func watchProcess(of caller: Caller) {
         guard core.hasSession(caller.name) else { return }
-        processes.watch(session: caller.name, pid: caller.pid) { callers.isFirstProcess(caller.name) }
+        processes.watch(connection: caller.connection, pid: caller.pid) { callers.isFirstProcess(caller.connection) }
     }
 
     func feed(_ event: CoreEvent) {
@@ -189,6 +215,7 @@ public final class Daemon {
         sessionPeak = max(sessionPeak, count)
         if count >= 256 { crowdSinceEmpty = true }
         execute(effects)
+        if case .client(_, let caller, _) = event { watchProcess(of: caller) }
         checkIdle()
     }
 
@@ -223,6 +250,9 @@ public final class Daemon {
                 call.reply(encode(reply))
             case .fail(let id, let error):
                 calls.removeValue(forKey: id)?.fail(error.dbusError)
+                geoclue?.startFailed(id, error.dbusError)
+            case .authorizationChanged(let session, _) where Caller.isClientSession(session):
+                break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
             case .authorizationChanged(let session, let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status),
@@ -250,8 +280,17 @@ public final class Daemon {
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                          changed: DaemonProperties.changed(DaemonProperties.enabled, value))
+                geoclue?.enabledChanged()
             case .startUpdates(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
+                if let saveFailure {
+                    // A client object's Start right after a decision that is not on disk.
+                    let e = DBusError.failed("Could not store the decision: \(saveFailure)")
+                    call.fail(e)
+                    geoclue?.startFailed(id, e)
+                    continue
+                }
+                geoclue?.started(id)
                 location.startUpdates(call, id: id, session: session, options: options)
             case .stopUpdates(let id, let session):
                 let held = id.flatMap { id in calls.removeValue(forKey: id).map { (id: id, call: $0) } }
@@ -261,6 +300,7 @@ public final class Daemon {
                 location.locate(call, id: id, session: session, options: options)
             case .grantEnded(let session):
                 location.drop(session: session)
+                geoclue?.grantEnded(session)
             }
         }
     }

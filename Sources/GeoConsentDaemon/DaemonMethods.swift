@@ -67,7 +67,6 @@ extension Daemon {
         withCaller(call) { [weak self] caller in
             guard let self else { return }
             self.feed(.client(self.hold(call), caller, request))
-            self.watchProcess(of: caller)
         }
     }
 

@@ -7,6 +7,8 @@ public struct DaemonOptions: Equatable {
     public var configFile: String?
     /// nil: from the config (default /var/lib/geoconsent).
     public var stateDir: String?
+    /// Also serve GeoClue's API (`--geoclue`), whatever the config says.
+    public var serveGeoClue = false
     public var action: Action = .run
 
     public enum Action: Equatable { case run, help, version, introspect }
@@ -22,7 +24,10 @@ public struct DaemonOptions: Equatable {
       --config FILE                 read only FILE (default: /etc/geoconsent/geoconsent.conf
                                     and /etc/geoconsent/conf.d/*.conf)
       --state-dir DIR               where consents are kept (default: /var/lib/geoconsent)
+      --geoclue                     also own org.freedesktop.GeoClue2 and serve GeoClue's
+                                    API (default: [geoclue] serve in the config)
       --introspect                  print the D-Bus introspection XML and exit
+                                    (with --geoclue: GeoClue's)
       --version                     print the version and exit
       --help                        print this help and exit
 
@@ -62,6 +67,9 @@ public struct DaemonOptions: Equatable {
                 let d = try value(a, inline: inline)
                 guard d.hasPrefix("/") else { throw UsageError("--state-dir wants an absolute path") }
                 o.stateDir = d
+            case "--geoclue":
+                guard inline == nil else { throw UsageError("--geoclue takes no value") }
+                o.serveGeoClue = true
             case "--introspect": o.action = .introspect
             case "--version": o.action = .version
             case "--help", "-h": o.action = .help

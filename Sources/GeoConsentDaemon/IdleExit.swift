@@ -19,7 +19,7 @@ extension Daemon {
     /// Nothing to keep: no client, agent, prompt, call in progress or pending write.
     var isIdle: Bool {
         core.sessionCount == 0 && core.agentCount == 0 && core.openPromptCount == 0 && calls.isEmpty
-            && !callers.isResolving && lazySaveTimer == nil
+            && !callers.isResolving && lazySaveTimer == nil && geoclue?.isIdle != false
     }
 
     /// Starts the idle countdown when idle, stops it when not. Cheap: called
@@ -40,20 +40,25 @@ extension Daemon {
     private func idleTimedOut() {
         idleTimer = nil
         guard isIdle else { return checkIdle() }
-        Log.info("idle for \(formatSeconds(config.idleExit)): giving up \(GeoConsentAPI.busName) and exiting; "
+        Log.info("idle for \(formatSeconds(config.idleExit)): giving up \(GeoConsentAPI.busName)"
+                 + (geoclue != nil ? " and \(GeoClueAPI.busName)" : "") + " and exiting; "
                  + "the bus starts geoconsentd again on the next call")
         releasedName = true
         notifyServiceManager("STOPPING=1")
-        do {
-            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus", member: "ReleaseName")
-            try m.append([.string(GeoConsentAPI.busName)])
-            connection.call(m, timeout: 10) { result in
-                if case .failure(let e) = result { Log.error("ReleaseName failed: \(e.name): \(e.message)") }
+        // GeoClue's name first: the drain waits for NameLost of ours, which the
+        // bus sends after everything it routed to either name before.
+        for name in (geoclue != nil ? [GeoClueAPI.busName] : []) + [GeoConsentAPI.busName] {
+            do {
+                let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                               interface: "org.freedesktop.DBus", member: "ReleaseName")
+                try m.append([.string(name)])
+                connection.call(m, timeout: 10) { result in
+                    if case .failure(let e) = result { Log.error("ReleaseName failed: \(e.name): \(e.message)") }
+                }
+            } catch {
+                Log.error("cannot release \(name): \(error)")
+                loop.stop()
             }
-        } catch {
-            Log.error("cannot release \(GeoConsentAPI.busName): \(error)")
-            loop.stop()
         }
         // Should the bus never say NameLost, do not linger for ever.
         _ = loop.schedule(after: 10) { [weak self] in

@@ -23,6 +23,10 @@ final class LocationService {
     private var timers: [LocationTimer: EventLoop.Token] = [:]
     /// Calls the core has not answered yet, by the consent core's ids.
     private var held: [CallID: MethodCall] = [:]
+    /// Where fixes for client objects' sessions go (`Caller.isClientSession`)
+    /// when the GeoClue facade is served, and `InUse` changes with them.
+    var clientFixes: ((_ sessions: [String], _ fix: Fix) -> Void)?
+    var inUseChanged: ((Bool) -> Void)?
 
     var gpsdConnected: Bool { core.gpsdConnected }
     var inUse: Bool { core.inUse }
@@ -55,6 +59,11 @@ final class LocationService {
         feed(.stopUpdates(call?.id, session: session))
     }
 
+    /// New filters for a session whose updates run (a client object's thresholds).
+    func setUpdateOptions(session: String, _ options: UpdateOptions) {
+        feed(.setUpdateOptions(session: session, options))
+    }
+
     /// The session's grant ended (or it left): nothing more reaches it.
     func drop(session: String) {
         feed(.drop(session: session))
@@ -83,10 +92,20 @@ final class LocationService {
                 held.removeValue(forKey: id)?.reply(LocationBody.encode(encoded.value(fix, acc)))
             case .fail(let id, let failure):
                 held.removeValue(forKey: id)?.fail(DBusError(failure.dbusName, failure.message))
-            case .locationUpdated(let sessions, let acc, let fix):
+            case .locationUpdated(var sessions, let acc, let fix):
+                if let clientFixes {
+                    let clients = sessions.filter(Caller.isClientSession)
+                    if !clients.isEmpty {
+                        clientFixes(clients, fix)
+                        sessions.removeAll(where: Caller.isClientSession)
+                    }
+                }
+                guard !sessions.isEmpty else { continue }
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: LocationUpdatedSignal.member, LocationBody.encode(encoded.value(fix, acc)),
                             destinations: sessions)
+            case .locationError(let session, _) where Caller.isClientSession(session):
+                break   // GeoClue has no such signal: its clients just get no fix
             case .locationError(let session, let failure):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: LocationErrorSignal.member,
@@ -96,6 +115,7 @@ final class LocationService {
                 propertyChanged(DaemonProperties.gpsdConnected, value)
             case .inUseChanged(let value):
                 propertyChanged(DaemonProperties.inUse, value)
+                inUseChanged?(value)
             case .connect:
                 connector.connect { [weak self] result in self?.connected(result) }
             case .disconnect:

@@ -34,7 +34,7 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible {
 ///   start of the value) begins a comment. `;` is not a comment there, because it
 ///   separates the app-ids of `allow`; a `#` with no blank before it is part of the
 ///   value, so paths like `/opt/a#b` survive.
-/// - Sections: `[daemon]`, `[agents]`, `[app "APP_ID"]`. Inside the quotes `\"`
+/// - Sections: `[daemon]`, `[agents]`, `[limits]`, `[geoclue]`, `[app "APP_ID"]`. Inside the quotes `\"`
 ///   and `\\` stand for `"` and `\`; any other backslash escape is an error.
 /// - A key given twice wins with its later value, in one file or across files,
 ///   so the parser merges into an existing `Config` instead of returning a new one.
@@ -145,6 +145,14 @@ public enum ConfigParser {
                 default:
                     throw fail("unknown key '\(key)' in [limits]")
                 }
+            case .geoclue:
+                switch key {
+                case "serve":
+                    guard let v = Bool(value) else { throw fail("serve must be 'true' or 'false', not '\(value)'") }
+                    result.serveGeoClue = v
+                default:
+                    throw fail("unknown key '\(key)' in [geoclue]")
+                }
             case .app(let appID):
                 switch key {
                 case "policy":
@@ -164,6 +172,7 @@ public enum ConfigParser {
         case daemon
         case agents
         case limits
+        case geoclue
         case app(String)
     }
 
@@ -202,7 +211,7 @@ public enum ConfigParser {
             while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
         }
         guard i < line.endIndex, line[i] == "]" else {
-            throw fail("malformed section header: expected [daemon], [agents], [limits] or [app \"APP_ID\"]")
+            throw fail("malformed section header: expected [daemon], [agents], [limits], [geoclue] or [app \"APP_ID\"]")
         }
         let rest = trim(line[line.index(after: i)...])
         if !rest.isEmpty, rest.first != "#", rest.first != ";" {
@@ -212,6 +221,7 @@ public enum ConfigParser {
         case ("daemon", nil): return .daemon
         case ("agents", nil): return .agents
         case ("limits", nil): return .limits
+        case ("geoclue", nil): return .geoclue
         case ("app", let id?):
             if id.isEmpty { throw fail("empty app-id in [app \"\"]") }
             return .app(id)

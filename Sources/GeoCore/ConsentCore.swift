@@ -20,9 +20,6 @@ public final class ConsentCore {
         /// The prompt this session waits on.
         var waiting: Waiting?
         var updates = false
-        /// The process of the session's first call has exited while its
-        /// connection lives on (`processExited`): no temporary grant from now on.
-        var processGone = false
         var lastStatus: AuthorizationStatus
         var lastGranted: Bool
     }
@@ -45,6 +42,8 @@ public final class ConsentCore {
         var session: String
         var kind: PromptKind
         var options: AuthOptions
+        /// A client object's `Start`: the updates to start once granted.
+        var start: UpdateOptions?
     }
 
     struct Prompt {
@@ -65,6 +64,10 @@ public final class ConsentCore {
     /// Requests waiting for the app's open prompt to end before they are evaluated afresh.
     private var queued: [AppKey: [Waiter]] = [:]
     private var nextPromptID = 1
+    /// Connections whose first process exited while they live on in another
+    /// process (`processExited`): none of their sessions holds a temporary
+    /// grant. Kept until the name leaves the bus.
+    private var processGone: Set<String> = []
 
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
@@ -72,6 +75,11 @@ public final class ConsentCore {
     /// `Enabled` changed in this event: every session may have a new status.
     private var allChanged = false
     private var now: UInt64 = 0
+
+    /// Seconds a prompt opened for a client object's `Start` may stay open: GeoClue
+    /// clients call `Start` with GDBus's default timeout of 25 s, and an answer
+    /// after that reaches nobody.
+    public static let clientPromptTimeout: Double = 20
 
     public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true) {
         self.config = config
@@ -114,6 +122,8 @@ public final class ConsentCore {
             answered(id, answer)
         case .nameLeft(let name):
             nameLeft(name)
+        case .sessionEnded(let name):
+            endSession(name)
         case .processExited(let name):
             processExited(name)
         }
@@ -224,20 +234,51 @@ public final class ConsentCore {
         case .requestLocation(let options):
             guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
             effects.append(.locate(call, session: name, options))
+        case .start(let o, let updates):
+            authorize(call, name, .whenInUse, o, start: updates)
+        }
+    }
+
+    /// The answer to an authorization request: the status that applies, or for a
+    /// client object's `Start` (`start` set) its updates, or `accessDenied` saying
+    /// why there is no grant.
+    private func conclude(_ call: CallID, _ name: String, _ status: AuthorizationStatus, _ start: UpdateOptions?) {
+        guard let start else { return effects.append(.reply(call, .status(status))) }
+        guard var s = sessions[name] else { return }
+        guard effectiveAccuracy(s) != nil else {
+            return effects.append(.fail(call, .accessDenied(refusal(s, status))))
+        }
+        s.updates = true
+        sessions[name] = s
+        effects.append(.startUpdates(call, session: name, start))
+    }
+
+    /// Why a client object's `Start` is refused, for its caller.
+    private func refusal(_ s: Session, _ status: AuthorizationStatus) -> String {
+        let app = s.caller.appID
+        switch status {
+        case .restricted:
+            return enabled ? "The administrator does not allow \(app) to use location (policy = restricted)"
+                           : "Location is switched off"
+        case .denied:
+            return "Location access for \(app) was denied (the user chose Don't Allow)"
+        case .notDetermined, .always, .whenInUse:
+            return "The location prompt for \(app) was not answered"
         }
     }
 
     /// `RequestOneTimeAuthorization` and `RequestWhenInUseAuthorization`, rules 1-4 of docs/dbus-api.md.
-    private func authorize(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions) {
+    private func authorize(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions,
+                           start: UpdateOptions? = nil) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
         let a = o.accuracy
-        if isRestricted(s.caller) { return effects.append(.reply(call, .status(.restricted))) }
+        if isRestricted(s.caller) { return conclude(call, name, .restricted, start) }
         if isAlways(s.caller) {
             // Config grants `full`; a request for less still lowers this session's grant.
             s.limit = a
             sessions[name] = s
-            return effects.append(.reply(call, .status(.always)))
+            return conclude(call, name, .always, start)
         }
         if s.waiting != nil { return effects.append(.fail(call, .promptPending)) }
 
@@ -250,7 +291,7 @@ public final class ConsentCore {
             s.limit = a
             sessions[name] = s
             if firstGrant { noteUse(app) }   // the first grant of this session
-            return effects.append(.reply(call, .status(.whenInUse)))
+            return conclude(call, name, .whenInUse, start)
         }
         switch kind {
         case .oneTime:
@@ -263,16 +304,16 @@ public final class ConsentCore {
             }
         case .whenInUse:
             if record?.decision == .denied {
-                return effects.append(.reply(call, .status(status(s))))
+                return conclude(call, name, status(s), start)
             }
         }
-        ask(call, name, kind, o)
+        ask(call, name, kind, o, start: start)
     }
 
     /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
     @discardableResult
     private func grantTemporary(_ name: String, _ a: Accuracy) -> Bool {
-        guard var s = sessions[name], !isRestricted(s.caller), !s.processGone else { return false }
+        guard var s = sessions[name], !isRestricted(s.caller), !processGone.contains(s.caller.connection) else { return false }
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
@@ -293,10 +334,16 @@ public final class ConsentCore {
         effects.append(.saveConsents(urgent: false))
     }
 
-    private func ask(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions) {
+    private func ask(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions, start: UpdateOptions?) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
-        guard let agent = agents[app.uid] else { return effects.append(.fail(call, .noAgent)) }
+        guard let agent = agents[app.uid] else {
+            if start != nil {
+                return effects.append(.fail(call, .accessDenied(
+                    "No consent agent is registered for uid \(app.uid), so nobody can allow \(app.appID) to use location")))
+            }
+            return effects.append(.fail(call, .noAgent))
+        }
         let limits = config.limits
         if app.uid != 0 {
             if sessions.waitingCount(uid: app.uid) >= limits.waitingPerUser {
@@ -309,7 +356,7 @@ public final class ConsentCore {
                     + "reset some with geoconsentctl reset")))
             }
         }
-        let waiter = Waiter(call: call, session: name, kind: kind, options: o)
+        let waiter = Waiter(call: call, session: name, kind: kind, options: o, start: start)
         if let openID = openPrompt[app], var p = prompts[openID] {
             if p.kind == kind && p.accuracy.covers(o.accuracy) {
                 p.waiters.append(waiter)
@@ -326,7 +373,7 @@ public final class ConsentCore {
             || (app.uid != 0 && prompts.values.lazy.filter({ $0.app.uid == app.uid }).count >= limits.promptsPerUser) {
             // Answered at once, as a prompt that cannot be shown is (no answer:
             // nothing changes), rather than by a wait on other users' prompts.
-            return effects.append(.reply(call, .status(status(s))))
+            return conclude(call, name, status(s), start)
         }
         let id = String(nextPromptID)
         nextPromptID += 1
@@ -338,7 +385,7 @@ public final class ConsentCore {
             agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
             appName: o.appName, reason: o.reason, accuracy: o.accuracy, pid: s.caller.pid,
             sandboxed: s.caller.sandboxed, executable: s.caller.executable, parentWindow: o.parentWindow,
-            timeout: config.promptTimeout)))
+            timeout: start == nil ? config.promptTimeout : min(config.promptTimeout, Self.clientPromptTimeout))))
     }
 
     private func answered(_ id: String, _ answer: AgentAnswer) {
@@ -390,7 +437,7 @@ public final class ConsentCore {
         }
         for w in live {
             guard let s = sessions[w.session] else { continue }
-            effects.append(.reply(w.call, .status(status(s))))
+            conclude(w.call, w.session, status(s), w.start)
         }
         reevaluateQueued(p.app)
     }
@@ -400,11 +447,22 @@ public final class ConsentCore {
         guard openPrompt[app] == nil, let waiting = queued.removeValue(forKey: app) else { return }
         for w in waiting where sessions[w.session] != nil {
             sessions[w.session]?.waiting = nil
-            authorize(w.call, w.session, w.kind, w.options)
+            authorize(w.call, w.session, w.kind, w.options, start: w.start)
         }
     }
 
+    /// A connection left: its client objects' sessions end, then its own, and its agent goes.
     private func nameLeft(_ name: String) {
+        for client in sessions.clientSessions(of: name).sorted() { endSession(client) }
+        endSession(name)
+        processGone.remove(name)
+        if let (uid, _) = agents.first(where: { $0.value.name == name }) {
+            dropAgent(uid)
+        }
+    }
+
+    /// The session ends: its grant, its updates, and its part in a prompt.
+    private func endSession(_ name: String) {
         if let s = sessions.remove(name) {
             let app = s.caller.app
             if s.lastGranted || s.updates { endGrant(name) }
@@ -428,23 +486,24 @@ public final class ConsentCore {
                 break
             }
         }
-        if let (uid, _) = agents.first(where: { $0.value.name == name }) {
-            dropAgent(uid)
-        }
     }
 
-    /// The process the session's first call came from has exited, and another
-    /// process holds its connection: the grant the user gave to what they
-    /// tapped in ends, as a one-time grant on iOS ends when the app goes away.
-    /// Stored decisions stay (they are the app's, not the process's); a
-    /// request for less accuracy stays in force while one of them grants.
-    private func processExited(_ name: String) {
-        guard var s = sessions[name], !s.processGone else { return }
-        s.processGone = true
-        s.tempGrant = nil
-        if effectiveAccuracy(s) == nil { s.limit = nil }
-        sessions[name] = s
-        // announceChanges sends AuthorizationChanged and ends the fixes if the grant is gone.
+    /// The process of the connection's first session call has exited, and
+    /// another process holds the connection: the grants the user gave to what
+    /// they tapped in end, as a one-time grant on iOS ends when the app goes
+    /// away. That is the temporary grant of the connection's session and of its
+    /// client objects' sessions, now and from now on. Stored decisions stay
+    /// (they are the app's, not the process's); a request for less accuracy
+    /// stays in force while one of them grants.
+    private func processExited(_ connection: String) {
+        guard processGone.insert(connection).inserted else { return }
+        for name in [connection] + sessions.clientSessions(of: connection).sorted() {
+            guard var s = sessions[name], s.tempGrant != nil else { continue }
+            s.tempGrant = nil
+            if effectiveAccuracy(s) == nil { s.limit = nil }
+            sessions[name] = s
+        }
+        // announceChanges sends AuthorizationChanged and ends the fixes where a grant is gone.
     }
 
     /// The agent is gone: its open prompts count as no answer.
@@ -538,13 +597,13 @@ public final class ConsentCore {
             effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: id))
             for w in p.waiters where sessions[w.session] != nil {
                 sessions[w.session]?.waiting = nil
-                effects.append(.reply(w.call, .status(.restricted)))
+                conclude(w.call, w.session, .restricted, w.start)
             }
         }
         for app in queued.keys.sorted() {
             for w in queued.removeValue(forKey: app) ?? [] where sessions[w.session] != nil {
                 sessions[w.session]?.waiting = nil
-                effects.append(.reply(w.call, .status(.restricted)))
+                conclude(w.call, w.session, .restricted, w.start)
             }
         }
     }

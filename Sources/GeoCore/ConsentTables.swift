@@ -8,6 +8,8 @@ extension ConsentCore {
     struct SessionTable {
         private var byName: [String: Session] = [:]
         private var byApp: [AppKey: Set<String>] = [:]
+        /// The client objects' sessions of each connection (`Caller.connection`).
+        private var clientsOf: [String: Set<String>] = [:]
         /// Sessions of each uid, and those of them waiting on a prompt: the
         /// per-user limits, kept as the table is written.
         private var sessionsOf: [UInt32: Int] = [:]
@@ -21,6 +23,8 @@ extension ConsentCore {
         var names: Dictionary<String, Session>.Keys { byName.keys }
         var all: Dictionary<String, Session>.Values { byName.values }
         func names(of app: AppKey) -> Set<String> { byApp[app] ?? [] }
+        /// The sessions of `connection`'s client objects (not its own).
+        func clientSessions(of connection: String) -> Set<String> { clientsOf[connection] ?? [] }
 
         /// Writing a session notes it as changed. Sessions come and go through
         /// `add` and `remove` only, which keep the index by app.
@@ -45,6 +49,7 @@ extension ConsentCore {
             precondition(byName[s.caller.name] == nil && s.waiting == nil, "a session is added once, not waiting")
             byName[s.caller.name] = s
             byApp[s.caller.app, default: []].insert(s.caller.name)
+            if s.caller.connection != s.caller.name { clientsOf[s.caller.connection, default: []].insert(s.caller.name) }
             Self.count(&sessionsOf, s.caller.uid, 1)
         }
 
@@ -58,6 +63,11 @@ extension ConsentCore {
             let app = s.caller.app
             byApp[app]?.remove(name)
             if byApp[app]?.isEmpty == true { byApp[app] = nil }
+            let connection = s.caller.connection
+            if connection != name {
+                clientsOf[connection]?.remove(name)
+                if clientsOf[connection]?.isEmpty == true { clientsOf[connection] = nil }
+            }
             Self.count(&sessionsOf, app.uid, -1)
             if s.waiting != nil { Self.count(&waitingOf, app.uid, -1) }
             if byName.isEmpty {
@@ -65,6 +75,7 @@ extension ConsentCore {
                 // the storage go too (the daemon then trims the heap).
                 byName = [:]
                 byApp = [:]
+                clientsOf = [:]
                 sessionsOf = [:]
                 waitingOf = [:]
             }

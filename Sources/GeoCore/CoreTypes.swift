@@ -5,8 +5,12 @@ public typealias CallID = UInt64
 
 /// Who is calling, as the daemon resolved it from bus credentials.
 public struct Caller: Equatable, Sendable {
-    /// Unique bus name (`:1.42`): the session key.
+    /// The session key: the unique bus name (`:1.42`), or for a client object
+    /// of that connection a name of its own (`clientSession(_:)`).
     public var name: String
+    /// The unique bus name of the connection the session belongs to: the session
+    /// ends when it leaves the bus. The same as `name` except for client objects.
+    public var connection: String
     public let uid: UInt32
     public var pid: UInt32
     public let appID: String
@@ -18,8 +22,9 @@ public struct Caller: Equatable, Sendable {
     public let app: AppKey
 
     public init(name: String, uid: UInt32, pid: UInt32, appID: String, identity: IdentityKind = .executable,
-                executable: String = "") {
+                executable: String = "", connection: String? = nil) {
         self.name = name
+        self.connection = connection ?? name
         self.uid = uid
         self.pid = pid
         self.appID = appID
@@ -29,6 +34,27 @@ public struct Caller: Equatable, Sendable {
     }
 
     public var isRoot: Bool { uid == 0 }
+
+    /// The same app on the same connection, as the session of one of its client
+    /// objects (a GeoClue `Client`, numbered by the daemon): each such object is
+    /// a grant of its own, named `CONNECTION/geoclue/NUMBER`, and ends with the
+    /// object or with the connection.
+    public func clientSession(_ number: UInt32) -> Caller {
+        var c = self
+        c.name = Caller.clientSessionName(connection: connection, number: number)
+        return c
+    }
+
+    /// The session name of client object `number` of `connection`.
+    public static func clientSessionName(connection: String, number: UInt32) -> String {
+        connection + "/geoclue/" + String(number)
+    }
+
+    /// Whether a session name is a client object's (`clientSession(_:)`): a
+    /// unique bus name never holds a `/`.
+    public static func isClientSession(_ name: String) -> Bool {
+        name.utf8.contains(UInt8(ascii: "/"))
+    }
     /// Flatpak or Snap, verified or not (`IdentityKind.isSandboxed`).
     public var sandboxed: Bool { identity.isSandboxed }
 }
@@ -95,6 +121,11 @@ public enum ClientRequest: Equatable, Sendable {
     case startUpdates(UpdateOptions)
     case stopUpdates
     case requestLocation(LocationOptions)
+    /// A client object's `Start` (GeoClue): the standard prompt (as
+    /// `requestWhenInUse`, its prompt at most `ConsentCore.clientPromptTimeout`
+    /// long), then updates with these options. Answered by `startUpdates`, or by
+    /// `accessDenied` saying why not.
+    case start(AuthOptions, UpdateOptions)
 }
 
 /// Consent and agent management calls (they do not start a session).
@@ -112,11 +143,15 @@ public enum CoreEvent: Equatable, Sendable {
     case client(CallID, Caller, ClientRequest)
     case management(CallID, Caller, ManagementRequest)
     case agentAnswered(requestID: String, AgentAnswer)
-    /// A unique name left the bus.
+    /// A unique name left the bus: its session and those of its client objects end.
     case nameLeft(String)
-    /// The process a session's first call came from has exited, while its
-    /// connection (this unique name) is still on the bus: another process
-    /// holds it now. The session's temporary grant ends and it gets no other.
+    /// A client object's session ends (`Stop`, the object deleted, its `Start`
+    /// given up), as if its connection had left.
+    case sessionEnded(String)
+    /// The process a connection's first session call came from has exited,
+    /// while the connection (this unique name) is still on the bus: another
+    /// process holds it now. The temporary grants of its sessions (its own and
+    /// its client objects') end, and none is given to them again.
     case processExited(String)
 }
 

@@ -63,6 +63,8 @@ public final class LocationCore {
             locate(call, session, options, grants)
         case .startUpdates(let call, let session, let options):
             startUpdates(call, session, options, grants)
+        case .setUpdateOptions(let session, let options):
+            subscribers[session]?.options = options
         case .stopUpdates(let call, let session):
             subscribers[session] = nil
             if let call { effects.append(.reply(call, .empty)) }

@@ -8,6 +8,10 @@ public enum LocationEvent: Equatable, Sendable {
     case locate(CallID, session: String, LocationOptions)
     /// `StartUpdates` passed the consent gate: replaces the session's options.
     case startUpdates(CallID, session: String, UpdateOptions)
+    /// New filter options for a session whose updates are on, which keep counting
+    /// from the fix it was last sent (a GeoClue client's thresholds changed while
+    /// it is started). Nothing happens for a session without updates.
+    case setUpdateOptions(session: String, UpdateOptions)
     /// `StopUpdates` (nil: no call to answer).
     case stopUpdates(CallID?, session: String)
     /// The session's grant ended, or it left the bus.

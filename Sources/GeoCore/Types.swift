@@ -119,6 +119,8 @@ public struct Config: Equatable, Sendable {
     public var apps: [String: AppPolicy] = [:]
     /// What one user can make the daemon hold.
     public var limits = Limits()
+    /// Also own `org.freedesktop.GeoClue2` and serve GeoClue's API (`[geoclue] serve`).
+    public var serveGeoClue = false
 
     public init() {}
 }

@@ -1,6 +1,11 @@
 /// Serves objects on a connection: routes method calls to interface tables,
 /// checks signatures, and implements the standard interfaces
 /// (Introspectable, Peer, Properties) for every exported object.
+///
+/// An object may belong to one peer (`export(_:at:interfaces:owner:)`): then
+/// only that unique name may call it, read or set its properties or
+/// introspect it (anyone else gets `AccessDenied`), and the introspection of
+/// its parents lists it to that peer alone.
 public final class ObjectServer {
     public static let introspectable = "org.freedesktop.DBus.Introspectable"
     public static let peer = "org.freedesktop.DBus.Peer"
@@ -27,6 +32,10 @@ public final class ObjectServer {
 
     private struct Exported {
         var interfaces: [BoundInterface]
+        /// The only unique name that may use the object; nil: anyone.
+        var owner: String?
+
+        func visible(to sender: String?) -> Bool { owner == nil || owner == sender }
     }
 
     public let connection: Connection
@@ -41,9 +50,10 @@ public final class ObjectServer {
         connection.onMessage = { [weak self] msg in self?.handle(msg) ?? false }
     }
 
-    /// Exports `object` at `path` with `interfaces`.
-    public func export<Object: AnyObject>(_ object: Object, at path: String, interfaces: [Interface<Object>]) {
-        objects[path] = Exported(interfaces: interfaces.map { $0.bind(object) })
+    /// Exports `object` at `path` with `interfaces`; with `owner`, for that unique name only.
+    public func export<Object: AnyObject>(_ object: Object, at path: String, interfaces: [Interface<Object>],
+                                          owner: String? = nil) {
+        objects[path] = Exported(interfaces: interfaces.map { $0.bind(object) }, owner: owner)
     }
 
     /// Stops serving the object at `path`; calls to it get `UnknownObject`.
@@ -51,10 +61,10 @@ public final class ObjectServer {
         objects[path] = nil
     }
 
-    /// The introspection XML served for `path`.
-    public func introspectionXML(for path: String) -> String {
-        let children = childNodes(of: path)
-        if let obj = objects[path] {
+    /// The introspection XML served for `path` to `caller` (nil: a caller that owns nothing).
+    public func introspectionXML(for path: String, caller: String? = nil) -> String {
+        let children = childNodes(of: path, visibleTo: caller)
+        if let obj = objects[path], obj.visible(to: caller) {
             return Introspection.xml(interfaces: ObjectServer.standardInterfaces + obj.interfaces.map(\.description),
                                      children: children)
         }
@@ -90,17 +100,20 @@ public final class ObjectServer {
         connection.send(m)
     }
 
-    /// Broadcasts `PropertiesChanged` for `changed` properties of `interface`.
-    public func propertiesChanged(path: String, interface: String, changed: [String: DBusValue]) {
+    /// Sends `PropertiesChanged` for `changed` properties of `interface`: broadcast,
+    /// or with `destination` unicast to that connection only.
+    public func propertiesChanged(path: String, interface: String, changed: [String: DBusValue],
+                                  destination: String? = nil) {
         guard !changed.isEmpty else { return }
         emit(path: path, interface: ObjectServer.properties, member: "PropertiesChanged",
-             [.string(interface), .vardict(changed), .strings([])])
+             [.string(interface), .vardict(changed), .strings([])], destination: destination)
     }
 
-    private func childNodes(of path: String) -> [String] {
+    /// The names of `path`'s children with some object `sender` may see below them.
+    private func childNodes(of path: String, visibleTo sender: String?) -> [String] {
         let prefix = path == "/" ? "/" : path + "/"
         var names = Set<String>()
-        for p in objects.keys where p.hasPrefix(prefix) && p != path {
+        for (p, obj) in objects where p.hasPrefix(prefix) && p != path && obj.visible(to: sender) {
             if let first = p.dropFirst(prefix.count).split(separator: "/").first { names.insert(String(first)) }
         }
         return names.sorted()
@@ -132,10 +145,13 @@ public final class ObjectServer {
         }
 
         // Standard interfaces, served on every exported object and its parents.
+        let sender = msg.sender
         if iface == ObjectServer.introspectable || (iface == nil && member == "Introspect") {
             guard member == "Introspect" else { return unknownMethod(msg, member) }
-            guard objects[path] != nil || !childNodes(of: path).isEmpty else { return unknownObject(msg, path) }
-            if check("") { call("s").reply([.string(introspectionXML(for: path))]) }
+            let children = childNodes(of: path, visibleTo: sender)
+            if let obj = objects[path], !obj.visible(to: sender), children.isEmpty { return notOwner(msg, path) }
+            guard objects[path] != nil || !children.isEmpty else { return unknownObject(msg, path) }
+            if check("") { call("s").reply([.string(introspectionXML(for: path, caller: sender))]) }
             return true
         }
         if iface == ObjectServer.peer || (iface == nil && (member == "Ping" || member == "GetMachineId")) {
@@ -147,6 +163,7 @@ public final class ObjectServer {
             return true
         }
         guard let obj = objects[path] else { return unknownObject(msg, path) }
+        guard obj.visible(to: sender) else { return notOwner(msg, path) }
         if iface == ObjectServer.properties {
             handleProperties(msg, member: member, object: obj)
             return true
@@ -220,6 +237,12 @@ public final class ObjectServer {
         MethodCall(message: msg, arguments: [], connection: connection, outSignature: "").fail(
             DBusError(DBusError.unknownMethodName,
                       "Unknown method '\(member)' on interface '\(msg.interface ?? "(none)")' with signature '\(msg.signature)'"))
+        return true
+    }
+
+    private func notOwner(_ msg: Message, _ path: String) -> Bool {
+        MethodCall(message: msg, arguments: [], connection: connection, outSignature: "").fail(
+            .accessDenied("\(path) belongs to another client"))
         return true
     }
 

@@ -31,7 +31,7 @@ case .version:
     print("geoconsentd \(geoconsentVersion)")
     exit(0)
 case .introspect:
-    print(GeoConsentAPI.introspectionXML, terminator: "")
+    print(options.serveGeoClue ? GeoClueAPI.introspectionXML : GeoConsentAPI.introspectionXML, terminator: "")
     exit(0)
 case .run:
     break

@@ -100,6 +100,9 @@ final class ConfigParserTests: XCTestCase {
             Case(text: "[limits]\nprompts-per-user = 1") { $0.limits.promptsPerUser == 1 },
             Case(text: "[limits]\nconsents-per-user = 20") { $0.limits.consentsPerUser == 20 },
             Case(text: "[limits]\nlocation-requests-per-session = 3") { $0.limits.locationRequestsPerSession == 3 },
+            Case(text: "[geoclue]\nserve = true") { $0.serveGeoClue },
+            Case(text: "[geoclue]\nserve = true\n[geoclue]\nserve = false") { !$0.serveGeoClue },
+            Case(text: "[geoclue]") { !$0.serveGeoClue },
         ]
         for c in cases {
             let config = try parse(c.text)
@@ -163,6 +166,9 @@ final class ConfigParserTests: XCTestCase {
             ("[limits]\nconsents-per-user = 65537", 2, "from 1 to 65536"),
             ("[limits]\nprompts-per-user = 65", 2, "at most 64"),
             ("[app \"x\"]\nmode = always", 2, "unknown key 'mode' in [app \"x\"]"),
+            ("[geoclue]\nserve = yes", 2, "serve must be 'true' or 'false'"),
+            ("[geoclue]\nagents = 1", 2, "unknown key 'agents' in [geoclue]"),
+            ("[geoclue \"x\"]", 1, "unknown section 'geoclue'"),
             ("[daemon]\n\nprompt-timeout", 3, "expected 'key = value'"),
             ("[daemon]\n= 5", 2, "missing key"),
             ("[daemon]\nprompt-timeout = 0", 2, "prompt-timeout must be"),

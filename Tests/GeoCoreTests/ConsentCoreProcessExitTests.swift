@@ -171,13 +171,54 @@ final class ConsentCoreProcessExitTests: XCTestCase {
         XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .full, "another connection of the app keeps its grant")
     }
 
-    func testAnExitReportedForNoSessionChangesNothing() {
+    func testAReportHoldsUntilTheNameLeaves() {
         let rig = Rig()
-        XCTAssertEqual(rig.processExited(W.maps1), [], "never a session")
+        XCTAssertEqual(rig.processExited(W.maps1), [], "no session yet: nothing to end")
         XCTAssertFalse(rig.core.hasSession(W.maps1.name), "a report starts no session")
+        let tap = rig.tap(W.maps1)
+        XCTAssertEqual(rig.answer(tap.promptID, "allow-once").status(of: tap.call), .notDetermined,
+                       "a session the connection starts later gets no temporary grant either")
+        XCTAssertEqual(rig.leave(W.maps1), [])
+        // What the core kept about the connection went with its name (the approval is stored: a silent tap).
+        XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
+    }
+
+    // MARK: - Client objects (GeoClue), sessions of the connection
+
+    static let client1 = W.maps1.clientSession(1)
+    static let client2 = W.maps1.clientSession(2)
+
+    private func start(_ rig: Rig, _ c: Caller) -> Step {
+        rig.call(c, .start(AuthOptions(appName: "maps"), UpdateOptions()))
+    }
+
+    func testTheConnectionsClientObjectsLoseTheirTemporaryGrantsToo() {
+        let rig = Rig()
+        let s = start(rig, Self.client1)
+        let out = rig.answer(s.promptID, "allow-once")
+        XCTAssertEqual(out.first { if case .startUpdates = $0 { return true } else { return false } },
+                       .startUpdates(s.call, session: Self.client1.name, UpdateOptions()))
         rig.approveTap(W.maps1)
-        rig.leave(W.maps1)
-        XCTAssertEqual(rig.processExited(W.maps1), [], "the session has left")
+        let bob = W.bobMaps.clientSession(1)
+        let exit = rig.processExited(W.maps1)
+        XCTAssertEqual(exit.grantsEnded, [W.maps1.name, Self.client1.name])
+        XCTAssertEqual(exit.signals, [W.maps1.name: .notDetermined, Self.client1.name: .notDetermined])
+        XCTAssertFalse(rig.core.updatesOn(Self.client1.name))
+        XCTAssertNil(rig.core.grantedAccuracy(for: Self.client1.name))
+        XCTAssertFalse(rig.core.hasSession(bob.name))
+
+        // A client object made after the exit gets no temporary grant: its Start is refused.
+        let later = start(rig, Self.client2)
+        let answered = rig.answer(later.promptID, "allow-once")
+        guard case .accessDenied? = answered.failure(of: later.call) else {
+            return XCTFail("Start after the exit: \(answered)")
+        }
+        // A stored decision still serves it.
+        let (_, _) = rig.decide(W.maps1, "allow-while-using")
+        let again = start(rig, Self.client2.connection(":1.10/geoclue/3"))
+        XCTAssertNotNil(again.effects.first { if case .startUpdates = $0 { return true } else { return false } },
+                        "when-in-use is the app's: \(again.effects)")
     }
 
     func testTheSessionStillEndsWithItsName() {

@@ -61,6 +61,21 @@ final class LocationCoreTests: XCTestCase {
         XCTAssertEqual(rig.fix(Spot.north(20)).updates[a], Spot.north(20))
     }
 
+    func testSetUpdateOptionsKeepsCountingFromTheLastFixSent() {
+        let rig = LocationRig(grants: [a: .full])
+        rig.start(a)
+        rig.connected()
+        XCTAssertNotNil(rig.fix().updates[a])
+        // A distance filter set while started applies to the next fix, measured from the last one sent.
+        XCTAssertEqual(rig.send(.setUpdateOptions(session: a, UpdateOptions(distanceFilter: 100))), [])
+        rig.advance(1)
+        XCTAssertNil(rig.fix(Spot.north(60)).updates[a])
+        XCTAssertEqual(rig.fix(Spot.north(120)).updates[a], Spot.north(120))
+        // A session without updates gets none from new options.
+        XCTAssertEqual(rig.send(.setUpdateOptions(session: "other", UpdateOptions())), [])
+        XCTAssertNil(rig.fix(Spot.north(500)).updates["other"])
+    }
+
     // MARK: - Cached fixes
 
     func testRequestLocationMaxAge() {

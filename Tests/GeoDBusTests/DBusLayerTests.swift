@@ -154,6 +154,41 @@ final class DBusLayerTests: XCTestCase {
         XCTAssertNoThrow(try m.append([.vardict(["k": .variant(.array(element: "i", [.int32(1)]))])]))
     }
 
+    func testAnOwnedObjectServesItsOwnerAlone() throws {
+        let server = try peers.connect(bus.address)
+        let owner = try peers.connect(bus.address)
+        let other = try peers.connect(bus.address)
+        let mine = Echo(), public_ = Echo()
+        server.server.export(mine, at: "/objects/mine", interfaces: [Echo.interface(["s"])], owner: owner.uniqueName)
+        server.server.export(public_, at: "/objects/public", interfaces: [Echo.interface(["s"])])
+        defer { withExtendedLifetime((mine, public_)) {} }
+        let iface = "org.geoconsent.Test.Echo"
+        let props = "org.freedesktop.DBus.Properties", intro = "org.freedesktop.DBus.Introspectable"
+
+        XCTAssertEqual(try owner.call(server.uniqueName, "/objects/mine", iface, "Echo0", [.string("x")]).get(), [.string("x")])
+        XCTAssertEqual(try owner.call(server.uniqueName, "/objects/mine", props, "Get", [.string(iface), .string("Count")]).get(),
+                       [.variant(.uint32(7))])
+        let calls: [(String?, String, [DBusValue])] = [
+            (iface, "Echo0", [.string("x")]), (props, "Get", [.string(iface), .string("Count")]),
+            (props, "GetAll", [.string(iface)]), (props, "Set", [.string(iface), .string("Count"), .variant(.uint32(1))]),
+            (intro, "Introspect", []), (nil, "Echo0", [.string("x")]),
+        ]
+        for (i, member, args) in calls {
+            let r = other.call(server.uniqueName, "/objects/mine", i, member, args)
+            guard case .failure(let e) = r else { XCTFail("\(member) by another peer succeeded"); continue }
+            XCTAssertEqual(e.name, DBusError.accessDeniedName, member)
+        }
+        XCTAssertNoThrow(try other.call(server.uniqueName, "/objects/mine", "org.freedesktop.DBus.Peer", "Ping").get())
+
+        // The parent lists the object to its owner only.
+        func children(_ p: BusPeer) throws -> String {
+            try p.call(server.uniqueName, "/objects", intro, "Introspect").get().first?.stringValue ?? ""
+        }
+        XCTAssertTrue(try children(owner).contains("<node name=\"mine\"/>"))
+        XCTAssertFalse(try children(other).contains("mine"))
+        XCTAssertTrue(try children(other).contains("<node name=\"public\"/>"))
+    }
+
     func testIntrospectionComesFromTheTable() {
         let xml = Introspection.xml(interfaces: [Echo.interface(["s", "a{sv}"]).description], children: ["child"])
         XCTAssertTrue(xml.hasPrefix("<!DOCTYPE node PUBLIC"))

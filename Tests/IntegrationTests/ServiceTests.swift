@@ -554,7 +554,8 @@ final class ServiceTests: XCTestCase {
         let config = try String(contentsOfFile: ServiceTests.root + "/config/geoconsent.conf", encoding: .utf8)
         for key in ["prompt-timeout", "gpsd-linger", "idle-exit", "reduced-grid", "state-dir", "system-uid-max", "allow",
                     "policy", "sessions-per-user",
-                    "waiting-per-user", "prompts-per-user", "consents-per-user", "location-requests-per-session"] {
+                    "waiting-per-user", "prompts-per-user", "consents-per-user", "location-requests-per-session",
+                    "serve"] {
             XCTAssertTrue(conf5.contains(key), "geoconsent.conf(5) does not document \(key)")
             XCTAssertTrue(config.contains("#\(key) ="), "config/geoconsent.conf does not list \(key)")
         }

@@ -116,6 +116,6 @@ final class TappingProcessFallbackTests: XCTestCase {
             XCTAssertEqual(Hostile.fdCount(daemon.pid), baseline, "round \(round)")
         }
         let log = daemon.log()
-        XCTAssertEqual(occurrences("16 sessions are watched already", in: log), 1, "said once: \(log)")
+        XCTAssertEqual(occurrences("16 connections are watched already", in: log), 1, "said once: \(log)")
     }
 }

@@ -1,0 +1,322 @@
+import GeoCore
+import GeoDBus
+import GeoSystem
+import GeoConsentAPI
+
+/// GeoClue2's API (`org.freedesktop.GeoClue2`, docs/geoclue.md) on top of the
+/// same consent and location cores as our own: the Manager, its client objects
+/// and their location objects.
+///
+/// Each client object is a session of its own in the consent core
+/// (`Caller.clientSession`), so each is its own grant, and its `Start` is the
+/// standard prompt (`ClientRequest.start`); its fixes come from the location
+/// core like any session's, and arrive here (`deliver`) instead of as our
+/// `LocationUpdated`. Client and location objects serve their owner alone, and
+/// every signal about them is unicast to it: no coordinate is ever broadcast.
+final class GeoClueFacade {
+    /// Seconds an earlier location object stays after the next one arrived
+    /// (clients read the `old` path of `LocationUpdated`).
+    static let retiredLifetime: Double = 5
+    /// Earlier location objects kept per client at most, however fast fixes come.
+    static let retiredPerClient = 16
+    /// Seconds after which a `Start` the core has not answered is given up: just
+    /// after the longest prompt it opens (`ConsentCore.clientPromptTimeout`),
+    /// for one that joined a longer prompt of the same app.
+    static let startDeadline = ConsentCore.clientPromptTimeout + 1
+
+    private unowned let daemon: Daemon
+    private var loop: EventLoop { daemon.loop }
+    private var server: ObjectServer { daemon.server }
+    private lazy var clientInterface = GeoClueClientObject.interface(self)
+
+    private var clients: [UInt32: GeoClueClientObject] = [:]
+    private var bySession: [String: GeoClueClientObject] = [:]
+    /// Each connection's clients, and the one `GetClient` returns.
+    private var clientsOf: [String: Set<UInt32>] = [:]
+    private var defaultClient: [String: UInt32] = [:]
+    /// Client objects per uid (the per-user limit), and each client's uid.
+    private var countOf: [UInt32: Int] = [:]
+    private var uidOf: [UInt32: UInt32] = [:]
+    /// `Start` calls the consent core is deciding on, by its call id.
+    private var starting: [CallID: GeoClueClientObject] = [:]
+    private var nextClient: UInt32 = 1
+
+    init(daemon: Daemon) {
+        self.daemon = daemon
+    }
+
+    /// Exports the Manager. The daemon owns the name.
+    func serve() {
+        server.export(self, at: GeoClueAPI.managerPath, interfaces: [GeoClueFacade.managerInterface])
+    }
+
+    /// No client object is left.
+    var isIdle: Bool { clients.isEmpty }
+
+    // MARK: Manager
+
+    static let managerInterface = Interface<GeoClueFacade>(
+        GeoClueAPI.manager,
+        methods: [
+            "GetClient": { f, call in f.makeClient(call, reuse: true) },
+            "CreateClient": { f, call in f.makeClient(call, reuse: false) },
+            "DeleteClient": { f, call in f.deleteClient(call) },
+            "AddAgent": { _, call in
+                call.fail(DBusError("org.freedesktop.DBus.Error.NotSupported",
+                                    "GeoClue agents are not used: geoconsent asks through its own consent agents"))
+            },
+        ],
+        getters: [
+            ManagerProperty.inUse: { .bool($0.daemon.location.inUse) },
+            ManagerProperty.availableAccuracyLevel: { .uint32($0.availableLevel) },
+        ])
+
+    private var availableLevel: UInt32 { daemon.core.enabled ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.none }
+
+    /// `GetClient` (`reuse`: the connection's client, made at its first call) and
+    /// `CreateClient` (always a new one). Answered at once: no prompt is involved.
+    private func makeClient(_ call: MethodCall, reuse: Bool) {
+        daemon.withCaller(call) { [weak self] caller in
+            guard let self else { return }
+            let owner = call.sender
+            if reuse, let n = self.defaultClient[owner], let c = self.clients[n] {
+                return call.reply([.objectPath(c.path)])
+            }
+            let limit = self.daemon.config.limits.sessionsPerUser
+            if !caller.isRoot && self.countOf[caller.uid, default: 0] >= limit {
+                return call.fail(DBusError(DBusError.limitsExceededName,
+                    "uid \(caller.uid) has \(limit) GeoClue client objects, its limit (sessions-per-user)"))
+            }
+            let c = GeoClueClientObject(number: self.nextClient, owner: owner)
+            self.nextClient &+= 1
+            self.clients[c.number] = c
+            self.bySession[c.session] = c
+            self.clientsOf[owner, default: []].insert(c.number)
+            if reuse { self.defaultClient[owner] = c.number }
+            self.countOf[caller.uid, default: 0] += 1
+            self.uidOf[c.number] = caller.uid
+            self.server.export(c, at: c.path, interfaces: [self.clientInterface], owner: owner)
+            Log.debug("GeoClue client \(c.path) for \(owner) (\(caller.appID))")
+            call.reply([.objectPath(c.path)])
+        }
+    }
+
+    private func deleteClient(_ call: MethodCall) {
+        let path = call.arguments.first?.stringValue ?? ""
+        guard let n = GeoClueAPI.clientNumber(of: path), let c = clients[n] else {
+            return call.fail(.invalidArgs("No client object at \(path)"))
+        }
+        guard c.owner == call.sender else { return call.fail(.accessDenied("\(path) belongs to another client")) }
+        end(c, why: "the client object was deleted")
+        remove(c)
+        daemon.checkIdle()
+        call.reply()
+    }
+
+    // MARK: Client
+
+    /// `Start`: the consent core decides (stored decision, or the standard
+    /// prompt); granted, the location core starts the updates and answers.
+    func start(_ c: GeoClueClientObject, _ call: MethodCall) {
+        if c.active { return call.reply() }
+        if c.pendingStart != nil { return c.joinedStarts.append(call) }
+        guard let accuracy = GeoClueAccuracyLevel.accuracy(forLevel: c.requestedLevel) else {
+            return call.fail(.accessDenied("RequestedAccuracyLevel is 0 (none): no location was asked for"))
+        }
+        daemon.withCaller(call) { [weak self, weak c] caller in
+            guard let self, let c, self.clients[c.number] === c else {
+                return call.fail(.accessDenied("The client object was deleted"))
+            }
+            if c.active { return call.reply() }
+            if c.pendingStart != nil { return c.joinedStarts.append(call) }
+            let id = self.daemon.hold(call)
+            c.pendingStart = id
+            self.starting[id] = c
+            c.startDeadline = self.loop.schedule(after: GeoClueFacade.startDeadline) { [weak self, weak c] in
+                guard let self, let c else { return }
+                self.giveUp(c, .accessDenied("The location prompt was not answered in time"))
+            }
+            self.daemon.feed(.client(id, caller.clientSession(c.number),
+                                     .start(AuthOptions(accuracy: accuracy, appName: c.desktopID), c.updateOptions)))
+        }
+    }
+
+    /// `Stop`: the updates and the grant end (an Allow Once with them).
+    func stop(_ c: GeoClueClientObject, _ call: MethodCall) {
+        end(c, why: "the client was stopped")
+        call.reply()
+    }
+
+    func setThresholds(_ c: GeoClueClientObject, _ call: MethodCall, distance: UInt32, time: UInt32) {
+        var changed: [String: DBusValue] = [:]
+        if distance != c.distanceThreshold { changed[ClientProperty.distanceThreshold] = .uint32(distance) }
+        if time != c.timeThreshold { changed[ClientProperty.timeThreshold] = .uint32(time) }
+        c.distanceThreshold = distance
+        c.timeThreshold = time
+        call.reply()
+        if c.active && !changed.isEmpty { daemon.location.setUpdateOptions(session: c.session, c.updateOptions) }
+        clientChanged(c, changed)
+    }
+
+    func setDesktopID(_ c: GeoClueClientObject, _ call: MethodCall, _ id: String) {
+        // The app's own name for itself, shown in prompts (escaped there): bounded like `app-name`.
+        guard id.utf8.count <= OptionDictionary.MaxBytes.appName else {
+            return call.fail(.invalidArgs("DesktopId is longer than \(OptionDictionary.MaxBytes.appName) bytes"))
+        }
+        let changed = id != c.desktopID
+        c.desktopID = id
+        call.reply()
+        if changed { clientChanged(c, [ClientProperty.desktopID: .string(id)]) }
+    }
+
+    /// Applies at the next `Start` (as `Stop`, set, `Start` does in Firefox).
+    func setRequestedLevel(_ c: GeoClueClientObject, _ call: MethodCall, _ level: UInt32) {
+        let changed = level != c.requestedLevel
+        c.requestedLevel = level
+        call.reply()
+        if changed { clientChanged(c, [ClientProperty.requestedAccuracyLevel: .uint32(level)]) }
+    }
+
+    /// `PropertiesChanged` of a client object, to its owner only.
+    private func clientChanged(_ c: GeoClueClientObject, _ changed: [String: DBusValue]) {
+        server.propertiesChanged(path: c.path, interface: GeoClueAPI.clientInterfaceName, changed: changed,
+                                 destination: c.owner)
+    }
+
+    private func setActive(_ c: GeoClueClientObject, _ value: Bool) {
+        guard c.active != value else { return }
+        c.active = value
+        clientChanged(c, [ClientProperty.active: .bool(value)])
+    }
+
+    /// Ends the client's session (if any), the updates and a pending `Start`.
+    private func end(_ c: GeoClueClientObject, why: String) {
+        if c.pendingStart != nil { return giveUp(c, .accessDenied("Start did not complete: \(why)")) }
+        let wasActive = c.active
+        c.active = false
+        daemon.feed(.sessionEnded(c.session))
+        if wasActive { clientChanged(c, [ClientProperty.active: .bool(false)]) }
+    }
+
+    /// The pending `Start` fails with `error`; its session ends.
+    private func giveUp(_ c: GeoClueClientObject, _ error: DBusError) {
+        guard let id = c.pendingStart else { return }
+        finishStart(c, id)
+        daemon.abandon(id, error)
+        for call in c.joinedStarts { call.fail(error) }
+        c.joinedStarts = []
+        daemon.feed(.sessionEnded(c.session))
+    }
+
+    private func finishStart(_ c: GeoClueClientObject, _ id: CallID) {
+        starting[id] = nil
+        c.pendingStart = nil
+        if let t = c.startDeadline { loop.cancelTimer(t) }
+        c.startDeadline = nil
+    }
+
+    // MARK: From the cores (through the daemon)
+
+    /// The consent core granted a `Start` (`startUpdates`): the location core answers it next.
+    func started(_ id: CallID) {
+        guard let c = starting[id] else { return }
+        finishStart(c, id)
+        for call in c.joinedStarts { call.reply() }
+        c.joinedStarts = []
+        setActive(c, true)
+    }
+
+    /// The consent core refused a `Start` (its call fails with `error`).
+    func startFailed(_ id: CallID, _ error: DBusError) {
+        guard let c = starting[id] else { return }
+        finishStart(c, id)
+        for call in c.joinedStarts { call.fail(error) }
+        c.joinedStarts = []
+    }
+
+    /// A session lost its grant (location switched off, its consent reset): a
+    /// client object's updates have stopped, and its owner is told.
+    func grantEnded(_ session: String) {
+        guard let c = bySession[session] else { return }
+        setActive(c, false)
+    }
+
+    /// A fix for client sessions, as their grant shows it: a new location object
+    /// for each, and `LocationUpdated(old, new)` to its owner.
+    func deliver(_ sessions: [String], _ fix: Fix) {
+        let values = LocationProperties.encode(fix, receivedAt: GeoSystem.now())
+        for session in sessions {
+            guard let c = bySession[session], c.active else { continue }
+            let path = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
+            c.nextLocation &+= 1
+            let object = GeoClueLocationObject(values)
+            server.export(object, at: path, interfaces: [GeoClueLocationObject.interface], owner: c.owner)
+            let old = c.location
+            if let previous = c.current { retire(c, old, previous) }
+            c.location = path
+            c.current = object
+            server.emit(path: c.path, interface: GeoClueAPI.clientInterfaceName, member: "LocationUpdated",
+                        [.objectPath(old), .objectPath(path)], destination: c.owner)
+            clientChanged(c, [ClientProperty.location: .objectPath(path)])
+        }
+    }
+
+    /// The previous location object stays a while for a client that reads it late.
+    private func retire(_ c: GeoClueClientObject, _ path: String, _ object: GeoClueLocationObject) {
+        if c.retired.count >= GeoClueFacade.retiredPerClient {
+            let oldest = c.retired.removeFirst()
+            loop.cancelTimer(oldest.timer)
+            server.unexport(oldest.path)
+        }
+        let timer = loop.schedule(after: GeoClueFacade.retiredLifetime) { [weak self, weak c] in
+            guard let self, let c else { return }
+            c.retired.removeAll { $0.path == path }
+            self.server.unexport(path)
+        }
+        c.retired.append((path, object, timer))
+    }
+
+    /// `InUse` changed: broadcast, it holds no location (panels show an icon).
+    func inUseChanged(_ value: Bool) {
+        server.propertiesChanged(path: GeoClueAPI.managerPath, interface: GeoClueAPI.managerInterfaceName,
+                                 changed: [ManagerProperty.inUse: .bool(value)])
+    }
+
+    /// Location was switched on or off.
+    func enabledChanged() {
+        server.propertiesChanged(path: GeoClueAPI.managerPath, interface: GeoClueAPI.managerInterfaceName,
+                                 changed: [ManagerProperty.availableAccuracyLevel: .uint32(availableLevel)])
+    }
+
+    /// A connection left the bus: its client objects go (the consent core ends
+    /// their sessions with the connection's, and the daemon drops its calls).
+    func connectionLeft(_ name: String) {
+        for n in (clientsOf[name] ?? []).sorted() {
+            guard let c = clients[n] else { continue }
+            if let id = c.pendingStart { finishStart(c, id) }
+            c.joinedStarts = []
+            remove(c)
+        }
+    }
+
+    /// Unexports the client and its location objects and forgets it.
+    private func remove(_ c: GeoClueClientObject) {
+        for r in c.retired {
+            loop.cancelTimer(r.timer)
+            server.unexport(r.path)
+        }
+        c.retired = []
+        if c.current != nil { server.unexport(c.location) }
+        c.current = nil
+        server.unexport(c.path)
+        clients[c.number] = nil
+        bySession[c.session] = nil
+        clientsOf[c.owner]?.remove(c.number)
+        if clientsOf[c.owner]?.isEmpty == true { clientsOf[c.owner] = nil }
+        if defaultClient[c.owner] == c.number { defaultClient[c.owner] = nil }
+        if let uid = uidOf.removeValue(forKey: c.number) {
+            let n = (countOf[uid] ?? 1) - 1
+            countOf[uid] = n > 0 ? n : nil
+        }
+    }
+}

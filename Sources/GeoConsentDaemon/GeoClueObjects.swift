@@ -1,0 +1,93 @@
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+
+/// One GeoClue client object (`/org/freedesktop/GeoClue2/Client/N`): what its
+/// owner set, whether it is started, and its location objects. Exported for
+/// its owner alone; the facade does everything that involves the cores.
+final class GeoClueClientObject {
+    let number: UInt32
+    /// The unique name of the connection that made it: the only one that may use it.
+    let owner: String
+    let path: String
+    /// Its session in the consent core (`Caller.clientSession`).
+    let session: String
+
+    var distanceThreshold: UInt32 = 0
+    var timeThreshold: UInt32 = 0
+    var desktopID = ""
+    var requestedLevel = GeoClueAccuracyLevel.defaultRequested
+    var active = false
+    /// The latest location object's path, `/` before the first fix.
+    var location = GeoClueAPI.noLocation
+    /// The object there (the object server holds objects weakly).
+    var current: GeoClueLocationObject?
+    /// The number of the next location object.
+    var nextLocation: UInt32 = 0
+    /// Earlier location objects still served, oldest first, each with its removal timer.
+    var retired: [(path: String, object: GeoClueLocationObject, timer: EventLoop.Token)] = []
+    /// The consent core's id of the `Start` it is deciding on.
+    var pendingStart: CallID?
+    /// More `Start` calls made while that one waits: they get its answer.
+    var joinedStarts: [MethodCall] = []
+    /// Gives up on the pending `Start` if the core has not answered in time.
+    var startDeadline: EventLoop.Token?
+
+    init(number: UInt32, owner: String) {
+        self.number = number
+        self.owner = owner
+        path = GeoClueAPI.clientPath(number)
+        session = Caller.clientSessionName(connection: owner, number: number)
+    }
+
+    /// The filters its thresholds ask for.
+    var updateOptions: UpdateOptions {
+        UpdateOptions(distanceFilter: Double(distanceThreshold), minInterval: Double(timeThreshold))
+    }
+
+    /// `org.freedesktop.GeoClue2.Client`, bound by name to `GeoClueAPI.client`.
+    static func interface(_ facade: GeoClueFacade) -> Interface<GeoClueClientObject> {
+        Interface(
+            GeoClueAPI.client,
+            methods: [
+                "Start": { [unowned facade] c, call in facade.start(c, call) },
+                "Stop": { [unowned facade] c, call in facade.stop(c, call) },
+            ],
+            getters: [
+                ClientProperty.location: { .objectPath($0.location) },
+                ClientProperty.distanceThreshold: { .uint32($0.distanceThreshold) },
+                ClientProperty.timeThreshold: { .uint32($0.timeThreshold) },
+                ClientProperty.desktopID: { .string($0.desktopID) },
+                ClientProperty.requestedAccuracyLevel: { .uint32($0.requestedLevel) },
+                ClientProperty.active: { .bool($0.active) },
+            ],
+            setters: [
+                ClientProperty.distanceThreshold: { [unowned facade] c, call, v in
+                    facade.setThresholds(c, call, distance: v.uint32Value ?? 0, time: c.timeThreshold)
+                },
+                ClientProperty.timeThreshold: { [unowned facade] c, call, v in
+                    facade.setThresholds(c, call, distance: c.distanceThreshold, time: v.uint32Value ?? 0)
+                },
+                ClientProperty.desktopID: { [unowned facade] c, call, v in facade.setDesktopID(c, call, v.stringValue ?? "") },
+                ClientProperty.requestedAccuracyLevel: { [unowned facade] c, call, v in
+                    facade.setRequestedLevel(c, call, v.uint32Value ?? 0)
+                },
+            ])
+    }
+}
+
+/// One delivered fix (`…/Client/N/Location/M`): made for one client, never
+/// changed, removed a while after the next one arrives.
+final class GeoClueLocationObject {
+    let values: [String: DBusValue]
+
+    init(_ values: [String: DBusValue]) { self.values = values }
+
+    /// `org.freedesktop.GeoClue2.Location`: read-only values.
+    static let interface = Interface<GeoClueLocationObject>(
+        GeoClueAPI.location,
+        methods: [:],
+        getters: Dictionary(uniqueKeysWithValues: LocationProperties.names.map { name in
+            (name, { (l: GeoClueLocationObject) in l.values[name] ?? .double(0) })
+        }))
+}

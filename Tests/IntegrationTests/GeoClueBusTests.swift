@@ -1,0 +1,310 @@
+import XCTest
+import Foundation
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+/// The GeoClue2 facade through a real bus with raw D-Bus clients: object paths,
+/// properties, `Start` as a consent request, a new Location object per fix, and
+/// the privacy rules (owner-only objects, unicast signals, no coordinate in a
+/// broadcast). The real clients' tests are in GeoClueClientTests.
+final class GeoClueBusTests: GeoClueTestCase {
+    typealias API = GeoClueAPI
+
+    /// A client object of `p` with `level` and `desktopID` set, started while
+    /// fixes are fed; fails the test unless `Start` succeeds.
+    @discardableResult
+    func startedClient(_ p: BusPeer, level: UInt32 = GeoClueAccuracyLevel.exact, desktopID: String = "org.example.Maps",
+                       file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        let c = try p.geoclueClient()
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.desktopID, .string(desktopID)).get(),
+                         file: file, line: line)
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.requestedAccuracyLevel, .uint32(level)).get(),
+                         file: file, line: line)
+        XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Start").get(), file: file, line: line)
+        return c
+    }
+
+    /// Waits for the `n`th `LocationUpdated` of `client` (counting from 1).
+    func waitForUpdate(_ p: BusPeer, _ client: String, count n: Int = 1, timeout: Double = 15) -> (old: String, new: String)? {
+        stack.peers.pump(timeout: timeout) { p.locationUpdates(of: client).count >= n }
+        let all = p.locationUpdates(of: client)
+        return all.count >= n ? all[n - 1] : nil
+    }
+
+    /// The `Active` values of the client's `PropertiesChanged` signals `p` received.
+    func activeChanges(_ p: BusPeer, _ client: String) -> [Bool] {
+        p.signals.compactMap { m in
+            guard m.member == "PropertiesChanged", m.path == client else { return nil }
+            return m.arguments()[1].vardictValue?[ClientProperty.active]?.boolValue
+        }
+    }
+
+    // MARK: Objects and properties
+
+    func testManagerClientsAndTheirProperties() throws {
+        let p = try stack.peer(), q = try stack.peer()
+        let manager = try p.getAll(API.managerPath, API.managerInterfaceName).get()
+        XCTAssertEqual(manager[ManagerProperty.inUse], .bool(false))
+        XCTAssertEqual(manager[ManagerProperty.availableAccuracyLevel], .uint32(GeoClueAccuracyLevel.exact))
+
+        let c1 = try p.geoclueClient()
+        XCTAssertEqual(c1, "/org/freedesktop/GeoClue2/Client/1")
+        XCTAssertEqual(try p.geoclueClient(), c1, "GetClient reuses the connection's client")
+        XCTAssertEqual(try p.geoclueClient(create: true), "/org/freedesktop/GeoClue2/Client/2", "CreateClient makes a new one")
+        XCTAssertEqual(try q.geoclueClient(), "/org/freedesktop/GeoClue2/Client/3", "numbered for all callers")
+
+        let props = try p.getAll(c1, API.clientInterfaceName).get()
+        XCTAssertEqual(props, [
+            ClientProperty.location: .objectPath("/"), ClientProperty.distanceThreshold: .uint32(0),
+            ClientProperty.timeThreshold: .uint32(0), ClientProperty.desktopID: .string(""),
+            ClientProperty.requestedAccuracyLevel: .uint32(GeoClueAccuracyLevel.city), ClientProperty.active: .bool(false),
+        ])
+        XCTAssertNoThrow(try p.set(c1, API.clientInterfaceName, ClientProperty.timeThreshold, .uint32(7)).get())
+        XCTAssertEqual(p.clientProperty(c1, ClientProperty.timeThreshold), .uint32(7))
+        XCTAssertDBusError(p.set(c1, API.clientInterfaceName, ClientProperty.active, .bool(true)), DBusError.propertyReadOnlyName)
+        XCTAssertDBusError(p.set(c1, API.clientInterfaceName, ClientProperty.desktopID,
+                                 .string(String(repeating: "x", count: 257))), DBusError.invalidArgsName)
+
+        // DeleteClient: one's own only.
+        XCTAssertDBusError(q.gc(API.managerPath, API.managerInterfaceName, "DeleteClient", [.objectPath(c1)]),
+                           DBusError.accessDeniedName)
+        XCTAssertDBusError(p.gc(API.managerPath, API.managerInterfaceName, "DeleteClient",
+                                [.objectPath("/org/freedesktop/GeoClue2/Client/99")]), DBusError.invalidArgsName)
+        XCTAssertNoThrow(try p.gc(API.managerPath, API.managerInterfaceName, "DeleteClient", [.objectPath(c1)]).get())
+        XCTAssertDBusError(p.get(c1, API.clientInterfaceName, ClientProperty.active), DBusError.unknownObjectName)
+        XCTAssertEqual(try p.geoclueClient(), "/org/freedesktop/GeoClue2/Client/4", "a deleted client is not reused")
+
+        XCTAssertDBusError(p.gc(API.managerPath, API.managerInterfaceName, "AddAgent", [.string("gnome-shell")]),
+                           "org.freedesktop.DBus.Error.NotSupported")
+    }
+
+    // MARK: Start and fixes
+
+    func testStartPromptsThenEachFixIsANewLocationObject() throws {
+        let p = try stack.peer()
+        startFeeding()
+        let c = try startedClient(p)
+        XCTAssertEqual(p.clientProperty(c, ClientProperty.active), .bool(true))
+        // The prompt: the standard one, for the app the bus credentials show; DesktopId only for display.
+        let confirm = try XCTUnwrap(agent.confirms.first)
+        XCTAssertEqual(confirm.kind, .whenInUse)
+        XCTAssertEqual(confirm.appName, "org.example.Maps")
+        XCTAssertNotEqual(confirm.appID, "org.example.Maps")
+        XCTAssertEqual(confirm.accuracy, .full)
+
+        let first = try XCTUnwrap(waitForUpdate(p, c))
+        XCTAssertEqual(first.old, "/")
+        XCTAssertEqual(first.new, c + "/Location/0")
+        XCTAssertEqual(p.clientProperty(c, ClientProperty.location), .objectPath(first.new))
+        let loc = try XCTUnwrap(try p.geoclueLocation(first.new).get())
+        XCTAssertEqual(loc.latitude, feed.latitude, accuracy: 1e-6)
+        XCTAssertEqual(loc.longitude, feed.longitude, accuracy: 1e-6)
+        XCTAssertEqual(loc.altitude ?? 0, 123.4, accuracy: 0.01)
+        XCTAssertEqual(loc.speed ?? 0, 12.34 * 1852 / 3600, accuracy: 0.01)
+        XCTAssertEqual(loc.heading ?? 0, 56.7, accuracy: 0.01)
+        XCTAssertEqual(loc.description, "")
+        XCTAssertTrue(feed.sentTimestamps.contains(loc.timestamp ?? 0), "the receiver's time of the fix")
+        XCTAssertGreaterThan(loc.accuracy ?? 0, 0)
+
+        let second = try XCTUnwrap(waitForUpdate(p, c, count: 2))
+        stopFeeding()
+        XCTAssertEqual(second.old, first.new, "never updated in place")
+        XCTAssertEqual(second.new, c + "/Location/1")
+        XCTAssertNotNil(try p.geoclueLocation(first.new).get(), "the old one stays for a while")
+        // ... at least 5 s, then it goes; the latest stays.
+        stack.peers.settle(4)
+        XCTAssertNotNil(try? p.geoclueLocation(first.new).get())
+        let last = p.locationUpdates(of: c).last!.new
+        stack.peers.settle(2.5)
+        XCTAssertDBusError(p.geoclueLocation(first.new), DBusError.unknownObjectName)
+        XCTAssertNotNil(try p.geoclueLocation(last).get())
+        XCTAssertEqual(try p.getAll(API.managerPath, API.managerInterfaceName).get()[ManagerProperty.inUse], .bool(true))
+    }
+
+    func testFirstFixComesFromTheCacheRightAfterStart() throws {
+        let p = try stack.peer(), q = try stack.peer()
+        startFeeding()
+        let c = try startedClient(p)
+        XCTAssertNotNil(waitForUpdate(p, c, count: 2))
+        stopFeeding()
+        stack.peers.settle(0.5)
+        // No fix is sent any more: q's first one is the last that came, delivered at Start.
+        let d = try startedClient(q)
+        let first = try XCTUnwrap(waitForUpdate(q, d, timeout: 2))
+        let loc = try XCTUnwrap(try q.geoclueLocation(first.new).get())
+        XCTAssertEqual(loc.timestamp, feed.lastTimestamp)
+    }
+
+    func testCityLevelGetsTheGridCell() throws {
+        let p = try stack.peer()
+        startFeeding()
+        let c = try startedClient(p, level: GeoClueAccuracyLevel.city)
+        XCTAssertEqual(agent.confirms.first?.accuracy, .reduced)
+        let path = try XCTUnwrap(waitForUpdate(p, c)).new
+        let loc = try XCTUnwrap(try p.geoclueLocation(path).get())
+        let cell = ReducedGrid(cellSize: 5000).reduce(Fix(latitude: feed.latitude, longitude: feed.longitude, mode: .threeD))
+        XCTAssertEqual(loc.latitude, cell.latitude, accuracy: 1e-9)
+        XCTAssertEqual(loc.longitude, cell.longitude, accuracy: 1e-9)
+        XCTAssertEqual(loc.accuracy ?? 0, cell.horizontalAccuracy ?? -1, accuracy: 1e-6, "the cell's half-diagonal")
+        XCTAssertNil(loc.altitude)
+        XCTAssertNil(loc.speed)
+        XCTAssertNil(loc.heading)
+    }
+
+    func testThresholdsFilterAndChangeWhileStarted() throws {
+        let p = try stack.peer()
+        let c = try p.geoclueClient()
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.timeThreshold, .uint32(2)).get())
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.requestedAccuracyLevel, .uint32(8)).get())
+        startFeeding(interval: 0.2)
+        XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Start").get())
+        stack.peers.settle(5)
+        let times = p.signals.indices.filter { p.signals[$0].member == "LocationUpdated" }.map { p.signalTimes[$0] }
+        XCTAssertTrue((2...4).contains(times.count), "about one fix every 2 s of 25 sent: \(times.count)")
+        for (a, b) in zip(times, times.dropFirst()) { XCTAssertGreaterThan(Double(b - a) / 1e9, 1.8) }
+
+        // A distance threshold set while started applies at once: the receiver stands still.
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.distanceThreshold, .uint32(1000)).get())
+        let before = p.locationUpdates(of: c).count
+        stack.peers.settle(3)
+        XCTAssertEqual(p.locationUpdates(of: c).count, before)
+    }
+
+    // MARK: Refusals
+
+    func testStartRefusalsSayWhy() throws {
+        let p = try stack.peer()
+        let c = try p.geoclueClient()
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.requestedAccuracyLevel, .uint32(0)).get())
+        guard case .failure(let none) = p.gc(c, API.clientInterfaceName, "Start") else { return XCTFail("level 0 started") }
+        XCTAssertEqual(none.name, DBusError.accessDeniedName)
+        XCTAssertTrue(none.message.contains("0 (none)"), none.message)
+        XCTAssertEqual(agent.confirms.count, 0)
+
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.requestedAccuracyLevel, .uint32(8)).get())
+        agent.behaviour = .answer("deny")
+        guard case .failure(let denied) = p.gc(c, API.clientInterfaceName, "Start") else { return XCTFail("started") }
+        XCTAssertEqual(denied.name, DBusError.accessDeniedName)
+        XCTAssertTrue(denied.message.contains("denied"), denied.message)
+        XCTAssertEqual(p.clientProperty(c, ClientProperty.active), .bool(false))
+        // The decision is stored: another client of the app is refused without a prompt.
+        let c2 = try p.geoclueClient(create: true)
+        XCTAssertDBusError(p.gc(c2, API.clientInterfaceName, "Start"), DBusError.accessDeniedName)
+        XCTAssertEqual(agent.confirms.count, 1)
+
+        // Location switched off (root): refused, saying so; the Manager shows level 0.
+        let root = try stack.peer()
+        XCTAssertNoThrow(try root.setEnabled(false).get())
+        XCTAssertEqual(try p.getAll(API.managerPath, API.managerInterfaceName).get()[ManagerProperty.availableAccuracyLevel],
+                       .uint32(0))
+        guard case .failure(let off) = p.gc(c, API.clientInterfaceName, "Start") else { return XCTFail("started") }
+        XCTAssertTrue(off.message.contains("switched off"), off.message)
+
+        // No agent for the uid.
+        XCTAssertNoThrow(try root.setEnabled(true).get())
+        agentPeer.connection.close()
+        stack.peers.settle(0.3)
+        let other = try stack.peer()
+        let c3 = try other.geoclueClient()
+        XCTAssertNoThrow(try other.set(c3, API.clientInterfaceName, ClientProperty.desktopID, .string("x")).get())
+        // A new app for the daemon: the test process is one app, so reset its stored denial first.
+        XCTAssertNoThrow(try other.geo("ResetConsent", [.string(agent.confirms[0].appID), .vardict([:])]).get())
+        guard case .failure(let noAgent) = other.gc(c3, API.clientInterfaceName, "Start") else { return XCTFail("started") }
+        XCTAssertTrue(noAgent.message.contains("No consent agent"), noAgent.message)
+    }
+
+    func testUnansweredPromptFailsStartAndIsWithdrawn() throws {
+        agent.behaviour = .never
+        let p = try stack.peer()
+        let c = try p.geoclueClient()
+        let start = p.gcAsync(c, API.clientInterfaceName, "Start")
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.agent.confirms.count == 1 })
+        // Stop while the prompt is open: Start fails, the prompt is withdrawn.
+        XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Stop").get())
+        stack.peers.pump(timeout: 5) { start.isDone && self.agent.cancels.count == 1 }
+        XCTAssertDBusError(start.result ?? .success([]), DBusError.accessDeniedName)
+        XCTAssertEqual(agent.cancels, [agent.confirms[0].requestID])
+    }
+
+    // MARK: The grant's life
+
+    func testStopEndsAllowOnceAndTheConnectionLeavingEndsEveryClient() throws {
+        let p = try stack.peer()
+        startFeeding()
+        let c = try startedClient(p)
+        XCTAssertTrue(try sessionNames().contains(p.uniqueName + "/geoclue/1"), "the client object's own session")
+        XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Stop").get())
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.activeChanges(p, c) == [true, false] }, "\(activeChanges(p, c))")
+        XCTAssertFalse(try sessionNames().contains(p.uniqueName + "/geoclue/1"))
+        // Allow Once ended with Stop: the next Start asks again.
+        XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Start").get())
+        XCTAssertEqual(agent.confirms.count, 2)
+        let c2 = try startedClient(p)
+        XCTAssertEqual(c2, c, "GetClient")
+        let c3 = try p.geoclueClient(create: true)
+        XCTAssertNoThrow(try p.gc(c3, API.clientInterfaceName, "Start").get())
+        XCTAssertEqual(agent.confirms.count, 3, "each client object is its own grant")
+
+        let q = try stack.peer()
+        let mine = p.uniqueName
+        p.connection.close()
+        stack.peers.settle(0.5)
+        XCTAssertEqual(try sessionNames().filter { $0.hasPrefix(mine) }, [])
+        switch q.gc(API.clientsPath, ObjectServer.introspectable, "Introspect") {
+        case .success(let r): XCTAssertFalse(r.first?.stringValue?.contains("<node name=") ?? true, "\(r)")
+        case .failure(let e): XCTAssertEqual(e.name, DBusError.unknownObjectName, "no client object is left")
+        }
+    }
+
+    func testSwitchingLocationOffStopsActiveClients() throws {
+        let p = try stack.peer()
+        startFeeding()
+        let c = try startedClient(p)
+        XCTAssertNotNil(waitForUpdate(p, c))
+        XCTAssertNoThrow(try stack.peer().setEnabled(false).get())
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.activeChanges(p, c) == [true, false] })
+        let count = p.locationUpdates(of: c).count
+        stack.peers.settle(1.5)
+        XCTAssertEqual(p.locationUpdates(of: c).count, count, "no fix after the switch")
+    }
+
+    // MARK: Privacy
+
+    func testOtherCallersCannotReadOrUseAClientsObjectsAndBystandersSeeNoCoordinate() throws {
+        let bystander = try stack.peer()
+        try bystander.addMatch("type='signal'")
+        let p = try stack.peer(), q = try stack.peer()
+        startFeeding(north: 20)
+        let c = try p.geoclueClient()
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.distanceThreshold, .uint32(1)).get())
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.timeThreshold, .uint32(1)).get())
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.requestedAccuracyLevel, .uint32(8)).get())
+        XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Start").get())
+        let loc = try XCTUnwrap(waitForUpdate(p, c, count: 2)).new
+        XCTAssertNotNil(try p.geoclueLocation(loc).get())
+
+        // Another app: no reading, no writing, no calling, no listing.
+        XCTAssertDBusError(q.geoclueLocation(loc), DBusError.accessDeniedName)
+        XCTAssertDBusError(q.get(loc, API.locationInterfaceName, LocationProperties.latitude), DBusError.accessDeniedName)
+        XCTAssertDBusError(q.getAll(c, API.clientInterfaceName), DBusError.accessDeniedName)
+        XCTAssertDBusError(q.set(c, API.clientInterfaceName, ClientProperty.distanceThreshold, .uint32(0)), DBusError.accessDeniedName)
+        XCTAssertDBusError(q.gc(c, API.clientInterfaceName, "Stop"), DBusError.accessDeniedName)
+        XCTAssertDBusError(q.gc(loc, ObjectServer.introspectable, "Introspect"), DBusError.accessDeniedName)
+        // To another caller, a node with only others' objects below does not exist.
+        XCTAssertDBusError(q.gc(API.clientsPath, ObjectServer.introspectable, "Introspect"), DBusError.unknownObjectName)
+        let parent = try q.gc("/org/freedesktop/GeoClue2", ObjectServer.introspectable, "Introspect").get().first?.stringValue ?? ""
+        XCTAssertTrue(parent.contains("<node name=\"Manager\"/>") && !parent.contains("<node name=\"Client\"/>"), parent)
+        let own = try p.gc(API.clientsPath, ObjectServer.introspectable, "Introspect").get().first?.stringValue ?? ""
+        XCTAssertTrue(own.contains("<node name=\"1\"/>"), own)
+
+        // The bystander matched every signal: it got the broadcasts (InUse) and nothing about the client.
+        stack.peers.settle(1)
+        let fromDaemon = bystander.signals.filter { $0.sender != "org.freedesktop.DBus" }
+        XCTAssertTrue(fromDaemon.contains { $0.path == API.managerPath }, "InUse is broadcast")
+        XCTAssertEqual(fromDaemon.filter { ($0.path ?? "").hasPrefix(API.clientsPath) }.count, 0)
+        XCTAssertEqual(fromDaemon.flatMap { $0.arguments().flatMap(\.doubles) }, [], "no number in any broadcast")
+        XCTAssertGreaterThan(p.locationUpdates(of: c).count, 1)
+    }
+}

@@ -1,0 +1,174 @@
+import XCTest
+import Foundation
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+/// Real, unmodified GeoClue2 clients against the facade, headless, with the
+/// private test bus as their system bus: `where-am-i` from geoclue-2-demo, and
+/// a Python app on libgeoclue's `GClue.Simple` (tests/geoclue/gclue-simple-client.py).
+final class GeoClueClientTests: GeoClueTestCase {
+    static let whereAmI = "/usr/libexec/geoclue-2.0/demos/where-am-i"
+    static let python = "/usr/bin/python3"
+    static let simpleClient = TestPaths.sourceRoot + "/tests/geoclue/gclue-simple-client.py"
+
+    override func setUpWithError() throws {
+        for file in [Self.whereAmI, Self.python] where !FileManager.default.isExecutableFile(atPath: file) {
+            XCTFail("\(file) is missing: scripts/deps.sh installs geoclue-2-demo, gir1.2-geoclue-2.0 and python3-gi")
+        }
+        try super.setUpWithError()
+    }
+
+    /// The `Latitude:`, `Longitude:` and `Accuracy:` values where-am-i printed, per fix.
+    func printedFixes(_ output: String) -> [(latitude: Double, longitude: Double, accuracy: Double)] {
+        var out: [(Double, Double, Double)] = []
+        var lat: Double?, lon: Double?
+        for line in output.split(separator: "\n") {
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "°" })
+            guard words.count >= 2, let v = Double(words[1]) else { continue }
+            switch words[0] {
+            case "Latitude:": lat = v
+            case "Longitude:": lon = v
+            case "Accuracy:":
+                if let la = lat, let lo = lon { out.append((la, lo, v)) }
+                lat = nil
+                lon = nil
+            default: break
+            }
+        }
+        return out
+    }
+
+    // MARK: where-am-i
+
+    func testWhereAmIAtExactGetsTheTrack() throws {
+        startFeeding(interval: 0.5, north: 10)
+        let r = try runClient(Self.whereAmI, ["-t", "10", "-a", "8"])
+        XCTAssertEqual(r.status, 0, r.output)
+        let fixes = printedFixes(r.output)
+        XCTAssertGreaterThanOrEqual(fixes.count, 5, r.output)
+        for f in fixes {
+            // Each one a position of the track, as printed (%f: 6 decimals).
+            XCTAssertTrue(feed.sent.contains { abs($0.latitude - f.latitude) < 2e-6 && abs($0.longitude - f.longitude) < 2e-6 },
+                          "\(f) is not on the track")
+            XCTAssertGreaterThan(f.accuracy, 0)
+            XCTAssertLessThan(f.accuracy, 100)
+        }
+        XCTAssertTrue(r.output.contains("Altitude:") && r.output.contains("Heading:"), r.output)
+        let confirm = try XCTUnwrap(agent.confirms.first)
+        XCTAssertEqual(confirm.kind, .whenInUse)
+        XCTAssertEqual(confirm.appID, Self.whereAmI, "the app is what the bus credentials show")
+        XCTAssertEqual(confirm.appName, "geoclue-where-am-i", "its DesktopId, for display")
+        XCTAssertEqual(confirm.accuracy, .full)
+    }
+
+    func testWhereAmIAtCityGetsTheGridCell() throws {
+        startFeeding(interval: 0.5)
+        let r = try runClient(Self.whereAmI, ["-t", "10", "-a", "4"])
+        XCTAssertEqual(r.status, 0, r.output)
+        let fixes = printedFixes(r.output)
+        XCTAssertGreaterThanOrEqual(fixes.count, 5, r.output)
+        let cell = ReducedGrid(cellSize: 5000).reduce(Fix(latitude: feed.latitude, longitude: feed.longitude, mode: .threeD))
+        for f in fixes {
+            XCTAssertEqual(f.latitude, cell.latitude, accuracy: 1e-6)
+            XCTAssertEqual(f.longitude, cell.longitude, accuracy: 1e-6)
+            XCTAssertEqual(f.accuracy, cell.horizontalAccuracy ?? 0, accuracy: 1e-6)
+        }
+        XCTAssertFalse(r.output.contains("Altitude:") || r.output.contains("Speed:") || r.output.contains("Heading:"),
+                       "reduced: no altitude, speed or heading\n\(r.output)")
+        XCTAssertEqual(agent.confirms.first?.accuracy, .reduced)
+    }
+
+    func testWhereAmIExits255OnDontAllowAndWhenLocationIsOff() throws {
+        startFeeding(interval: 0.5)
+        agent.behaviour = .answer("deny")
+        let denied = try runClient(Self.whereAmI, ["-t", "10", "-a", "8"])
+        XCTAssertEqual(denied.status, 255, denied.output)
+        XCTAssertTrue(denied.output.contains("denied"), denied.output)
+        XCTAssertEqual(printedFixes(denied.output).count, 0)
+
+        XCTAssertNoThrow(try agentPeer.geo("ResetConsent", [.string(Self.whereAmI), .vardict([:])]).get())
+        agent.behaviour = .answer("allow-while-using")
+        XCTAssertNoThrow(try agentPeer.setEnabled(false).get())
+        let off = try runClient(Self.whereAmI, ["-t", "10", "-a", "8"])
+        XCTAssertEqual(off.status, 255, off.output)
+        XCTAssertTrue(off.output.contains("switched off"), off.output)
+        XCTAssertEqual(agent.confirms.count, 1, "no prompt while location is off")
+    }
+
+    func testWhereAmIQuitsWhenLocationIsSwitchedOffWhileItRuns() throws {
+        startFeeding(interval: 0.5)
+        var switched = false
+        let r = try runClient(Self.whereAmI, ["-t", "20", "-a", "8"], timeout: 25) { run in
+            if !switched, run.output.contains("Latitude:") {
+                switched = true
+                if case .failure(let e) = self.agentPeer.setEnabled(false) { XCTFail("\(e)") }
+            }
+        }
+        XCTAssertTrue(switched)
+        XCTAssertEqual(r.status, 0, r.output)
+        XCTAssertTrue(r.output.contains("Geolocation disabled. Quitting"), "Active went false\n\(r.output)")
+    }
+
+    // MARK: GClue.Simple
+
+    func testGClueSimpleCompletesWithTheFirstFixFollowsWithThresholdsAndDeleteClientEndsTheGrant() throws {
+        startFeeding(interval: 0.2, north: 5)
+        var sessionsWhileRunning: [String] = []
+        var sessionsAfterClose: [String]?
+        let r = try runClient(Self.python, [Self.simpleClient, "org.example.Simple", "8", "0", "2", "5", "3"]) { run in
+            if sessionsWhileRunning.isEmpty, !run.lines("ready").isEmpty {
+                sessionsWhileRunning = (try? self.sessionNames()) ?? []
+            }
+            if sessionsAfterClose == nil, !run.lines("closed").isEmpty {
+                // DeleteClient is on its way: the process stays connected meanwhile.
+                self.stack.peers.settle(1)
+                sessionsAfterClose = (try? self.sessionNames()) ?? ["?"]
+            }
+        }
+        XCTAssertEqual(r.status, 0, r.output)
+        let run = r.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        let ready = try XCTUnwrap(run.first { $0.first == "ready" }, r.output)
+        XCTAssertEqual(ready[1], "/org/freedesktop/GeoClue2/Client/1")
+        XCTAssertEqual(ready[2], ready[1] + "/Location/0", "completed with the first fix")
+        let lat = try XCTUnwrap(Double(ready[3]))
+        // NMEA carries 1/10000 of a minute: about 2e-6 degrees.
+        XCTAssertTrue(feed.sent.contains { abs($0.latitude - lat) < 2e-6 }, "\(lat) is not on the track")
+
+        // TimeThreshold 2 s over 5 s of fixes every 0.2 s: two updates or so, each ≥ 2 s apart.
+        let updates = run.filter { $0.first == "update" }
+        XCTAssertTrue((1...3).contains(updates.count), r.output)
+        let times = updates.compactMap { Double($0[5]) }
+        for (a, b) in zip(times, times.dropFirst()) { XCTAssertGreaterThan(b - a, 1800, r.output) }
+
+        XCTAssertEqual(sessionsWhileRunning.filter { $0.hasSuffix("/geoclue/1") }.count, 1, "\(sessionsWhileRunning)")
+        XCTAssertEqual(sessionsAfterClose?.filter { $0.contains("/geoclue/") }, [], "DeleteClient ended the grant")
+        XCTAssertEqual(agent.confirms.first?.appName, "org.example.Simple")
+    }
+
+    func testBystanderSeesNoCoordinateAndASecondAppCannotReadTheLocation() throws {
+        let bystander = try stack.peer()
+        try bystander.addMatch("type='signal'")
+        let other = try stack.peer()
+        startFeeding(interval: 0.2, north: 5)
+        var probed = false
+        let r = try runClient(Self.python, [Self.simpleClient, "org.example.Simple", "8", "1", "1", "4", "0"]) { run in
+            guard !probed, let ready = run.lines("ready").first, ready.count >= 3 else { return }
+            probed = true
+            // Another app, the same uid even: no access to the client's objects.
+            XCTAssertDBusError(other.geoclueLocation(ready[2]), DBusError.accessDeniedName)
+            XCTAssertDBusError(other.get(ready[2], GeoClueAPI.locationInterfaceName, LocationProperties.latitude),
+                               DBusError.accessDeniedName)
+            XCTAssertDBusError(other.getAll(ready[1], GeoClueAPI.clientInterfaceName), DBusError.accessDeniedName)
+        }
+        XCTAssertEqual(r.status, 0, r.output)
+        XCTAssertTrue(probed, r.output)
+        XCTAssertGreaterThanOrEqual(r.output.split(separator: "\n").filter { $0.hasPrefix("update ") }.count, 2,
+                                    "the client with thresholds got fixes\n\(r.output)")
+        let fromDaemon = bystander.signals.filter { $0.sender != "org.freedesktop.DBus" }
+        XCTAssertFalse(fromDaemon.isEmpty, "the bystander got the broadcasts")
+        XCTAssertEqual(fromDaemon.filter { ($0.path ?? "").hasPrefix(GeoClueAPI.clientsPath) }.map { $0.member ?? "" }, [])
+        XCTAssertEqual(fromDaemon.flatMap { $0.arguments().flatMap(\.doubles) }, [], "no coordinate in any signal it got")
+    }
+}

@@ -1,0 +1,170 @@
+import XCTest
+import Foundation
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+/// A stack whose daemon also serves GeoClue2 (`[geoclue] serve = true`), a consent
+/// agent in the test answering as told, and a receiver to feed fixes from.
+class GeoClueTestCase: XCTestCase {
+    var stack: Stack!
+    var agentPeer: BusPeer!
+    var agent: TestAgent!
+    let feed = LocationFeed()
+    private var feeding: LoopTicker?
+
+    /// More config for the daemon (after `[geoclue] serve = true`).
+    var extraConfig: String { "" }
+
+    override func setUpWithError() throws {
+        stack = try Stack(config: "[geoclue]\nserve = true\n" + extraConfig)
+        agentPeer = try stack.peer()
+        agent = TestAgent(peer: agentPeer, behaviour: .answer("allow-once"))
+        XCTAssertNoThrow(try agent.register().get())
+    }
+
+    override func tearDown() {
+        if let s = stack, let t = testRun, t.failureCount > 0 {
+            print("---- geoconsentd log ----\n\(s.daemon.log().suffix(6000))")
+        }
+        feeding?.stop()
+        feeding = nil
+        agent = nil
+        agentPeer = nil
+        stack?.stop()
+        stack = nil
+    }
+
+    /// Sends the next fix of `feed` every `interval` seconds while the test pumps,
+    /// each `north` metres north of the one before.
+    func startFeeding(interval: Double = 0.25, north: Double = 0) {
+        feeding?.stop()
+        let t = LoopTicker(loop: stack.peers.loop, interval: interval) { [feed, gpsd = stack.gpsd] in
+            feed.latitude = offset(feed.latitude, feed.longitude, north: north, east: 0).0
+            feed.send(to: gpsd)
+        }
+        t.start()
+        feeding = t
+    }
+
+    func stopFeeding() {
+        feeding?.stop()
+        feeding = nil
+    }
+
+    /// The bus address a real client gets as its system bus.
+    var clientEnvironment: [String: String] {
+        ["DBUS_SYSTEM_BUS_ADDRESS": stack.bus.address, "GTK_USE_PORTAL": "0"]
+    }
+
+    /// Runs a real client to its end while the test's loop runs (the agent
+    /// answers, fixes are fed); its exit status (nil: still running at `timeout`,
+    /// then killed) and everything it printed.
+    func runClient(_ executable: String, _ arguments: [String], timeout: Double = 30,
+                   whileRunning: ((ClientRun) -> Void)? = nil) throws -> (status: Int32?, output: String) {
+        let run = try ClientRun(executable, arguments, environment: clientEnvironment)
+        stack.peers.pump(timeout: timeout) {
+            whileRunning?(run)
+            return !run.process.isRunning
+        }
+        let status = run.process.waitForExit(timeout: 0.5)
+        if status == nil { run.process.kill9() }
+        return (status, run.output)
+    }
+
+    /// `ListSessions` as root (the test runs as root): every session.
+    func sessionNames() throws -> [String] {
+        try agentPeer.sessions().map(\.name)
+    }
+}
+
+/// A real client process, its output in a file.
+final class ClientRun {
+    let process: ChildProcess
+    private let dir: TempDir
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
+        dir = try TempDir()
+        process = try ChildProcess(executable: executable, arguments: arguments, logPath: dir.file("client.log"),
+                                   environment: environment)
+    }
+
+    deinit {
+        process.stop()
+        dir.remove()
+    }
+
+    /// Everything printed so far (stdout and stderr).
+    var output: String { (try? String(contentsOfFile: dir.file("client.log"), encoding: .utf8)) ?? "" }
+
+    /// The printed lines that start with `word` and a space, split into their words.
+    func lines(_ word: String) -> [[String]] {
+        output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }.filter { $0.first == word }
+    }
+}
+
+extension BusPeer {
+    /// A call to the GeoClue facade.
+    func gc(_ path: String, _ interface: String?, _ member: String, _ args: [DBusValue] = [],
+            timeout: Double = 30) -> Result<[DBusValue], DBusError> {
+        call(GeoClueAPI.busName, path, interface, member, args, timeout: timeout)
+    }
+
+    func gcAsync(_ path: String, _ interface: String?, _ member: String, _ args: [DBusValue] = [],
+                 timeout: Double = 30) -> PendingCall {
+        callAsync(GeoClueAPI.busName, path, interface, member, args, timeout: timeout)
+    }
+
+    /// `Manager.GetClient` (or `CreateClient`): the client object's path.
+    func geoclueClient(create: Bool = false) throws -> String {
+        let r = try gc(GeoClueAPI.managerPath, GeoClueAPI.managerInterfaceName, create ? "CreateClient" : "GetClient").get()
+        guard let path = r.first?.stringValue else { throw DBusError.failed("no path in \(r)") }
+        return path
+    }
+
+    func get(_ path: String, _ interface: String, _ name: String) -> Result<DBusValue, DBusError> {
+        gc(path, ObjectServer.properties, "Get", [.string(interface), .string(name)]).map { $0.first?.unwrapped ?? .bool(false) }
+    }
+
+    func set(_ path: String, _ interface: String, _ name: String, _ value: DBusValue) -> Result<[DBusValue], DBusError> {
+        gc(path, ObjectServer.properties, "Set", [.string(interface), .string(name), .variant(value)])
+    }
+
+    func getAll(_ path: String, _ interface: String) -> Result<[String: DBusValue], DBusError> {
+        gc(path, ObjectServer.properties, "GetAll", [.string(interface)]).map { $0.first?.vardictValue ?? [:] }
+    }
+
+    /// A client property.
+    func clientProperty(_ client: String, _ name: String) -> DBusValue? {
+        try? get(client, GeoClueAPI.clientInterfaceName, name).get()
+    }
+
+    /// A location object's values, as a GeoClue client reads them (`GetAll`).
+    func geoclueLocation(_ path: String) -> Result<GeoClueLocation?, DBusError> {
+        getAll(path, GeoClueAPI.locationInterfaceName).map(LocationProperties.decode)
+    }
+
+    /// `LocationUpdated(old, new)` signals of `client` received from index `from` on.
+    func locationUpdates(of client: String, from: Int = 0) -> [(old: String, new: String)] {
+        signals.dropFirst(from).compactMap { m in
+            guard m.member == "LocationUpdated", m.path == client, m.interface == GeoClueAPI.clientInterfaceName else { return nil }
+            let a = m.arguments()
+            guard a.count == 2, let o = a[0].stringValue, let n = a[1].stringValue else { return nil }
+            return (o, n)
+        }
+    }
+}
+
+extension DBusValue {
+    /// Every double inside the value, however deeply nested.
+    var doubles: [Double] {
+        switch self {
+        case .double(let d): return [d]
+        case .array(_, let items), .structure(let items): return items.flatMap(\.doubles)
+        case .dict(_, _, let entries): return entries.flatMap { $0.key.doubles + $0.value.doubles }
+        case .variant(let v): return v.doubles
+        default: return []
+        }
+    }
+}
