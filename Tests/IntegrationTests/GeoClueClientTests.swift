@@ -20,26 +20,6 @@ final class GeoClueClientTests: GeoClueTestCase {
         try super.setUpWithError()
     }
 
-    /// The `Latitude:`, `Longitude:` and `Accuracy:` values where-am-i printed, per fix.
-    func printedFixes(_ output: String) -> [(latitude: Double, longitude: Double, accuracy: Double)] {
-        var out: [(Double, Double, Double)] = []
-        var lat: Double?, lon: Double?
-        for line in output.split(separator: "\n") {
-            let words = line.split(whereSeparator: { $0 == " " || $0 == "°" })
-            guard words.count >= 2, let v = Double(words[1]) else { continue }
-            switch words[0] {
-            case "Latitude:": lat = v
-            case "Longitude:": lon = v
-            case "Accuracy:":
-                if let la = lat, let lo = lon { out.append((la, lo, v)) }
-                lat = nil
-                lon = nil
-            default: break
-            }
-        }
-        return out
-    }
-
     // MARK: where-am-i
 
     func testWhereAmIAtExactGetsTheTrack() throws {
