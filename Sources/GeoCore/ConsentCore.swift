@@ -93,7 +93,8 @@ public final class ConsentCore {
     public var sessionCount: Int { sessions.count }
     public func hasSession(_ name: String) -> Bool { sessions[name] != nil }
     public var openPromptCount: Int { prompts.count }
-    public var agentCount: Int { agents.count }
+    /// Agents of ours and GeoClue agents: each is state a restart would lose.
+    public var agentCount: Int { agents.count + geoclueAgents.count }
     public func agentName(forUID uid: UInt32) -> String? { agents[uid]?.name }
     public func geoclueAgent(forUID uid: UInt32) -> GeoClueAgent? { geoclueAgents[uid] }
 

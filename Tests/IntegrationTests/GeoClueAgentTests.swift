@@ -30,14 +30,20 @@ final class GeoClueAgentTests: GeoClueTestCase {
     }
 
     /// Starts the stand-in agent answering `authorized`, at the first of `levels`
-    /// (each `nextLevel()` moves on), and waits until `AddAgent` succeeded.
+    /// (each SIGUSR1 moves on), and waits until `AddAgent` succeeded.
     func startShellAgent(authorized: Bool, levels: [UInt32]) throws -> ClientRun {
+        let run = try launchShellAgent(authorized: authorized, levels: levels)
+        shell = run
+        XCTAssertFalse(run.lines("registered").isEmpty, "AddAgent failed: \(run.output)")
+        return run
+    }
+
+    /// Starts a stand-in agent and waits until its `AddAgent` is answered.
+    func launchShellAgent(authorized: Bool = true, levels: [UInt32] = [8]) throws -> ClientRun {
         let run = try ClientRun(GeoClueClientTests.python,
                                 [Self.shellAgent, authorized ? "true" : "false", levels.map(String.init).joined(separator: ",")],
                                 environment: clientEnvironment)
-        shell = run
         stack.peers.pump(timeout: 10) { !run.lines("registered").isEmpty || !run.process.isRunning }
-        XCTAssertFalse(run.lines("registered").isEmpty, "AddAgent failed: \(run.output)")
         return run
     }
 
@@ -48,6 +54,13 @@ final class GeoClueAgentTests: GeoClueTestCase {
                   whileRunning: ((ClientRun) -> Void)? = nil) throws -> (status: Int32?, output: String) {
         try runClient(GeoClueClientTests.whereAmI, ["-t", String(seconds), "-a", String(level)], timeout: Double(seconds) + 15,
                       whileRunning: whileRunning)
+    }
+
+    func testOneGeoClueAgentPerUid() throws {
+        _ = try startShellAgent(authorized: true, levels: [8])
+        let second = try launchShellAgent()
+        XCTAssertTrue(second.lines("registered").isEmpty, second.output)
+        XCTAssertTrue(second.output.contains("already registered"), second.output)
     }
 
     func testAuthorizeAppTrueGivesFixesAndIsStored() throws {
@@ -118,5 +131,19 @@ final class GeoClueAgentTests: GeoClueTestCase {
         }
         XCTAssertFalse(r.output.contains("Altitude:"), "reduced: no altitude\n\(r.output)")
         XCTAssertEqual(authorizations(agentRun), [["geoclue-where-am-i", "8"]])
+    }
+}
+
+/// `[agents] allow` admits GeoClue agents as it admits ours.
+final class GeoClueAgentAllowListTests: GeoClueTestCase {
+    override var registersAgent: Bool { false }
+    override var extraConfig: String { "[agents]\nallow = /usr/bin/gnome-shell\n" }
+
+    func testAnUnlistedAgentIsRefused() throws {
+        let run = try ClientRun(GeoClueClientTests.python, [GeoClueAgentTests.shellAgent, "true", "8"],
+                                environment: clientEnvironment)
+        stack.peers.pump(timeout: 10) { !run.process.isRunning }
+        XCTAssertTrue(run.lines("registered").isEmpty, run.output)
+        XCTAssertTrue(run.output.contains("is not allowed to register a consent agent"), run.output)
     }
 }
