@@ -88,6 +88,12 @@ public final class Daemon {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                     "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")
+            if serveGeoClue {
+                // GeoClue agents' MaxAccuracyLevel changes; the core heeds only registered agents'.
+                try connection.addMatch("type='signal',path='\(GeoClueAPI.agentPath)'," +
+                                        "interface='\(ObjectServer.properties)',member='PropertiesChanged'," +
+                                        "arg0='\(GeoClueAPI.agentInterfaceName)'")
+            }
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
@@ -160,6 +166,7 @@ public final class Daemon {
 
     private func otherMessage(_ m: Message) -> Bool {
         if nameLost(m) { return true }
+        if let geoclue, geoclue.agentSignal(m) { return true }
         guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
               m.sender == "org.freedesktop.DBus" else { return false }
         let args = m.arguments()
@@ -259,6 +266,8 @@ public final class Daemon {
                             destination: session)
             case .confirm(let request):
                 confirm(request)
+            case .authorizeApp(let request):
+                geoclue?.authorize(request)
             case .cancel(let agentName, let agentPath, let requestID):
                 cancel(agentName, agentPath, requestID)
             case .saveConsents(let urgent):
