@@ -20,7 +20,7 @@ public final class Daemon {
     let location: LocationService
     /// GeoClue's API, when served (`--geoclue`, `[geoclue] serve`).
     private(set) var geoclue: GeoClueFacade?
-    /// The process of each session's first call, watched for its exit.
+    /// The process of each connection's first session call, watched for its exit.
     let processes: SessionProcessWatch
     private var signals: SignalPipe?
 

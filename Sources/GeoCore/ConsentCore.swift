@@ -324,7 +324,7 @@ public final class ConsentCore {
         case .oneTime:
             if let r = record, r.oneTimeApproved, (r.oneTimeAccuracy ?? .full).covers(a) {
                 // Rule 3: the user confirmed the button once; later taps are silent.
-                // (No grant for a session whose process is gone: its status then.)
+                // (No grant where the connection's process is gone: its status then.)
                 guard grantTemporary(name, a) else { return effects.append(.reply(call, .status(status(s)))) }
                 noteUse(app)
                 return effects.append(.reply(call, .status(.whenInUse)))
@@ -340,7 +340,9 @@ public final class ConsentCore {
     /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
     @discardableResult
     private func grantTemporary(_ name: String, _ a: Accuracy) -> Bool {
-        guard var s = sessions[name], !isRestricted(s.caller), !processGone.contains(s.caller.connection) else { return false }
+        guard var s = sessions[name], !isRestricted(s.caller), !processGone.contains(s.caller.connection) else {
+            return false
+        }
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
