@@ -16,64 +16,6 @@
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
-// --- capabilities (the identity helper split: geoconsentd(8), SECURITY) ---
-
-/// capget(2) of this process: each set as a 64-bit mask (bit N = capability N).
-/// Returns 0, or -1 with errno set.
-static inline int geo_capget(uint64_t *effective, uint64_t *permitted, uint64_t *inheritable) {
-    struct __user_cap_header_struct header = { _LINUX_CAPABILITY_VERSION_3, 0 };
-    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-    memset(data, 0, sizeof data);
-    if (syscall(SYS_capget, &header, data) != 0) return -1;
-    *effective = (uint64_t)data[1].effective << 32 | data[0].effective;
-    *permitted = (uint64_t)data[1].permitted << 32 | data[0].permitted;
-    *inheritable = (uint64_t)data[1].inheritable << 32 | data[0].inheritable;
-    return 0;
-}
-
-/// capset(2) of this process to the given masks. Returns 0, or -1 with errno
-/// set (EPERM also where a seccomp filter denies capset, as systemd's
-/// `SystemCallFilter=~@privileged` does).
-static inline int geo_capset(uint64_t effective, uint64_t permitted, uint64_t inheritable) {
-    struct __user_cap_header_struct header = { _LINUX_CAPABILITY_VERSION_3, 0 };
-    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-    memset(data, 0, sizeof data);
-    data[0].effective = (uint32_t)effective;
-    data[1].effective = (uint32_t)(effective >> 32);
-    data[0].permitted = (uint32_t)permitted;
-    data[1].permitted = (uint32_t)(permitted >> 32);
-    data[0].inheritable = (uint32_t)inheritable;
-    data[1].inheritable = (uint32_t)(inheritable >> 32);
-    return (int)syscall(SYS_capset, &header, data);
-}
-
-/// prctl(2) with all five arguments (glibc's prctl is variadic).
-static inline int geo_prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5) {
-    return prctl(option, arg2, arg3, arg4, arg5);
-}
-
-static const int GEO_CAP_SETPCAP = CAP_SETPCAP;
-static const int GEO_CAP_SYS_PTRACE = CAP_SYS_PTRACE;
-static const int GEO_PR_CAPBSET_READ = PR_CAPBSET_READ;
-static const int GEO_PR_CAPBSET_DROP = PR_CAPBSET_DROP;
-static const int GEO_PR_CAP_AMBIENT = PR_CAP_AMBIENT;
-static const unsigned long GEO_PR_CAP_AMBIENT_IS_SET = PR_CAP_AMBIENT_IS_SET;
-static const unsigned long GEO_PR_CAP_AMBIENT_CLEAR_ALL = PR_CAP_AMBIENT_CLEAR_ALL;
-static const int GEO_PR_SET_NO_NEW_PRIVS = PR_SET_NO_NEW_PRIVS;
-static const int GEO_PR_GET_NO_NEW_PRIVS = PR_GET_NO_NEW_PRIVS;
-static const int GEO_PR_SET_DUMPABLE = PR_SET_DUMPABLE;
-static const int GEO_PR_SET_NAME = PR_SET_NAME;
-
-#ifndef SYS_close_range
-#define SYS_close_range 436
-#endif
-
-/// close_range(2) (Linux 5.9): closes descriptors first...last. Returns 0, or
-/// -1 with errno set (ENOSYS before 5.9: close them one by one instead).
-static inline int geo_close_range(unsigned int first, unsigned int last) {
-    return (int)syscall(SYS_close_range, first, last, 0);
-}
-
 #endif
 
 /// openat2(2): opens `path` relative to `dirfd` with `flags` (O_*) and
@@ -154,6 +96,20 @@ static const int GEO_PR_SET_NAME = PR_SET_NAME;
 /// -1 with errno set (ENOSYS before 5.9: close them one by one instead).
 static inline int geo_close_range(unsigned int first, unsigned int last) {
     return (int)syscall(SYS_close_range, first, last, 0);
+}
+
+// --- process descriptors (a session's process: geoconsentd(8)) ---
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/// pidfd_open(2) (Linux 5.3): a descriptor for the process `pid`, close-on-exec,
+/// that poll(2) reports readable once that process has exited. Returns it, or
+/// -1 with errno set: ESRCH (no such process), ENOSYS (before 5.3), EPERM
+/// (a seccomp filter denies it: systemd's SystemCallErrorNumber=EPERM).
+static inline int geo_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
 #endif

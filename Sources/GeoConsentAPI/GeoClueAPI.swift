@@ -11,6 +11,8 @@ public enum GeoClueAPI {
     public static let clientInterfaceName = "org.freedesktop.GeoClue2.Client"
     public static let locationInterfaceName = "org.freedesktop.GeoClue2.Location"
     public static let agentInterfaceName = "org.freedesktop.GeoClue2.Agent"
+    /// Where a GeoClue agent serves `agent`, on its own connection.
+    public static let agentPath = "/org/freedesktop/GeoClue2/Agent"
     /// The parent of every client object.
     public static let clientsPath = "/org/freedesktop/GeoClue2/Client"
 

@@ -59,18 +59,8 @@ final class CallerResolver {
             if let refusal = k.refusal { return done(.failure(refusal)) }
             let now = EventLoop.monotonicNanos()
             if now &- k.checkedAt < CallerResolver.recheckInterval { return done(.success(k.caller)) }
-            switch identity.verify(pid: k.caller.pid, uid: k.caller.uid, startTime: k.startTime) {
-            case .success:
-                k.checkedAt = now
-                known[name] = k
-                return done(.success(k.caller))
-            case .failure(let e):
-                Log.info("refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), \(k.caller.appID)) from now on: " +
-                         "not the process first seen for it: \(e)")
-                k.refusal = CallerResolver.denied(e)
-                known[name] = k
-                return done(.failure(k.refusal!))
-            }
+            if let refusal = check(name, &k, at: now) { return done(.failure(refusal)) }
+            return done(.success(k.caller))
         }
         if waiting[name] != nil {
             waiting[name]!.append(done)
@@ -85,6 +75,31 @@ final class CallerResolver {
         } catch {
             finish(name, .failure(DBusError.failed("\(error)")))
         }
+    }
+
+    /// Checks that the PID of `k` is still the process first seen for it; once
+    /// it is not, `k` is refused for good. Returns the refusal, if any.
+    private func check(_ name: String, _ k: inout Known, at now: UInt64) -> DBusError? {
+        switch identity.verify(pid: k.caller.pid, uid: k.caller.uid, startTime: k.startTime) {
+        case .success:
+            k.checkedAt = now
+            known[name] = k
+            return nil
+        case .failure(let e):
+            Log.info("refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), \(k.caller.appID)) from now on: " +
+                     "not the process first seen for it: \(e)")
+            k.refusal = CallerResolver.denied(e)
+            known[name] = k
+            return k.refusal
+        }
+    }
+
+    /// Whether the PID of `name` is, right now, the process first seen for it
+    /// (checked as for a call, whatever the interval): after a descriptor was
+    /// opened on that PID, true proves the descriptor is that process's.
+    func isFirstProcess(_ name: String) -> Bool {
+        guard var k = known[name], k.refusal == nil else { return false }
+        return check(name, &k, at: EventLoop.monotonicNanos()) == nil
     }
 
     private func finish(_ name: String, _ reply: Result<Message, DBusError>) {

@@ -20,6 +20,8 @@ public final class Daemon {
     let location: LocationService
     /// GeoClue's API, when served (`--geoclue`, `[geoclue] serve`).
     private(set) var geoclue: GeoClueFacade?
+    /// The process of each connection's first session call, watched for its exit.
+    let processes: SessionProcessWatch
     private var signals: SignalPipe?
 
     /// Calls the core has not answered yet, by the id it knows them by.
@@ -69,7 +71,9 @@ public final class Daemon {
         location = LocationService(loop: loop, server: server, consent: core,
                                    host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
+        processes = SessionProcessWatch(loop: loop, connection: connection)
         connection.attach(to: loop)
+        processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
         let serveGeoClue = options.serveGeoClue || config.serveGeoClue
@@ -84,6 +88,12 @@ public final class Daemon {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                     "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")
+            if serveGeoClue {
+                // GeoClue agents' MaxAccuracyLevel changes; the core heeds only registered agents'.
+                try connection.addMatch("type='signal',path='\(GeoClueAPI.agentPath)'," +
+                                        "interface='\(ObjectServer.properties)',member='PropertiesChanged'," +
+                                        "arg0='\(GeoClueAPI.agentInterfaceName)'")
+            }
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
@@ -156,6 +166,7 @@ public final class Daemon {
 
     private func otherMessage(_ m: Message) -> Bool {
         if nameLost(m) { return true }
+        if let geoclue, geoclue.agentSignal(m) { return true }
         guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
               m.sender == "org.freedesktop.DBus" else { return false }
         let args = m.arguments()
@@ -163,6 +174,7 @@ public final class Daemon {
               newOwner.isEmpty, name.hasPrefix(":") else { return false }
         callers.forget(name)
         geoclue?.connectionLeft(name)
+        processes.forget(name)
         feed(.nameLeft(name))
         location.drop(session: name)
         // The core never answers the calls of a client that left while it waited on a
@@ -196,12 +208,21 @@ public final class Daemon {
         }
     }
 
+    /// After a client call: a connection whose first session has just started
+    /// gets its process watched (the one its first call was resolved to,
+    /// checked by start time). Client objects' sessions share their connection's.
+    private func watchProcess(of caller: Caller) {
+        guard core.hasSession(caller.name) else { return }
+        processes.watch(connection: caller.connection, pid: caller.pid) { callers.isFirstProcess(caller.connection) }
+    }
+
     func feed(_ event: CoreEvent) {
         let effects = core.handle(event, now: GeoSystem.now())
         let count = core.sessionCount
         sessionPeak = max(sessionPeak, count)
         if count >= 256 { crowdSinceEmpty = true }
         execute(effects)
+        if case .client(_, let caller, _) = event { watchProcess(of: caller) }
         checkIdle()
     }
 
@@ -245,6 +266,8 @@ public final class Daemon {
                             destination: session)
             case .confirm(let request):
                 confirm(request)
+            case .authorizeApp(let request):
+                geoclue?.authorize(request)
             case .cancel(let agentName, let agentPath, let requestID):
                 cancel(agentName, agentPath, requestID)
             case .saveConsents(let urgent):

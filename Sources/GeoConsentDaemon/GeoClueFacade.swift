@@ -24,7 +24,7 @@ final class GeoClueFacade {
     /// for one that joined a longer prompt of the same app.
     static let startDeadline = ConsentCore.clientPromptTimeout + 1
 
-    private unowned let daemon: Daemon
+    unowned let daemon: Daemon
     private var loop: EventLoop { daemon.loop }
     private var server: ObjectServer { daemon.server }
     private lazy var clientInterface = GeoClueClientObject.interface(self)
@@ -61,10 +61,7 @@ final class GeoClueFacade {
             "GetClient": { f, call in f.makeClient(call, reuse: true) },
             "CreateClient": { f, call in f.makeClient(call, reuse: false) },
             "DeleteClient": { f, call in f.deleteClient(call) },
-            "AddAgent": { _, call in
-                call.fail(DBusError("org.freedesktop.DBus.Error.NotSupported",
-                                    "GeoClue agents are not used: geoconsent asks through its own consent agents"))
-            },
+            "AddAgent": { f, call in f.addAgent(call) },
         ],
         getters: [
             ManagerProperty.inUse: { .bool($0.daemon.location.inUse) },
@@ -281,6 +278,9 @@ final class GeoClueFacade {
         server.propertiesChanged(path: GeoClueAPI.managerPath, interface: GeoClueAPI.managerInterfaceName,
                                  changed: [ManagerProperty.inUse: .bool(value)])
     }
+
+    /// The `RequestedAccuracyLevel` of the client object whose session is `session`.
+    func requestedLevel(session: String) -> UInt32? { bySession[session]?.requestedLevel }
 
     /// Location was switched on or off.
     func enabledChanged() {

@@ -35,6 +35,9 @@ public final class ConsentCore {
         var name: String
         var path: String
         var uid: UInt32
+        /// A GeoClue agent standing in for a uid with no agent of ours: asked
+        /// with `AuthorizeApp`, and never sent `Cancel` (it has none).
+        var geoclue = false
     }
 
     struct Waiter {
@@ -59,11 +62,17 @@ public final class ConsentCore {
     private var sessions = SessionTable()
     private var consents: RecordTable
     private var agents: [UInt32: Agent] = [:]
+    /// GeoClue agents (`Manager.AddAgent`), one per uid (GeoClueAgents.swift).
+    private var geoclueAgents: [UInt32: GeoClueAgent] = [:]
     private var prompts: [String: Prompt] = [:]
     private var openPrompt: [AppKey: String] = [:]
     /// Requests waiting for the app's open prompt to end before they are evaluated afresh.
     private var queued: [AppKey: [Waiter]] = [:]
     private var nextPromptID = 1
+    /// Connections whose first process exited while they live on in another
+    /// process (`processExited`): none of their sessions holds a temporary
+    /// grant. Kept until the name leaves the bus.
+    private var processGone: Set<String> = []
 
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
@@ -88,8 +97,10 @@ public final class ConsentCore {
     public var sessionCount: Int { sessions.count }
     public func hasSession(_ name: String) -> Bool { sessions[name] != nil }
     public var openPromptCount: Int { prompts.count }
-    public var agentCount: Int { agents.count }
+    /// Agents of ours and GeoClue agents: each is state a restart would lose.
+    public var agentCount: Int { agents.count + geoclueAgents.count }
     public func agentName(forUID uid: UInt32) -> String? { agents[uid]?.name }
+    public func geoclueAgent(forUID uid: UInt32) -> GeoClueAgent? { geoclueAgents[uid] }
 
     /// The accuracy fixes for `session` must have now; nil: no fix may reach it.
     public func grantedAccuracy(for session: String) -> Accuracy? {
@@ -120,6 +131,10 @@ public final class ConsentCore {
             nameLeft(name)
         case .sessionEnded(let name):
             endSession(name)
+        case .geoclueAgentLevel(let name, let maxAccuracy):
+            geoclueAgentLevel(name, maxAccuracy)
+        case .processExited(let name):
+            processExited(name)
         }
         announceChanges()
         sessions.forgetChanges()
@@ -135,7 +150,21 @@ public final class ConsentCore {
     private func policy(_ app: AppKey) -> AppPolicy? { config.apps.isEmpty ? nil : config.apps[app.appID] }
 
     /// `restricted` applies to whoever shows the app-id: it only takes away.
-    private func isRestricted(_ caller: Caller) -> Bool { !enabled || policy(caller.app) == .restricted }
+    private func isRestricted(_ caller: Caller) -> Bool {
+        !enabled || policy(caller.app) == .restricted || geoclueOff(caller)
+    }
+
+    /// The GeoClue agent of a client object's uid (GeoClue speaks for GeoClue
+    /// clients only: our own API's sessions never have one).
+    private func geoclueAgent(of caller: Caller) -> GeoClueAgent? {
+        guard !geoclueAgents.isEmpty, caller.name != caller.connection else { return nil }
+        return geoclueAgents[caller.uid]
+    }
+
+    /// A client object whose uid's GeoClue agent says location is off (`MaxAccuracyLevel` 0).
+    private func geoclueOff(_ caller: Caller) -> Bool {
+        geoclueAgent(of: caller).map { $0.maxAccuracy == nil } ?? false
+    }
 
     /// `always` applies only where the app-id is more than the caller's word
     /// (`Config.grantsByName`): a verified sandbox, or a system uid.
@@ -162,7 +191,8 @@ public final class ConsentCore {
         if let r = consents[app], r.decision == .whenInUse { best = max(best, r.decisionAccuracy ?? .full) }
         if let t = s.tempGrant { best = max(best, t) }
         guard let best else { return nil }
-        return s.limit == .reduced ? .reduced : best
+        let granted: Accuracy = s.limit == .reduced ? .reduced : best
+        return geoclueAgent(of: s.caller).map { $0.cap(granted) } ?? granted
     }
 
     private func max(_ a: Accuracy?, _ b: Accuracy) -> Accuracy {
@@ -252,8 +282,11 @@ public final class ConsentCore {
         let app = s.caller.appID
         switch status {
         case .restricted:
-            return enabled ? "The administrator does not allow \(app) to use location (policy = restricted)"
-                           : "Location is switched off"
+            if !enabled { return "Location is switched off" }
+            if geoclueOff(s.caller) {
+                return "Location is switched off for uid \(s.caller.uid) (its GeoClue agent's MaxAccuracyLevel is 0)"
+            }
+            return "The administrator does not allow \(app) to use location (policy = restricted)"
         case .denied:
             return "Location access for \(app) was denied (the user chose Don't Allow)"
         case .notDetermined, .always, .whenInUse:
@@ -291,7 +324,8 @@ public final class ConsentCore {
         case .oneTime:
             if let r = record, r.oneTimeApproved, (r.oneTimeAccuracy ?? .full).covers(a) {
                 // Rule 3: the user confirmed the button once; later taps are silent.
-                grantTemporary(name, a)
+                // (No grant where the connection's process is gone: its status then.)
+                guard grantTemporary(name, a) else { return effects.append(.reply(call, .status(status(s)))) }
                 noteUse(app)
                 return effects.append(.reply(call, .status(.whenInUse)))
             }
@@ -303,11 +337,16 @@ public final class ConsentCore {
         ask(call, name, kind, o, start: start)
     }
 
-    private func grantTemporary(_ name: String, _ a: Accuracy) {
-        guard var s = sessions[name], !isRestricted(s.caller) else { return }
+    /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
+    @discardableResult
+    private func grantTemporary(_ name: String, _ a: Accuracy) -> Bool {
+        guard var s = sessions[name], !isRestricted(s.caller), !processGone.contains(s.caller.connection) else {
+            return false
+        }
         s.tempGrant = a
         s.limit = a
         sessions[name] = s
+        return true
     }
 
     /// Whether a decision about `app` may be stored: its record exists, or its
@@ -327,7 +366,9 @@ public final class ConsentCore {
     private func ask(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions, start: UpdateOptions?) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
-        guard let agent = agents[app.uid] else {
+        // Our own agent first; for a client object's Start, the uid's GeoClue agent else.
+        let geoclue = start == nil ? nil : geoclueAgents[app.uid].map { Agent(name: $0.name, path: "", uid: $0.uid, geoclue: true) }
+        guard let agent = agents[app.uid] ?? geoclue else {
             if start != nil {
                 return effects.append(.fail(call, .accessDenied(
                     "No consent agent is registered for uid \(app.uid), so nobody can allow \(app.appID) to use location")))
@@ -371,6 +412,12 @@ public final class ConsentCore {
         openPrompt[app] = id
         s.waiting = .prompt(id)
         sessions[name] = s
+        if agent.geoclue {
+            return effects.append(.authorizeApp(AuthorizeAppRequest(
+                agentName: agent.name, requestID: id,
+                desktopID: s.caller.identity == .flatpak ? app.appID : o.appName,
+                session: name, accuracy: o.accuracy, timeout: min(config.promptTimeout, Self.clientPromptTimeout))))
+        }
         effects.append(.confirm(ConfirmRequest(
             agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
             appName: o.appName, reason: o.reason, accuracy: o.accuracy, pid: s.caller.pid,
@@ -445,8 +492,12 @@ public final class ConsentCore {
     private func nameLeft(_ name: String) {
         for client in sessions.clientSessions(of: name).sorted() { endSession(client) }
         endSession(name)
+        processGone.remove(name)
         if let (uid, _) = agents.first(where: { $0.value.name == name }) {
             dropAgent(uid)
+        }
+        if let (uid, _) = geoclueAgents.first(where: { $0.value.name == name }) {
+            dropGeoClueAgent(uid)
         }
     }
 
@@ -466,7 +517,7 @@ public final class ConsentCore {
                     // Nobody waits any more: withdraw the prompt.
                     prompts[id] = nil
                     openPrompt[app] = nil
-                    effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: id))
+                    withdraw(p)
                     reevaluateQueued(app)
                 } else {
                     prompts[id] = p
@@ -477,35 +528,94 @@ public final class ConsentCore {
         }
     }
 
+    /// The process of the connection's first session call has exited, and
+    /// another process holds the connection: the grants the user gave to what
+    /// they tapped in end, as a one-time grant on iOS ends when the app goes
+    /// away. That is the temporary grant of the connection's session and of its
+    /// client objects' sessions, now and from now on. Stored decisions stay
+    /// (they are the app's, not the process's); a request for less accuracy
+    /// stays in force while one of them grants.
+    private func processExited(_ connection: String) {
+        guard processGone.insert(connection).inserted else { return }
+        for name in [connection] + sessions.clientSessions(of: connection).sorted() {
+            guard var s = sessions[name], s.tempGrant != nil else { continue }
+            s.tempGrant = nil
+            if effectiveAccuracy(s) == nil { s.limit = nil }
+            sessions[name] = s
+        }
+        // announceChanges sends AuthorizationChanged and ends the fixes where a grant is gone.
+    }
+
     /// The agent is gone: its open prompts count as no answer.
     private func dropAgent(_ uid: UInt32) {
         guard let agent = agents.removeValue(forKey: uid) else { return }
+        dropPrompts(of: agent)
+    }
+
+    private func dropPrompts(of agent: Agent) {
         for id in prompts.values.filter({ $0.agent == agent }).map(\.id).sorted() {
             answered(id, .noAnswer("agent left"))
         }
     }
 
+    /// Tells the agent a prompt is withdrawn; a GeoClue agent has no way to hear it.
+    private func withdraw(_ p: Prompt) {
+        guard !p.agent.geoclue else { return }
+        effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: p.id))
+    }
+
+    // MARK: GeoClue agents
+
+    /// The GeoClue agent is gone: its prompts count as no answer, and its cap goes with it.
+    private func dropGeoClueAgent(_ uid: UInt32) {
+        guard let g = geoclueAgents.removeValue(forKey: uid) else { return }
+        allChanged = true
+        dropPrompts(of: Agent(name: g.name, path: "", uid: uid, geoclue: true))
+    }
+
+    /// A new `MaxAccuracyLevel`: every client object of the uid may have a new
+    /// grant (off: their updates end, `announceChanges`).
+    private func geoclueAgentLevel(_ name: String, _ maxAccuracy: Accuracy?) {
+        guard let (uid, g) = geoclueAgents.first(where: { $0.value.name == name }), g.maxAccuracy != maxAccuracy else { return }
+        geoclueAgents[uid]?.maxAccuracy = maxAccuracy
+        allChanged = true
+    }
+
+    /// Why `caller` may not register an agent of either kind, if it may not:
+    /// never a sandbox; with `[agents] allow`, only a listed id resting on more
+    /// than the caller's word.
+    private func agentRefusal(_ caller: Caller) -> CoreError? {
+        if caller.sandboxed { return .accessDenied("Sandboxed applications cannot register consent agents") }
+        if !config.agentAllow.isEmpty {
+            if !config.agentAllow.contains(caller.appID) {
+                return .accessDenied("\(caller.appID) is not allowed to register a consent agent")
+            }
+            if !config.grantsByName(to: caller) {
+                // Listed, but any program of this uid could show that id.
+                return .accessDenied(
+                    "\(caller.appID) is allowed to register a consent agent only in processes of system uids " +
+                    "(at most \(config.systemUIDMax), [daemon] system-uid-max), not of uid \(caller.uid): " +
+                    "another user's process can show any \(caller.identity == .systemdUnit ? "unit name" : "executable path")")
+            }
+        }
+        return nil
+    }
+
     private func management(_ call: CallID, _ caller: Caller, _ request: ManagementRequest) {
         switch request {
         case .registerAgent(let path):
-            if caller.sandboxed { return effects.append(.fail(call, .accessDenied("Sandboxed applications cannot register consent agents"))) }
-            if !config.agentAllow.isEmpty {
-                if !config.agentAllow.contains(caller.appID) {
-                    return effects.append(.fail(call, .accessDenied("\(caller.appID) is not allowed to register a consent agent")))
-                }
-                if !config.grantsByName(to: caller) {
-                    // Listed, but any program of this uid could show that id.
-                    return effects.append(.fail(call, .accessDenied(
-                        "\(caller.appID) is allowed to register a consent agent only in processes of system uids " +
-                        "(at most \(config.systemUIDMax), [daemon] system-uid-max), not of uid \(caller.uid): " +
-                        "another user's process can show any \(caller.identity == .systemdUnit ? "unit name" : "executable path")")))
-                }
-            }
+            if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
             if let a = agents[caller.uid] {
                 if a.name == caller.name && a.path == path { return effects.append(.reply(call, .empty)) }
                 return effects.append(.fail(call, .agentExists))
             }
             agents[caller.uid] = Agent(name: caller.name, path: path, uid: caller.uid)
+            effects.append(.reply(call, .empty))
+        case .addGeoClueAgent(let maxAccuracy):
+            if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
+            if let g = geoclueAgents[caller.uid], g.name != caller.name { return effects.append(.fail(call, .agentExists)) }
+            geoclueAgents[caller.uid] = GeoClueAgent(name: caller.name, uid: caller.uid, maxAccuracy: maxAccuracy)
+            allChanged = true
             effects.append(.reply(call, .empty))
         case .unregisterAgent(let path):
             guard let a = agents[caller.uid], a.name == caller.name, a.path == path else {
@@ -565,7 +675,7 @@ public final class ConsentCore {
         for id in prompts.keys.sorted() {
             guard let p = prompts.removeValue(forKey: id) else { continue }
             openPrompt[p.app] = nil
-            effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: id))
+            withdraw(p)
             for w in p.waiters where sessions[w.session] != nil {
                 sessions[w.session]?.waiting = nil
                 conclude(w.call, w.session, .restricted, w.start)

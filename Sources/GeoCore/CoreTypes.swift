@@ -136,6 +136,9 @@ public enum ManagementRequest: Equatable, Sendable {
     case resetConsent(appID: String, uid: UInt32?)
     case listSessions
     case setEnabled(Bool)
+    /// GeoClue's `Manager.AddAgent`: the caller's connection becomes its uid's
+    /// GeoClue agent, with the cap its `MaxAccuracyLevel` gives (nil: location off).
+    case addGeoClueAgent(maxAccuracy: Accuracy?)
 }
 
 /// An event the daemon feeds the core.
@@ -148,6 +151,14 @@ public enum CoreEvent: Equatable, Sendable {
     /// A client object's session ends (`Stop`, the object deleted, its `Start`
     /// given up), as if its connection had left.
     case sessionEnded(String)
+    /// A GeoClue agent's `MaxAccuracyLevel` changed (nil: location off); ignored
+    /// unless `name` is a registered GeoClue agent.
+    case geoclueAgentLevel(name: String, maxAccuracy: Accuracy?)
+    /// The process a connection's first session call came from has exited,
+    /// while the connection (this unique name) is still on the bus: another
+    /// process holds it now. The temporary grants of its sessions (its own and
+    /// its client objects') end, and none is given to them again.
+    case processExited(String)
 }
 
 /// A session as `ListSessions` shows it.
@@ -269,6 +280,9 @@ public enum CoreEffect: Equatable, Sendable {
     /// Unicast `AuthorizationChanged` to a session.
     case authorizationChanged(session: String, AuthorizationStatus)
     case confirm(ConfirmRequest)
+    /// Ask a GeoClue agent (`AuthorizeApp`); it has no `Cancel`, so a withdrawn
+    /// prompt's late answer is just dropped.
+    case authorizeApp(AuthorizeAppRequest)
     case cancel(agentName: String, agentPath: String, requestID: String)
     /// Write consent records. `urgent`: before any later effect (a decision);
     /// otherwise it may be batched (only `last-used` changed).

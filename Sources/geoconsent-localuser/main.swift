@@ -46,6 +46,11 @@ usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
       into before FILE appears; a chroot with DIR/.flatpak-info naming ID,
       DIR bind-mounted on itself first with --bind-root),
       then calls GetAuthorization, taps, asks for a fix and registers an agent
+  hand-over [--wait S] [--linger S]
+      taps (this uid's agent answers), starts updates, hands the connection to
+      a child and exits; the child prints each AuthorizationChanged after the
+      exit with its delay, then asks for a fix and the authorization, and
+      keeps the connection S seconds more
   borrow-pid --go-file FILE [--resolve-first]
       connects (optionally calls once), hands the connection to a child in a
       new session and exits; the child waits for FILE, then calls
@@ -110,6 +115,9 @@ case "spoof-exe":
     exit(runSpoofExe(bus: bus, dir: options.required("--dir")))
 case "forge":
     exit(runForge(bus: bus, how: options.required("--how"), options: options))
+case "hand-over":
+    exit(runHandOver(bus: bus, waitSeconds: Double(options.values["--wait"] ?? "") ?? 5,
+                     lingerSeconds: Double(options.values["--linger"] ?? "") ?? 0))
 case "borrow-pid":
     exit(runBorrowPID(bus: bus, goFile: options.required("--go-file"), resolveFirst: options.flags.contains("--resolve-first")))
 default:

@@ -20,26 +20,6 @@ final class GeoClueClientTests: GeoClueTestCase {
         try super.setUpWithError()
     }
 
-    /// The `Latitude:`, `Longitude:` and `Accuracy:` values where-am-i printed, per fix.
-    func printedFixes(_ output: String) -> [(latitude: Double, longitude: Double, accuracy: Double)] {
-        var out: [(Double, Double, Double)] = []
-        var lat: Double?, lon: Double?
-        for line in output.split(separator: "\n") {
-            let words = line.split(whereSeparator: { $0 == " " || $0 == "°" })
-            guard words.count >= 2, let v = Double(words[1]) else { continue }
-            switch words[0] {
-            case "Latitude:": lat = v
-            case "Longitude:": lon = v
-            case "Accuracy:":
-                if let la = lat, let lo = lon { out.append((la, lo, v)) }
-                lat = nil
-                lon = nil
-            default: break
-            }
-        }
-        return out
-    }
-
     // MARK: where-am-i
 
     func testWhereAmIAtExactGetsTheTrack() throws {
@@ -109,6 +89,48 @@ final class GeoClueClientTests: GeoClueTestCase {
         XCTAssertTrue(switched)
         XCTAssertEqual(r.status, 0, r.output)
         XCTAssertTrue(r.output.contains("Geolocation disabled. Quitting"), "Active went false\n\(r.output)")
+    }
+
+    /// A client in a cgroup named like a systemd app scope (what a desktop's
+    /// launcher gives an app) is asked under the unit's app id; its DesktopId is
+    /// only shown. Root stages the scope: a wrapper waits until it is in it, then
+    /// execs where-am-i, so the process connects from inside.
+    func testWhereAmIInAnAppScopeIsAskedUnderTheUnitsID() throws {
+        guard let hierarchy = LocalUserForgedIdentityTests.unifiedCgroupMount() else {
+            throw XCTSkip("no cgroup2 hierarchy mounted")
+        }
+        let scope = "app-org.example.Foo-\(getpid()).scope"
+        let dir = hierarchy + "/" + scope
+        guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
+            throw XCTSkip("cannot create the cgroup \(dir): \(String(cString: strerror(errno)))")
+        }
+        defer { rmdir(dir) }
+        let wrapper = "until grep -qx '0::/\(scope)' /proc/self/cgroup; do sleep 0.05; done; exec \"$0\" \"$@\""
+        startFeeding(interval: 0.5)
+        var moved: pid_t?
+        var sessions: [SessionInfo]?
+        let r = try runClient("/bin/sh", ["-c", wrapper, Self.whereAmI, "-t", "5", "-a", "8"]) { run in
+            if sessions == nil, run.output.contains("Latitude:") {
+                sessions = try? self.agentPeer.sessions().filter { $0.name.contains("/geoclue/") }
+            }
+            guard moved == nil else { return }
+            moved = run.process.pid
+            do {
+                try "\(run.process.pid)".write(toFile: dir + "/cgroup.procs", atomically: false, encoding: .utf8)
+            } catch {
+                XCTFail("cannot move PID \(run.process.pid) into \(dir): \(error)")
+            }
+        }
+        if let pid = moved, kill(pid, 0) == 0 {
+            try? "\(pid)".write(toFile: hierarchy + "/cgroup.procs", atomically: false, encoding: .utf8)
+        }
+        XCTAssertEqual(r.status, 0, r.output)
+        XCTAssertGreaterThanOrEqual(printedFixes(r.output).count, 1, r.output)
+        let confirm = try XCTUnwrap(agent.confirms.first)
+        XCTAssertEqual(confirm.appID, "org.example.Foo", "the app id of the unit, not the DesktopId")
+        XCTAssertEqual(confirm.appName, "geoclue-where-am-i", "the DesktopId is only the name shown")
+        XCTAssertEqual(confirm.executable, Self.whereAmI)
+        XCTAssertEqual(sessions?.map(\.appID), ["org.example.Foo"], "its client object's session, under the unit's id")
     }
 
     // MARK: GClue.Simple

@@ -17,11 +17,14 @@ class GeoClueTestCase: XCTestCase {
     /// More config for the daemon (after `[geoclue] serve = true`).
     var extraConfig: String { "" }
 
+    /// Whether the test's consent agent registers (false: the uid has none of ours).
+    var registersAgent: Bool { true }
+
     override func setUpWithError() throws {
         stack = try Stack(config: "[geoclue]\nserve = true\n" + extraConfig)
         agentPeer = try stack.peer()
         agent = TestAgent(peer: agentPeer, behaviour: .answer("allow-once"))
-        XCTAssertNoThrow(try agent.register().get())
+        if registersAgent { XCTAssertNoThrow(try agent.register().get()) }
     }
 
     override func tearDown() {
@@ -71,6 +74,26 @@ class GeoClueTestCase: XCTestCase {
         let status = run.process.waitForExit(timeout: 0.5)
         if status == nil { run.process.kill9() }
         return (status, run.output)
+    }
+
+    /// The `Latitude:`, `Longitude:` and `Accuracy:` values where-am-i printed, per fix.
+    func printedFixes(_ output: String) -> [(latitude: Double, longitude: Double, accuracy: Double)] {
+        var out: [(Double, Double, Double)] = []
+        var lat: Double?, lon: Double?
+        for line in output.split(separator: "\n") {
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "°" })
+            guard words.count >= 2, let v = Double(words[1]) else { continue }
+            switch words[0] {
+            case "Latitude:": lat = v
+            case "Longitude:": lon = v
+            case "Accuracy:":
+                if let la = lat, let lo = lon { out.append((la, lo, v)) }
+                lat = nil
+                lon = nil
+            default: break
+            }
+        }
+        return out
     }
 
     /// `ListSessions` as root (the test runs as root): every session.

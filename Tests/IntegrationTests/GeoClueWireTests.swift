@@ -17,6 +17,38 @@ final class GeoClueWireTests: XCTestCase {
         XCTAssertEqual(GeoClueAccuracyLevel.defaultRequested, GeoClueAccuracyLevel.city)
     }
 
+    /// A GeoClue agent's replies and properties, as the daemon reads them (docs/geoclue.md "GeoClue agents").
+    func testAGeoClueAgentsAnswersAndLevels() {
+        let answers: [(String, [DBusValue], AgentAnswer)] = [
+            ("bu", [.bool(true), .uint32(8)], .decision(.allowWhileUsing)),
+            ("bu", [.bool(true), .uint32(0)], .decision(.allowWhileUsing)),
+            ("bu", [.bool(false), .uint32(8)], .decision(.deny)),
+            ("b", [.bool(true)], .noAnswer("AuthorizeApp replied with signature 'b', not 'bu'")),
+            ("s", [.string("true")], .noAnswer("AuthorizeApp replied with signature 's', not 'bu'")),
+        ]
+        for (signature, args, expected) in answers {
+            XCTAssertEqual(AuthorizeAppCall.decode(signature: signature, args), expected, "\(signature) \(args)")
+        }
+        XCTAssertEqual(AuthorizeAppCall.encode(desktopID: "org.gnome.Maps", level: 8), [.string("org.gnome.Maps"), .uint32(8)])
+
+        let levels: [(DBusValue, Accuracy??)] = [
+            (.variant(.uint32(0)), .some(nil)), (.variant(.uint32(4)), .some(.reduced)),
+            (.uint32(5), .some(.reduced)), (.variant(.uint32(6)), .some(.full)), (.variant(.uint32(8)), .some(.full)),
+            (.variant(.int32(8)), nil), (.variant(.string("8")), nil),
+        ]
+        for (value, expected) in levels {
+            XCTAssertEqual(MaxAccuracyLevelProperty.cap(value), expected, "\(value)")
+        }
+        let agentInterface = DBusValue.string(GeoClueAPI.agentInterfaceName)
+        let changed = DBusValue.vardict(["MaxAccuracyLevel": .uint32(0)])
+        XCTAssertEqual(MaxAccuracyLevelProperty.changed(signature: "sa{sv}as", [agentInterface, changed, .strings([])]),
+                       .some(nil), "switched off")
+        XCTAssertNil(MaxAccuracyLevelProperty.changed(signature: "sa{sv}as", [.string("org.example.Other"), changed,
+                                                                              .strings([])]), "another interface")
+        XCTAssertNil(MaxAccuracyLevelProperty.changed(signature: "sa{sv}as", [agentInterface, .vardict([:]), .strings([])]),
+                     "no new level")
+    }
+
     func testAFixAsLocationProperties() {
         let full = Fix(latitude: 52.52, longitude: 13.405, mode: .threeD, altitude: 35.8, horizontalAccuracy: 4.5,
                        speed: 1.25, course: 244.8, timestamp: 1_700_000_000_123_456)

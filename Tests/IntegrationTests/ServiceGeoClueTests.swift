@@ -1,5 +1,6 @@
 import XCTest
 import Foundation
+import GeoDBus
 import GeoConsentAPI
 import GeoTestSupport
 #if canImport(Glibc)
@@ -122,6 +123,40 @@ extension ServiceTests {
         XCTAssertTrue(try ChildProcess.run(daemon, ["--geoclue", "--introspect"]).output.contains(GeoClueAPI.managerInterfaceName))
     }
 
+    /// The daemon asks GNOME Shell's GeoClue agent (AuthorizeApp, Get MaxAccuracyLevel)
+    /// as the service user; nobody else may call an agent.
+    func testGeoCluePolicyOnlyServiceUserAndRootCallGeoClueAgents() throws {
+        let (bus, user) = try policyBus(geoclue: true)
+        defer { bus.stop() }
+        let peers = PeerLoop()
+        let peer = try peers.connect(bus.address)
+        let agent = CountingGeoClueAgent()
+        peer.server.export(agent, at: GeoClueAPI.agentPath, interfaces: [CountingGeoClueAgent.interface])
+        func call(_ args: [String], as who: ServiceUser, _ tag: String) throws -> (status: Int32?, log: String) {
+            let log = bus.dir.file("agent-\(tag).log")
+            let p = try ChildProcess(executable: TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv",
+                                     arguments: who.setprivArgs() + [bus.busctlPath, "--address=\(bus.address)", "call",
+                                                                     peer.uniqueName, GeoClueAPI.agentPath] + args,
+                                     logPath: log, captureStdout: true)
+            // The agent lives in this thread: pump its loop while busctl waits.
+            peers.pump(timeout: 15) { !p.isRunning }
+            p.stop()
+            return (p.exitCode, tailOf(log))
+        }
+        let authorize = [GeoClueAPI.agentInterfaceName, "AuthorizeApp", "su", "org.example.App", "8"]
+        let get = [ObjectServer.properties, "Get", "ss", GeoClueAPI.agentInterfaceName, "MaxAccuracyLevel"]
+        for (args, what) in [(authorize, "AuthorizeApp"), (get, "Get")] {
+            let denied = try call(args, as: ServiceTests.nobody, "nobody-\(what)")
+            XCTAssertNotEqual(denied.status, 0, "nobody called \(what)")
+            XCTAssertTrue(denied.log.contains("Access denied"), denied.log)
+            for who in [user, ServiceTests.rootUser] {
+                XCTAssertEqual(try call(args, as: who, "\(who.name)-\(what)").status, 0, "\(who.name) \(what)")
+            }
+        }
+        XCTAssertEqual(agent.authorizeCalls, 2)
+        XCTAssertEqual(agent.gets, 2)
+    }
+
     func testGeoCluePolicyOnlyServiceUserEmitsClientSignals() throws {
         let (bus, user) = try policyBus(geoclue: true)
         defer { bus.stop() }
@@ -145,6 +180,14 @@ extension ServiceTests {
         XCTAssertEqual(news, [GeoClueAPI.locationPath(client: 1, 0)], "a forged LocationUpdated from nobody got through")
         XCTAssertTrue(bus.log().contains("Rejected send message"), bus.log())
     }
+}
+
+/// A GeoClue agent as GNOME Shell serves one: counts the calls that reach it.
+final class CountingGeoClueAgent {
+    var authorizeCalls = 0, gets = 0
+    static let interface = Interface<CountingGeoClueAgent>(GeoClueAPI.agent, methods: [
+        "AuthorizeApp": { a, call in a.authorizeCalls += 1; call.reply([.bool(true), .uint32(8)]) },
+    ], getters: ["MaxAccuracyLevel": { a in a.gets += 1; return .uint32(8) }])
 }
 
 /// Every regular file under `root`, as absolute paths inside it (logs excluded).

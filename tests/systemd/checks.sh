@@ -197,6 +197,9 @@ check_locate() {
     fi
     expect "the agent was asked once" \
         test "$(ct_sh "journalctl -u geoconsent-test-agent --no-pager | grep -c -- '-> allow-once'")" = 1
+    # The session's process was watched: the unit's SystemCallFilter lets pidfd_open through.
+    expect "pidfd_open passes the unit's system call filter (no 'not available' or 'not watching' in the log)" \
+        eval '! ct_sh "journalctl -u geoconsentd --no-pager -o cat" | grep -qE "pidfd_open is not available|not watching the process"'
 }
 
 # gpsd, its socket and the feeder share the daemon's network and IPC

@@ -1,0 +1,43 @@
+import GeoDBus
+import GeoCore
+
+// What the daemon sends a GeoClue agent and reads back from it
+// (`org.freedesktop.GeoClue2.Agent`, docs/geoclue.md "GeoClue agents").
+
+/// `AuthorizeApp(s desktop_id, u req_accuracy_level) -> (b authorized, u allowed_accuracy_level)`.
+public enum AuthorizeAppCall {
+    public static let member = "AuthorizeApp"
+
+    public static func encode(desktopID: String, level: UInt32) -> [DBusValue] {
+        [.string(desktopID), .uint32(level)]
+    }
+
+    /// `true` counts as Allow While Using (GeoClue agents store a grant for
+    /// good anyway), `false` as Don't Allow; any other reply as no answer.
+    public static func decode(signature: String, _ args: [DBusValue]) -> AgentAnswer {
+        guard signature == "bu", let authorized = args.first?.boolValue else {
+            return .noAnswer("AuthorizeApp replied with signature '\(signature)', not 'bu'")
+        }
+        return .decision(authorized ? .allowWhileUsing : .deny)
+    }
+}
+
+/// The agent's `MaxAccuracyLevel` property.
+public enum MaxAccuracyLevelProperty {
+    public static let name = "MaxAccuracyLevel"
+
+    /// The cap a level gives: nil (location off) for 0, else the accuracy the
+    /// level would ask for (1 to 5 reduced, 6 and up full). Not a `u`: nil too.
+    public static func cap(_ value: DBusValue) -> Accuracy?? {
+        guard let level = value.unwrapped.uint32Value else { return nil }
+        return .some(GeoClueAccuracyLevel.accuracy(forLevel: level))
+    }
+
+    /// The new cap in a `PropertiesChanged(s interface, a{sv} changed, as invalidated)`
+    /// of an agent; nil when the signal does not carry one.
+    public static func changed(signature: String, _ args: [DBusValue]) -> Accuracy?? {
+        guard signature == "sa{sv}as", args.count == 3, args[0].stringValue == GeoClueAPI.agentInterfaceName,
+              let value = args[1].vardictValue?[name] else { return nil }
+        return cap(value)
+    }
+}

@@ -1,0 +1,143 @@
+import Glibc
+import GeoDBus
+import GeoSystem
+
+/// Watches, for each connection with a session, the process its first session
+/// call came from (a pidfd polled by the event loop), and reports when that
+/// process exits while the connection is still on the bus: another process (a
+/// child that inherited the socket) holds it now. The daemon then feeds the
+/// core `processExited`.
+///
+/// Bounded: one descriptor per connection with a session (its own, or a
+/// client object's), opened at its first session call and closed when its
+/// process exits or its name leaves the bus; and at most `limit` at once,
+/// below the daemon's descriptor limit (`LimitNOFILE=` of the unit), so that
+/// many sessions of many uids (root has no session limit) never leave the
+/// daemon without descriptors for its state writes, gpsd or `/proc`. A
+/// connection beyond that is not watched. Idle costs nothing: the descriptors
+/// sit in the one `poll`, and only an exit wakes the daemon. Where
+/// `pidfd_open` is missing (Linux before 5.3) or refused (a seccomp filter),
+/// this is said once in the log and nothing is watched. The temporary grants
+/// of a connection not watched end only when its name leaves the bus, as before.
+final class SessionProcessWatch {
+    private let loop: EventLoop
+    private let connection: Connection
+    /// Connections seen (unique names), with their descriptor and its loop token
+    /// while watched (nil: its process is gone already, or none could be opened).
+    private var watched: [String: (fd: Int32, token: EventLoop.Token)?] = [:]
+    /// `pidfd_open` cannot work here: stop trying (logged once).
+    private var unavailable = false
+    /// The most descriptors open at once.
+    let limit: Int
+    private var descriptors = 0
+    /// A connection went unwatched for want of a descriptor (logged once).
+    private var warnedUnwatched = false
+    /// Called with a connection whose process exited while the connection lives on.
+    var onProcessExited: (String) -> Void = { _ in }
+
+    /// The descriptors the daemon keeps for everything else (bus, gpsd, the
+    /// identity helper, state writes, `/proc` handles, libdbus): about ten.
+    static let reserved = 64
+
+    /// `limit`: at most so many descriptors at once; by default the soft
+    /// descriptor limit of the process less `reserved`.
+    init(loop: EventLoop, connection: Connection, limit: Int? = nil) {
+        self.loop = loop
+        self.connection = connection
+        self.limit = limit ?? SessionProcessWatch.defaultLimit()
+    }
+
+    private static func defaultLimit() -> Int {
+        var r = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &r) == 0 else { return 0 }
+        // RLIM_INFINITY is the largest value: the cap covers it.
+        return max(0, Int(min(UInt64(r.rlim_cur), 1 << 20)) - reserved)
+    }
+
+    /// Starts watching the process (`pid`) of the connection `name` unless it
+    /// was seen already. `isFirstProcess` says whether the PID still is the
+    /// process first seen for the connection (start time,
+    /// `CallerResolver.isFirstProcess`); asked after the descriptor is open, a
+    /// yes proves the descriptor is that process's, whatever happened to the
+    /// PID before.
+    func watch(connection name: String, pid: UInt32, isFirstProcess: () -> Bool) {
+        guard !unavailable, watched[name] == nil else { return }
+        guard descriptors < limit else {
+            watched[name] = .some(nil)
+            return unwatched(name, pid: pid, "\(limit) connections are watched already, the most the daemon's " +
+                             "descriptor limit leaves room for")
+        }
+        switch ProcessExitDescriptor.open(pid: pid) {
+        case .success(let fd):
+            guard isFirstProcess() else {
+                close(fd)
+                watched[name] = .some(nil)
+                return exited(name, pid: pid)
+            }
+            let token = loop.watch(fd: fd, events: .readable) { [weak self] _ in
+                self?.readable(name, pid: pid)
+            }
+            watched[name] = (fd, token)
+            descriptors += 1
+        case .failure(.exited):
+            watched[name] = .some(nil)
+            exited(name, pid: pid)
+        case .failure(.unsupported(let e)):
+            unavailable = true
+            Log.warning("\(ProcessExitDescriptor.Failure.unsupported(errno: e)): a temporary grant ends only " +
+                        "when the session's connection leaves the bus, not when the process that asked for it exits")
+        case .failure(let e):
+            // EMFILE and the like: not watched (its name leaving still ends its sessions).
+            watched[name] = .some(nil)
+            unwatched(name, pid: pid, "\(e)")
+        }
+    }
+
+    private func unwatched(_ name: String, pid: UInt32, _ why: String) {
+        guard !warnedUnwatched else { return Log.debug("not watching the process of \(name): \(why)") }
+        warnedUnwatched = true
+        Log.warning("not watching the process of \(name) (pid \(pid)): \(why); the temporary grants of such a " +
+                    "connection end only when it leaves the bus (said once)")
+    }
+
+    /// The connection left the bus: its descriptor (if any) is closed.
+    func forget(_ name: String) {
+        guard let entry = watched.removeValue(forKey: name) else { return }
+        if let (fd, token) = entry { release(fd, token) }
+        // Dictionaries keep their largest capacity: once empty, start afresh.
+        if watched.isEmpty { watched = [:] }
+    }
+
+    private func readable(_ name: String, pid: UInt32) {
+        guard let entry = watched[name], let (fd, token) = entry else { return }
+        release(fd, token)
+        watched[name] = .some(nil)
+        exited(name, pid: pid)
+    }
+
+    private func release(_ fd: Int32, _ token: EventLoop.Token) {
+        loop.unwatch(token)
+        close(fd)
+        descriptors -= 1
+    }
+
+    /// The process has exited. Most often its connection went with it, and the
+    /// bus is about to say so (`NameOwnerChanged`, which ends the sessions as
+    /// always); so ask the bus first whether the name still has an owner. The
+    /// kernel closes an exiting process's descriptors before it makes the pidfd
+    /// readable, so the close of its socket reaches the bus before this
+    /// question does, and the bus has handled it when it answers (no process
+    /// leaving with its connection was taken for a hand-over in the tests).
+    private func exited(_ name: String, pid: UInt32) {
+        guard let m = try? Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                              interface: "org.freedesktop.DBus", member: "NameHasOwner"),
+              (try? m.append([.string(name)])) != nil else { return }
+        connection.call(m, timeout: 25) { [weak self] result in
+            guard let self, self.watched[name] != nil else { return }   // it left meanwhile
+            guard case .success(let reply) = result, reply.arguments().first?.boolValue == true else { return }
+            Log.info("the process of \(name) (pid \(pid)) has exited while its connection lives on in another " +
+                     "process: its temporary grants end")
+            self.onProcessExited(name)
+        }
+    }
+}

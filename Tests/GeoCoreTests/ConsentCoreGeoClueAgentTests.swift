@@ -1,0 +1,201 @@
+import XCTest
+@testable import GeoCore
+
+/// GeoClue agents (GNOME Shell, Phosh): who may register one, when one is asked
+/// (`authorizeApp`) instead of our own agent, what its answers store, and how
+/// its `MaxAccuracyLevel` caps its uid's client objects.
+final class ConsentCoreGeoClueAgentTests: XCTestCase {
+    typealias W = Who
+
+    static let shell = Caller(name: ":1.7", uid: 1000, pid: 207, appID: "/usr/bin/gnome-shell",
+                              executable: "/usr/bin/gnome-shell")
+    static let client1 = W.maps1.clientSession(1)
+    static let flatClient = W.flatpak.clientSession(4)
+    static let filters = UpdateOptions(distanceFilter: 0, minInterval: 0)
+
+    private func authorizes(_ effects: [CoreEffect]) -> [AuthorizeAppRequest] {
+        effects.compactMap { if case .authorizeApp(let r) = $0 { return r } else { return nil } }
+    }
+
+    @discardableResult
+    private func start(_ rig: Rig, _ c: Caller, _ a: Accuracy = .full) -> Step {
+        rig.call(c, .start(AuthOptions(accuracy: a, appName: "maps.desktop"), Self.filters))
+    }
+
+    /// A rig with no agent of ours and GNOME Shell's agent at `cap`.
+    private func shellRig(_ cap: Accuracy? = .full, config: Config = Config(),
+                          records: [AppKey: ConsentRecord] = [:]) -> Rig {
+        let rig = Rig(config: config, records: records, agents: [])
+        let s = rig.manage(Self.shell, .addGeoClueAgent(maxAccuracy: cap))
+        XCTAssertEqual(s.reply, .empty, "\(s.effects)")
+        return rig
+    }
+
+    func testWhoMayRegister() {
+        struct Case {
+            var label: String
+            var caller: Caller
+            var config = Config()
+            var before: [Caller] = []
+            /// nil: registered.
+            var refused: String?
+        }
+        let other = Caller(name: ":1.8", uid: 1000, pid: 208, appID: "/usr/bin/phosh")
+        let cases: [Case] = [
+            Case(label: "any unsandboxed program without an allow list", caller: Self.shell),
+            Case(label: "never a sandbox", caller: W.flatpak, refused: "Sandboxed"),
+            Case(label: "not in [agents] allow", caller: Self.shell, config: config(agentAllow: ["/usr/bin/phosh"]),
+                 refused: "not allowed"),
+            Case(label: "listed, but a user's executable path is the caller's word", caller: Self.shell,
+                 config: config(agentAllow: ["/usr/bin/gnome-shell"]), refused: "system uids"),
+            Case(label: "listed, in a system uid", caller: Self.shell,
+                 config: config(agentAllow: ["/usr/bin/gnome-shell"], systemUIDMax: 1000)),
+            Case(label: "the same connection again", caller: Self.shell, before: [Self.shell]),
+            Case(label: "another connection of the uid", caller: other, before: [Self.shell], refused: "already registered"),
+            Case(label: "our own agent of the uid does not stop it", caller: Self.shell, before: []),
+        ]
+        for c in cases {
+            let rig = Rig(config: c.config, agents: c.label.hasPrefix("our own") ? [W.agent] : [])
+            for b in c.before { rig.manage(b, .addGeoClueAgent(maxAccuracy: .full)) }
+            let s = rig.manage(c.caller, .addGeoClueAgent(maxAccuracy: .reduced))
+            if let why = c.refused {
+                XCTAssertTrue(s.error.map { $0.message.contains(why) } ?? false, "\(c.label): \(s.effects)")
+                XCTAssertNotEqual(rig.core.geoclueAgent(forUID: c.caller.uid)?.name == c.caller.name
+                                  && rig.core.geoclueAgent(forUID: c.caller.uid)?.maxAccuracy == .reduced, true, c.label)
+            } else {
+                XCTAssertEqual(s.effects, [.reply(s.call, .empty)], c.label)
+                XCTAssertEqual(rig.core.geoclueAgent(forUID: c.caller.uid),
+                               GeoClueAgent(name: c.caller.name, uid: c.caller.uid, maxAccuracy: .reduced), c.label)
+            }
+        }
+    }
+
+    /// Every way a client object's `Start` ends when its uid has GNOME Shell's agent.
+    func testStartOutcomes() {
+        enum Outcome: Equatable {
+            case updates(Accuracy)
+            case refused(String)
+        }
+        struct Case {
+            var label: String
+            var cap: Accuracy? = .full
+            var client = ConsentCoreGeoClueAgentTests.client1
+            var accuracy = Accuracy.full
+            var records: [AppKey: ConsentRecord] = [:]
+            var ownAgent = false
+            /// The GeoClue agent's answer; nil: it is not asked.
+            var answer: AgentAnswer?
+            var desktopID = "maps.desktop"
+            var outcome: Outcome
+            var stored: StoredDecision?
+        }
+        let cases: [Case] = [
+            Case(label: "true: Allow While Using", answer: .decision(.allowWhileUsing), outcome: .updates(.full),
+                 stored: .whenInUse),
+            Case(label: "false: Don't Allow", answer: .decision(.deny), outcome: .refused("denied"), stored: .denied),
+            Case(label: "no answer", answer: .noAnswer("timeout"), outcome: .refused("not answered")),
+            Case(label: "reduced asked", accuracy: .reduced, answer: .decision(.allowWhileUsing),
+                 outcome: .updates(.reduced), stored: .whenInUse),
+            Case(label: "cap reduced: full asked, reduced fixes", cap: .reduced, answer: .decision(.allowWhileUsing),
+                 outcome: .updates(.reduced), stored: .whenInUse),
+            Case(label: "cap reduced over a stored full grant", cap: .reduced, records: stored((W.maps1, .whenInUseFull)),
+                 outcome: .updates(.reduced), stored: .whenInUse),
+            Case(label: "cap 0: off, nobody asked", cap: nil, outcome: .refused("switched off for uid 1000")),
+            Case(label: "cap 0 over a stored grant", cap: nil, records: stored((W.maps1, .whenInUseFull)),
+                 outcome: .refused("switched off"), stored: .whenInUse),
+            Case(label: "a stored decision answers silently", records: stored((W.maps1, .denied)),
+                 outcome: .refused("denied"), stored: .denied),
+            Case(label: "our own agent is asked first", ownAgent: true, outcome: .updates(.full), stored: .whenInUse),
+            Case(label: "a verified Flatpak is asked under its id", client: Self.flatClient,
+                 answer: .decision(.allowWhileUsing), desktopID: "org.example.Flat", outcome: .updates(.full), stored: .whenInUse),
+        ]
+        for c in cases {
+            let rig = shellRig(c.cap, records: c.records)
+            if c.ownAgent { rig.manage(W.agent, .registerAgent(path: W.agentPath)) }
+            let s = start(rig, c.client, c.accuracy)
+            var out = s.effects
+            if c.ownAgent {
+                XCTAssertEqual(authorizes(out), [], c.label)
+                out = rig.answer(s.promptID, "allow-while-using")
+            } else if let answer = c.answer {
+                guard let r = authorizes(s.effects).first else { XCTFail("\(c.label): not asked: \(s.effects)"); continue }
+                XCTAssertEqual(s.effects.confirms, [], c.label)
+                XCTAssertEqual(r.agentName, Self.shell.name, c.label)
+                XCTAssertEqual(r.desktopID, c.desktopID, c.label)
+                XCTAssertEqual(r.session, c.client.name, c.label)
+                XCTAssertEqual(r.accuracy, c.accuracy, c.label)
+                XCTAssertEqual(r.timeout, ConsentCore.clientPromptTimeout, c.label)
+                out = rig.send(.agentAnswered(requestID: r.requestID, answer))
+            } else {
+                XCTAssertEqual(authorizes(s.effects), [], "\(c.label): nobody asked")
+                XCTAssertEqual(s.effects.confirms, [], c.label)
+            }
+            switch c.outcome {
+            case .updates(let acc):
+                XCTAssertTrue(out.contains(.startUpdates(s.call, session: c.client.name, Self.filters)), "\(c.label): \(out)")
+                XCTAssertEqual(rig.core.grantedAccuracy(for: c.client.name), acc, c.label)
+            case .refused(let why):
+                guard case .accessDenied(let m)? = out.failure(of: s.call) else {
+                    XCTFail("\(c.label): not refused: \(out)")
+                    continue
+                }
+                XCTAssertTrue(m.contains(why), "\(c.label): \(m)")
+            }
+            XCTAssertEqual(rig.core.records[c.client.app]?.decision, c.stored, c.label)
+        }
+    }
+
+    func testOurOwnAPIIsNotAskedThroughAGeoClueAgentNorCapped() {
+        let rig = shellRig(nil)
+        XCTAssertEqual(rig.ask(W.maps1).error, .noAgent, "a GeoClue agent answers GeoClue clients only")
+        let records = stored((W.maps1, .whenInUseFull))
+        let capped = shellRig(nil, records: records)
+        XCTAssertEqual(capped.ask(W.maps2).status, .whenInUse)
+        XCTAssertEqual(capped.core.grantedAccuracy(for: W.maps2.name), .full, "its cap is for GeoClue clients")
+    }
+
+    /// `MaxAccuracyLevel` changes while a client object runs: full, reduced, off, back on.
+    func testCapFollowsTheAgentsLevel() {
+        let rig = shellRig(.full, records: stored((W.maps1, .whenInUseFull)))
+        let s = start(rig, Self.client1)
+        XCTAssertTrue(s.effects.contains(.startUpdates(s.call, session: Self.client1.name, Self.filters)))
+        let name = Self.client1.name
+        let steps: [(Accuracy?, granted: Accuracy?, ended: Bool)] = [
+            (.reduced, .reduced, false),
+            (.full, .full, false),
+            (nil, nil, true),
+            (.full, .full, false),
+        ]
+        for (cap, granted, ended) in steps {
+            let out = rig.send(.geoclueAgentLevel(name: Self.shell.name, maxAccuracy: cap))
+            XCTAssertEqual(rig.core.grantedAccuracy(for: name), granted, "cap \(String(describing: cap))")
+            XCTAssertEqual(out.grantsEnded.contains(name), ended, "cap \(String(describing: cap)): \(out)")
+        }
+        XCTAssertFalse(rig.core.updatesOn(name), "updates stay off after location was off: the client starts again")
+        // Another connection's level means nothing.
+        rig.send(.geoclueAgentLevel(name: ":1.99", maxAccuracy: nil))
+        XCTAssertEqual(rig.core.grantedAccuracy(for: name), .full)
+    }
+
+    func testAgentLeavingCountsAsNoAnswerAndTakesItsCap() {
+        let rig = shellRig(.reduced)
+        let s = start(rig, Self.client1)
+        XCTAssertEqual(authorizes(s.effects).count, 1)
+        let out = rig.send(.nameLeft(Self.shell.name))
+        XCTAssertEqual(out.cancels, [], "GeoClue agents have no Cancel")
+        guard case .accessDenied(let m)? = out.failure(of: s.call) else { return XCTFail("\(out)") }
+        XCTAssertTrue(m.contains("not answered"), m)
+        XCTAssertNil(rig.core.geoclueAgent(forUID: 1000))
+        XCTAssertEqual(start(rig, Self.client1).error.map { $0.message.contains("No consent agent") }, true)
+    }
+
+    func testAClientEndingWhileTheGeoClueAgentIsAskedSendsNoCancel() {
+        let rig = shellRig()
+        let r = authorizes(start(rig, Self.client1).effects).first
+        XCTAssertEqual(rig.send(.sessionEnded(Self.client1.name)).cancels, [])
+        XCTAssertEqual(rig.core.openPromptCount, 0)
+        XCTAssertEqual(rig.send(.agentAnswered(requestID: r?.requestID ?? "", .decision(.allowWhileUsing))), [],
+                       "a late answer reaches nobody and stores nothing")
+        XCTAssertNil(rig.core.records[W.maps1.app])
+    }
+}

@@ -1,0 +1,149 @@
+import XCTest
+import Foundation
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+/// A GeoClue agent in place of our own: a Python stand-in for GNOME Shell's
+/// (tests/geoclue/gnome-shell-agent.py) registers with `Manager.AddAgent` on
+/// the private bus, and real `where-am-i` runs against the facade. The uid has
+/// no agent of ours, so the GeoClue agent's `AuthorizeApp` decides, and its
+/// `MaxAccuracyLevel` caps what the client gets.
+final class GeoClueAgentTests: GeoClueTestCase {
+    static let shellAgent = TestPaths.sourceRoot + "/tests/geoclue/gnome-shell-agent.py"
+    override var registersAgent: Bool { false }
+    private var shell: ClientRun?
+
+    override func setUpWithError() throws {
+        for file in [GeoClueClientTests.whereAmI, GeoClueClientTests.python]
+        where !FileManager.default.isExecutableFile(atPath: file) {
+            XCTFail("\(file) is missing: scripts/deps.sh installs geoclue-2-demo and python3-gi")
+        }
+        try super.setUpWithError()
+    }
+
+    override func tearDown() {
+        if let s = shell, let t = testRun, t.failureCount > 0 { print("---- agent ----\n\(s.output)") }
+        shell = nil
+        super.tearDown()
+    }
+
+    /// Starts the stand-in agent answering `authorized`, at the first of `levels`
+    /// (each SIGUSR1 moves on), and waits until `AddAgent` succeeded.
+    func startShellAgent(authorized: Bool, levels: [UInt32]) throws -> ClientRun {
+        let run = try launchShellAgent(authorized: authorized, levels: levels)
+        shell = run
+        XCTAssertFalse(run.lines("registered").isEmpty, "AddAgent failed: \(run.output)")
+        return run
+    }
+
+    /// Starts a stand-in agent and waits until its `AddAgent` is answered.
+    func launchShellAgent(authorized: Bool = true, levels: [UInt32] = [8]) throws -> ClientRun {
+        let run = try ClientRun(GeoClueClientTests.python,
+                                [Self.shellAgent, authorized ? "true" : "false", levels.map(String.init).joined(separator: ",")],
+                                environment: clientEnvironment)
+        stack.peers.pump(timeout: 10) { !run.lines("registered").isEmpty || !run.process.isRunning }
+        return run
+    }
+
+    /// The `authorize DESKTOP_ID LEVEL` lines the agent printed.
+    func authorizations(_ run: ClientRun) -> [[String]] { run.lines("authorize").map { Array($0.dropFirst()) } }
+
+    func whereAmI(level: UInt32 = 8, seconds: Int = 10,
+                  whileRunning: ((ClientRun) -> Void)? = nil) throws -> (status: Int32?, output: String) {
+        try runClient(GeoClueClientTests.whereAmI, ["-t", String(seconds), "-a", String(level)], timeout: Double(seconds) + 15,
+                      whileRunning: whileRunning)
+    }
+
+    func testOneGeoClueAgentPerUid() throws {
+        _ = try startShellAgent(authorized: true, levels: [8])
+        let second = try launchShellAgent()
+        XCTAssertTrue(second.lines("registered").isEmpty, second.output)
+        XCTAssertTrue(second.output.contains("already registered"), second.output)
+    }
+
+    func testAuthorizeAppTrueGivesFixesAndIsStored() throws {
+        let agentRun = try startShellAgent(authorized: true, levels: [8])
+        startFeeding(interval: 0.5, north: 10)
+        let r = try whereAmI()
+        XCTAssertEqual(r.status, 0, r.output)
+        let fixes = printedFixes(r.output)
+        XCTAssertGreaterThanOrEqual(fixes.count, 3, r.output)
+        for f in fixes {
+            XCTAssertTrue(feed.sent.contains { abs($0.latitude - f.latitude) < 2e-6 && abs($0.longitude - f.longitude) < 2e-6 },
+                          "\(f) is not on the track")
+        }
+        XCTAssertEqual(authorizations(agentRun), [["geoclue-where-am-i", "8"]], "asked once, under its DesktopId")
+        XCTAssertEqual(agent.confirms.count, 0)
+        let consents = try agentPeer.consents()
+        XCTAssertEqual(consents.first { $0.appID == GeoClueClientTests.whereAmI }?.record.decision, .whenInUse,
+                       "true counts as Allow While Using: \(consents)")
+    }
+
+    func testAuthorizeAppFalseMakesWhereAmIExit255() throws {
+        let agentRun = try startShellAgent(authorized: false, levels: [8])
+        startFeeding(interval: 0.5)
+        let r = try whereAmI()
+        XCTAssertEqual(r.status, 255, r.output)
+        XCTAssertTrue(r.output.contains("denied"), r.output)
+        XCTAssertEqual(printedFixes(r.output).count, 0)
+        XCTAssertEqual(authorizations(agentRun).count, 1)
+    }
+
+    func testMaxAccuracyLevelZeroRefusesWithoutAsking() throws {
+        let agentRun = try startShellAgent(authorized: true, levels: [0])
+        startFeeding(interval: 0.5)
+        let r = try whereAmI()
+        XCTAssertEqual(r.status, 255, r.output)
+        XCTAssertTrue(r.output.contains("switched off"), r.output)
+        XCTAssertEqual(authorizations(agentRun), [], "no prompt while location is off")
+    }
+
+    func testMaxAccuracyLevelGoingToZeroStopsARunningClient() throws {
+        let agentRun = try startShellAgent(authorized: true, levels: [8, 0])
+        startFeeding(interval: 0.5)
+        var switched = false
+        let r = try whereAmI(seconds: 20) { run in
+            if !switched, run.output.contains("Latitude:") {
+                switched = true
+                agentRun.process.signal(SIGUSR1)
+            }
+        }
+        XCTAssertTrue(switched, r.output)
+        XCTAssertEqual(r.status, 0, r.output)
+        XCTAssertTrue(r.output.contains("Geolocation disabled. Quitting"), "Active went false\n\(r.output)")
+        XCTAssertEqual(agentRun.lines("level").map { $0.last }, ["0"])
+    }
+
+    func testReducedMaxAccuracyLevelGivesReducedFixesEvenAtExact() throws {
+        let agentRun = try startShellAgent(authorized: true, levels: [4])
+        startFeeding(interval: 0.5)
+        let r = try whereAmI(level: 8)
+        XCTAssertEqual(r.status, 0, r.output)
+        let fixes = printedFixes(r.output)
+        XCTAssertGreaterThanOrEqual(fixes.count, 3, r.output)
+        let cell = ReducedGrid(cellSize: 5000).reduce(Fix(latitude: feed.latitude, longitude: feed.longitude, mode: .threeD))
+        for f in fixes {
+            XCTAssertEqual(f.latitude, cell.latitude, accuracy: 1e-6)
+            XCTAssertEqual(f.longitude, cell.longitude, accuracy: 1e-6)
+            XCTAssertEqual(f.accuracy, cell.horizontalAccuracy ?? 0, accuracy: 1e-6)
+        }
+        XCTAssertFalse(r.output.contains("Altitude:"), "reduced: no altitude\n\(r.output)")
+        XCTAssertEqual(authorizations(agentRun), [["geoclue-where-am-i", "8"]])
+    }
+}
+
+/// `[agents] allow` admits GeoClue agents as it admits ours.
+final class GeoClueAgentAllowListTests: GeoClueTestCase {
+    override var registersAgent: Bool { false }
+    override var extraConfig: String { "[agents]\nallow = /usr/bin/gnome-shell\n" }
+
+    func testAnUnlistedAgentIsRefused() throws {
+        let run = try ClientRun(GeoClueClientTests.python, [GeoClueAgentTests.shellAgent, "true", "8"],
+                                environment: clientEnvironment)
+        stack.peers.pump(timeout: 10) { !run.process.isRunning }
+        XCTAssertTrue(run.lines("registered").isEmpty, run.output)
+        XCTAssertTrue(run.output.contains("is not allowed to register a consent agent"), run.output)
+    }
+}
