@@ -121,15 +121,7 @@ final class GeoClueAgentTests: GeoClueTestCase {
         startFeeding(interval: 0.5)
         let r = try whereAmI(level: 8)
         XCTAssertEqual(r.status, 0, r.output)
-        let fixes = printedFixes(r.output)
-        XCTAssertGreaterThanOrEqual(fixes.count, 3, r.output)
-        let cell = ReducedGrid(cellSize: 5000).reduce(Fix(latitude: feed.latitude, longitude: feed.longitude, mode: .threeD))
-        for f in fixes {
-            XCTAssertEqual(f.latitude, cell.latitude, accuracy: 1e-6)
-            XCTAssertEqual(f.longitude, cell.longitude, accuracy: 1e-6)
-            XCTAssertEqual(f.accuracy, cell.horizontalAccuracy ?? 0, accuracy: 1e-6)
-        }
-        XCTAssertFalse(r.output.contains("Altitude:"), "reduced: no altitude\n\(r.output)")
+        assertGridCellFixes(r.output, atLeast: 3)
         XCTAssertEqual(authorizations(agentRun), [["geoclue-where-am-i", "8"]])
     }
 }

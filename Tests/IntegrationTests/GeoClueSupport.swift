@@ -96,6 +96,20 @@ class GeoClueTestCase: XCTestCase {
         return out
     }
 
+    /// Asserts where-am-i printed at least `minimum` fixes, each the reduced-accuracy
+    /// grid cell of the fed position (centre and half-diagonal), with no altitude.
+    func assertGridCellFixes(_ output: String, atLeast minimum: Int, file: StaticString = #filePath, line: UInt = #line) {
+        let fixes = printedFixes(output)
+        XCTAssertGreaterThanOrEqual(fixes.count, minimum, output, file: file, line: line)
+        let cell = ReducedGrid(cellSize: 5000).reduce(Fix(latitude: feed.latitude, longitude: feed.longitude, mode: .threeD))
+        for f in fixes {
+            XCTAssertEqual(f.latitude, cell.latitude, accuracy: 1e-6, file: file, line: line)
+            XCTAssertEqual(f.longitude, cell.longitude, accuracy: 1e-6, file: file, line: line)
+            XCTAssertEqual(f.accuracy, cell.horizontalAccuracy ?? 0, accuracy: 1e-6, file: file, line: line)
+        }
+        XCTAssertFalse(output.contains("Altitude:"), "reduced: no altitude\n\(output)", file: file, line: line)
+    }
+
     /// `ListSessions` as root (the test runs as root): every session.
     func sessionNames() throws -> [String] {
         try agentPeer.sessions().map(\.name)
