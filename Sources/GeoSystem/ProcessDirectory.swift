@@ -52,17 +52,11 @@ struct ProcessDirectory {
     /// A file the kernel writes (`stat`, `cgroup`), read to its end but at most
     /// `IdentityLimits.fileBytes`. Nil when it does not exist.
     func readKernelFile(_ name: String) throws -> [UInt8]? {
-        let full = path + "/" + name
-        let fd = retryingEINTR { openat(self.fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY) }
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw SystemError.last("open", full)
+        guard let read = try readKernelFilePrefix(name) else { return nil }
+        guard read.complete else {
+            throw UnsafeCallerFile(reason: "\(path)/\(name) is larger than \(IdentityLimits.fileBytes / 1024) KiB")
         }
-        defer { _ = Glibc.close(fd) }
-        guard let bytes = try readBounded(fd, path: full) else {
-            throw UnsafeCallerFile(reason: "\(full) is larger than \(IdentityLimits.fileBytes / 1024) KiB")
-        }
-        return bytes
+        return read.bytes
     }
 
     /// The first `IdentityLimits.fileBytes` of a file the kernel writes that can
