@@ -1,11 +1,32 @@
 import Glibc
+import CMalloc
 import GeoDBus
 import GeoGPS
 
 /// Connects to gpsd off the event loop: `gps_open` resolves the host and does a
 /// blocking connect, which must never stall bus traffic. One short-lived thread
 /// per attempt hands its result back through a pipe the loop watches.
+///
+/// libgps cannot adopt a socket connected elsewhere (its per-connection buffer
+/// is private to gps_sock.c and filled in only by `gps_open`), so the connect
+/// stays on a thread; but a lean one (`ThreadFootprint`): glibc would otherwise
+/// reserve a 64 MiB malloc arena for it and an 8 MiB stack, 72 MiB of VmSize
+/// that a process listing shows for a daemon that needs a few.
 final class GPSDConnector {
+    /// How small the connect thread is kept.
+    enum ThreadFootprint {
+        /// `getaddrinfo` (NSS modules included) and `gps_open` need far less;
+        /// glibc's own minimum is 16 KiB.
+        static let stackBytes = 256 * 1024
+
+        /// Threads share the main malloc arena: the loop thread and this
+        /// short-lived one never allocate in a contended way, and a thread's
+        /// own arena is a 64 MiB reservation that outlives the thread. Set once,
+        /// before the first thread exists (glibc picks a thread's arena at its
+        /// first allocation).
+        static let sharedArena: Void = { _ = mallopt(M_ARENA_MAX, 1) }()
+    }
+
     private final class Job {
         let host: String
         let port: UInt16
@@ -52,9 +73,16 @@ final class GPSDConnector {
             close(fds[1])
             done(job.result ?? .failure(GPSDError(operation: "connect", code: -1, message: "no result")))
         }
+        ThreadFootprint.sharedArena
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        defer { pthread_attr_destroy(&attr) }
+        pthread_attr_setstacksize(&attr, ThreadFootprint.stackBytes)
+        // Detached from birth: nothing joins it, and its stack goes back at exit.
+        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
         var tid = pthread_t()
         let arg = Unmanaged.passRetained(job).toOpaque()
-        let rc = pthread_create(&tid, nil, { arg in
+        let rc = pthread_create(&tid, &attr, { arg in
             Unmanaged<Job>.fromOpaque(arg!).takeRetainedValue().run()
             return nil
         }, arg)
@@ -63,8 +91,6 @@ final class GPSDConnector {
             job.result = .failure(GPSDError(operation: "pthread_create", code: rc, message: "cannot start a thread"))
             var byte: UInt8 = 1
             _ = write(fds[1], &byte, 1)
-        } else {
-            pthread_detach(tid)
         }
     }
 }
