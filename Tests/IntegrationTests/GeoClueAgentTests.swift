@@ -29,20 +29,21 @@ final class GeoClueAgentTests: GeoClueTestCase {
         super.tearDown()
     }
 
-    /// Starts the stand-in agent answering `authorized`, at the first of `levels`
+    /// Starts the stand-in agent answering `authorized` (at the level `allowed`,
+    /// nil: the one asked for, at most its level), at the first of `levels`
     /// (each SIGUSR1 moves on), and waits until `AddAgent` succeeded.
-    func startShellAgent(authorized: Bool, levels: [UInt32]) throws -> ClientRun {
-        let run = try launchShellAgent(authorized: authorized, levels: levels)
+    func startShellAgent(authorized: Bool, levels: [UInt32], allowed: UInt32? = nil) throws -> ClientRun {
+        let run = try launchShellAgent(authorized: authorized, levels: levels, allowed: allowed)
         shell = run
         XCTAssertFalse(run.lines("registered").isEmpty, "AddAgent failed: \(run.output)")
         return run
     }
 
     /// Starts a stand-in agent and waits until its `AddAgent` is answered.
-    func launchShellAgent(authorized: Bool = true, levels: [UInt32] = [8]) throws -> ClientRun {
-        let run = try ClientRun(GeoClueClientTests.python,
-                                [Self.shellAgent, authorized ? "true" : "false", levels.map(String.init).joined(separator: ",")],
-                                environment: clientEnvironment)
+    func launchShellAgent(authorized: Bool = true, levels: [UInt32] = [8], allowed: UInt32? = nil) throws -> ClientRun {
+        let arguments = [Self.shellAgent, authorized ? "true" : "false", levels.map(String.init).joined(separator: ",")]
+            + (allowed.map { [String($0)] } ?? [])
+        let run = try ClientRun(GeoClueClientTests.python, arguments, environment: clientEnvironment)
         stack.peers.pump(timeout: 10) { !run.lines("registered").isEmpty || !run.process.isRunning }
         return run
     }
@@ -114,6 +115,20 @@ final class GeoClueAgentTests: GeoClueTestCase {
         XCTAssertEqual(r.status, 0, r.output)
         XCTAssertTrue(r.output.contains("Geolocation disabled. Quitting"), "Active went false\n\(r.output)")
         XCTAssertEqual(agentRun.lines("level").map { $0.last }, ["0"])
+    }
+
+    /// GNOME Shell answers with the level it allows (what was asked, at most its
+    /// `MaxAccuracyLevel`, or the level stored for the app): below 6 the grant is reduced.
+    func testAReducedAllowedAccuracyLevelCapsTheGrant() throws {
+        let agentRun = try startShellAgent(authorized: true, levels: [8], allowed: GeoClueAccuracyLevel.city)
+        startFeeding(interval: 0.5)
+        let r = try whereAmI(level: 8)
+        XCTAssertEqual(r.status, 0, r.output)
+        assertGridCellFixes(r.output, atLeast: 3)
+        XCTAssertEqual(authorizations(agentRun), [["geoclue-where-am-i", "8"]])
+        let record = try agentPeer.consents().first { $0.appID == GeoClueClientTests.whereAmI }?.record
+        XCTAssertEqual(record?.decision, .whenInUse)
+        XCTAssertEqual(record?.decisionAccuracy, .reduced, "stored as the agent allowed it")
     }
 
     func testReducedMaxAccuracyLevelGivesReducedFixesEvenAtExact() throws {
