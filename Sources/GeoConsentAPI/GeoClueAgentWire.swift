@@ -43,8 +43,13 @@ public enum MaxAccuracyLevelProperty {
     /// The new cap in a `PropertiesChanged(s interface, a{sv} changed, as invalidated)`
     /// of an agent; nil when the signal does not carry one.
     public static func changed(signature: String, _ args: [DBusValue]) -> Accuracy?? {
+        changedLevel(signature: signature, args).flatMap { cap(.uint32($0)) }
+    }
+
+    /// The new level itself in such a signal; nil when it carries none.
+    public static func changedLevel(signature: String, _ args: [DBusValue]) -> UInt32? {
         guard signature == "sa{sv}as", args.count == 3, args[0].stringValue == GeoClueAPI.agentInterfaceName,
               let value = args[1].vardictValue?[name] else { return nil }
-        return cap(value)
+        return value.unwrapped.uint32Value
     }
 }

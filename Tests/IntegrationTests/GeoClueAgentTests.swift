@@ -131,6 +131,64 @@ final class GeoClueAgentTests: GeoClueTestCase {
         XCTAssertEqual(record?.decisionAccuracy, .reduced, "stored as the agent allowed it")
     }
 
+    /// `AvailableAccuracyLevel` is the caller's uid's: its GeoClue agent's
+    /// `MaxAccuracyLevel` (0: off), EXACT without one; changes go to each reader
+    /// with its own value, never broadcast. The agent's uid is the test's (root);
+    /// another uid reads it with busctl.
+    func testAvailableAccuracyLevelIsTheCallersUidsAgentLevel() throws {
+        let reader = try stack.peer()
+        let manager = GeoClueAPI.managerPath, iface = GeoClueAPI.managerInterfaceName
+        func level(_ p: BusPeer) -> DBusValue? { try? p.get(manager, iface, ManagerProperty.availableAccuracyLevel).get() }
+        func nobodysLevel() throws -> String {
+            let r = try ChildProcess.run("/usr/bin/setpriv", ServiceTests.nobody.setprivArgs() + [
+                TestPaths.findExecutable("busctl") ?? "busctl", "--address=\(stack.bus.address)", "get-property",
+                GeoClueAPI.busName, manager, iface, ManagerProperty.availableAccuracyLevel])
+            return r.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        /// The values of the Manager's `PropertiesChanged` `reader` got.
+        func changes() -> [UInt32] {
+            reader.signals.compactMap { m in
+                guard m.member == "PropertiesChanged", m.path == manager, m.arguments().first?.stringValue == iface else { return nil }
+                return m.arguments()[1].vardictValue?[ManagerProperty.availableAccuracyLevel]?.uint32Value
+            }
+        }
+        let bystander = try stack.peer()
+        try bystander.addMatch("type='signal'")
+
+        XCTAssertEqual(level(reader), .uint32(GeoClueAccuracyLevel.exact), "no GeoClue agent: exact")
+        let agentRun = try startShellAgent(authorized: true, levels: [5, 0])
+        stack.peers.pump(timeout: 3) { changes().count >= 1 }
+        XCTAssertEqual(level(reader), .uint32(5), "the agent's MaxAccuracyLevel")
+        XCTAssertEqual(try getAllLevel(reader), .uint32(5), "GetAll too")
+        XCTAssertEqual(try nobodysLevel(), "u 8", "another uid has no GeoClue agent")
+
+        agentRun.process.signal(SIGUSR1)
+        stack.peers.pump(timeout: 3) { changes().count >= 2 }
+        XCTAssertEqual(level(reader), .uint32(0), "MaxAccuracyLevel 0: location is off for the uid")
+        XCTAssertEqual(try nobodysLevel(), "u 8")
+
+        XCTAssertNoThrow(try agentPeer.setEnabled(false).get())
+        XCTAssertEqual(try nobodysLevel(), "u 0", "location switched off for everyone")
+        XCTAssertNoThrow(try agentPeer.setEnabled(true).get())
+        XCTAssertEqual(try nobodysLevel(), "u 8")
+        XCTAssertEqual(level(reader), .uint32(0), "still off for the agent's uid")
+
+        agentRun.process.signal(SIGTERM)
+        stack.peers.pump(timeout: 5) { changes().count >= 3 }
+        XCTAssertEqual(level(reader), .uint32(GeoClueAccuracyLevel.exact), "the agent gone: exact")
+        XCTAssertEqual(changes(), [5, 0, 8], "each change once, to the reader, with its uid's value")
+
+        let broadcast = bystander.signals.filter {
+            $0.member == "PropertiesChanged" && $0.path == manager
+                && $0.arguments()[1].vardictValue?[ManagerProperty.availableAccuracyLevel] != nil
+        }
+        XCTAssertEqual(broadcast.count, 0, "a uid's level is never broadcast")
+    }
+
+    private func getAllLevel(_ p: BusPeer) throws -> DBusValue? {
+        try p.getAll(GeoClueAPI.managerPath, GeoClueAPI.managerInterfaceName).get()[ManagerProperty.availableAccuracyLevel]
+    }
+
     func testReducedMaxAccuracyLevelGivesReducedFixesEvenAtExact() throws {
         let agentRun = try startShellAgent(authorized: true, levels: [4])
         startFeeding(interval: 0.5)
