@@ -189,6 +189,31 @@ final class GeoClueAgentTests: GeoClueTestCase {
         try p.getAll(GeoClueAPI.managerPath, GeoClueAPI.managerInterfaceName).get()[ManagerProperty.availableAccuracyLevel]
     }
 
+    /// Firefox's accuracy change (`Stop`, set `RequestedAccuracyLevel`, `Start`)
+    /// from city to exact under a GeoClue agent at `MaxAccuracyLevel` 4: the
+    /// agent is asked again, for exact, answers with its level (as GNOME Shell
+    /// does), and the fixes stay the grid's.
+    func testRaisingTheAccuracyOfALiveClientStaysCappedByTheAgent() throws {
+        let agentRun = try startShellAgent(authorized: true, levels: [GeoClueAccuracyLevel.city])
+        startFeeding(interval: 0.25, north: 10)
+        let p = try stack.peer()
+        let c = try p.geoclueClient()
+        let API = GeoClueAPI.self
+        XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.desktopID, .string("org.example.Firefox")).get())
+        var fixes: [GeoClueLocation] = []
+        for level in [GeoClueAccuracyLevel.city, GeoClueAccuracyLevel.exact] {
+            XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Stop").get())
+            XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.requestedAccuracyLevel, .uint32(level)).get())
+            let from = p.locationUpdates(of: c).count
+            XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Start").get())
+            XCTAssertNotNil(waitForUpdate(p, c, count: from + 2))
+            fixes += try p.locationUpdates(of: c).dropFirst(from).map { try XCTUnwrap(try p.geoclueLocation($0.new).get()) }
+        }
+        XCTAssertEqual(authorizations(agentRun), [["org.example.Firefox", "4"], ["org.example.Firefox", "8"]])
+        XCTAssertGreaterThanOrEqual(fixes.count, 4)
+        for loc in fixes { XCTAssertTrue(isGridCell(loc), "\(loc)") }
+    }
+
     func testReducedMaxAccuracyLevelGivesReducedFixesEvenAtExact() throws {
         let agentRun = try startShellAgent(authorized: true, levels: [4])
         startFeeding(interval: 0.5)
