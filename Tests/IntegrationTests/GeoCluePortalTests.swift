@@ -125,6 +125,29 @@ final class GeoCluePortalTests: GeoClueTestCase {
         XCTAssertEqual(confirm.accuracy, .full, "host apps get EXACT from the portal")
     }
 
+    /// Every app behind the portal shares its one client object (`GetClient` on
+    /// its one system-bus connection): to us a second app is the portal again,
+    /// with no prompt of its own, and it gets the same fixes.
+    func testASecondAppThroughThePortalIsThePortalAgain() throws {
+        agent.behaviour = .answer("allow-while-using")
+        startFeeding(interval: 0.5, north: 10)
+        let first = try ClientRun(GeoClueClientTests.python, [Self.portalClient, String(Self.portalExact), "6"],
+                                  environment: clientEnvironment)
+        stack.peers.pump(timeout: 10) { first.lines("update").count >= 1 }
+        let second = try ClientRun(GeoClueClientTests.python, [Self.portalClient, String(Self.portalExact), "3"],
+                                   environment: clientEnvironment)
+        var clients: [SessionInfo] = []
+        stack.peers.pump(timeout: 10) {
+            if clients.isEmpty, !second.lines("update").isEmpty { clients = (try? self.agentPeer.sessions().filter { $0.name.contains("/geoclue/") }) ?? [] }
+            return !second.process.isRunning
+        }
+        XCTAssertEqual(second.lines("response").map { $0.last }, ["0"], second.output)
+        XCTAssertGreaterThanOrEqual(second.lines("update").count, 2, second.output)
+        XCTAssertEqual(agent.confirms.map(\.appID), [Self.portal], "one prompt, for the portal")
+        XCTAssertEqual(clients.map(\.appID), [Self.portal], "one client object for both apps")
+        XCTAssertEqual(clients.map(\.updates), [true])
+    }
+
     func testCityThroughThePortalGetsTheGridCell() throws {
         startFeeding(interval: 0.5)
         let r = try portalClient(accuracy: Self.portalCity, seconds: 4)
@@ -161,3 +184,4 @@ final class GeoCluePortalTests: GeoClueTestCase {
         XCTAssertEqual(clients.map(\.updates), [false])
     }
 }
+
