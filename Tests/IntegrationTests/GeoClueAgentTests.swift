@@ -148,7 +148,8 @@ final class GeoClueAgentTests: GeoClueTestCase {
         /// The values of the Manager's `PropertiesChanged` `reader` got.
         func changes() -> [UInt32] {
             reader.signals.compactMap { m in
-                guard m.member == "PropertiesChanged", m.path == manager, m.arguments().first?.stringValue == iface else { return nil }
+                guard m.member == "PropertiesChanged", m.path == manager,
+                      m.arguments().first?.stringValue == iface else { return nil }
                 return m.arguments()[1].vardictValue?[ManagerProperty.availableAccuracyLevel]?.uint32Value
             }
         }

@@ -50,7 +50,7 @@ final class GeoCluePortalTests: GeoClueTestCase {
         """.write(toFile: dir.file("portals/fake.portal"), atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(atPath: dir.file("runtime"), withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
-        portalRun = try ChildProcess(executable: Self.portal, arguments: ["--verbose"], logPath: dir.file("portal.log"), environment: [
+        let environment = [
             "DBUS_SESSION_BUS_ADDRESS": bus.address,
             "DBUS_SYSTEM_BUS_ADDRESS": stack.bus.address,
             "XDG_DESKTOP_PORTAL_DIR": dir.file("portals"),
@@ -59,7 +59,9 @@ final class GeoCluePortalTests: GeoClueTestCase {
             "XDG_RUNTIME_DIR": dir.file("runtime"),
             "GSETTINGS_BACKEND": "memory",
             "GIO_USE_VFS": "local",
-        ])
+        ]
+        portalRun = try ChildProcess(executable: Self.portal, arguments: ["--verbose"], logPath: dir.file("portal.log"),
+                                     environment: environment)
         let watcher = try stack.peers.connect(bus.address)
         let owned = stack.peers.pump(timeout: 15) {
             (try? watcher.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
@@ -138,7 +140,9 @@ final class GeoCluePortalTests: GeoClueTestCase {
                                    environment: clientEnvironment)
         var clients: [SessionInfo] = []
         stack.peers.pump(timeout: 10) {
-            if clients.isEmpty, !second.lines("update").isEmpty { clients = (try? self.agentPeer.sessions().filter { $0.name.contains("/geoclue/") }) ?? [] }
+            if clients.isEmpty, !second.lines("update").isEmpty {
+                clients = (try? self.agentPeer.sessions().filter { $0.name.contains("/geoclue/") }) ?? []
+            }
             return !second.process.isRunning
         }
         XCTAssertEqual(second.lines("response").map { $0.last }, ["0"], second.output)
