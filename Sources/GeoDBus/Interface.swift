@@ -215,7 +215,8 @@ public struct Interface<Object: AnyObject> {
                 } })
         }
         return BoundInterface(description: description, methods: methodTable,
-                              properties: propertyTable, propertyOrder: properties.map(\.name))
+                              properties: propertyTable, propertyOrder: properties.map(\.name),
+                              hasCallerProperties: properties.contains { $0.getForCaller != nil })
     }
 }
 
@@ -243,4 +244,6 @@ struct BoundInterface {
     var methods: [String: BoundMethod]
     var properties: [String: BoundProperty]
     var propertyOrder: [String]
+    /// Some property's value depends on the reader (`GetAll` may then answer later).
+    var hasCallerProperties: Bool
 }

@@ -216,10 +216,16 @@ public final class ObjectServer {
                 return fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(i)'"))
             }
             let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}")
+            guard let bound, bound.hasCallerProperties else {
+                // Every value at hand (a location object's GetAll, the hot path).
+                var all: [String: DBusValue] = [:]
+                for name in bound?.propertyOrder ?? [] { all[name] = bound?.properties[name]?.get() }
+                return call.reply([.vardict(all)])
+            }
             // Replies once every value is in; values for the caller may come later.
             final class Gathering { var all: [String: DBusValue] = [:]; var left = 0 }
             let g = Gathering()
-            let props = (bound?.propertyOrder ?? []).compactMap { name in bound?.properties[name].map { (name, $0) } }
+            let props = bound.propertyOrder.compactMap { name in bound.properties[name].map { (name, $0) } }
             g.left = props.count + 1
             func done() {
                 g.left -= 1
