@@ -299,18 +299,14 @@ final class GeoClueFacade {
     /// `availableLevelsChanged()`.
     @discardableResult
     func connectionLeft(_ name: String) -> Bool {
-        levelReaders[name] = nil
-        defer { clientsLeft(name) }
-        return agentLevels.removeValue(forKey: name) != nil
-    }
-
-    private func clientsLeft(_ name: String) {
         for n in (clientsOf[name] ?? []).sorted() {
             guard let c = clients[n] else { continue }
             if let id = c.pendingStart { finishStart(c, id) }
             c.joinedStarts = []
             remove(c)
         }
+        levelReaders[name] = nil
+        return agentLevels.removeValue(forKey: name) != nil
     }
 
     /// Unexports the client and its location objects and forgets it.
