@@ -13,12 +13,19 @@ public enum AuthorizeAppCall {
     }
 
     /// `true` counts as Allow While Using (GeoClue agents store a grant for
-    /// good anyway), `false` as Don't Allow; any other reply as no answer.
+    /// good anyway), at the accuracy its `allowed_accuracy_level` gives at most
+    /// (GeoClue starts the client at that level); `false` as Don't Allow. `true`
+    /// at level 0 allows nothing and stores nothing: no answer, as is any other reply.
     public static func decode(signature: String, _ args: [DBusValue]) -> AgentAnswer {
-        guard signature == "bu", let authorized = args.first?.boolValue else {
+        guard signature == "bu", args.count == 2, let authorized = args[0].boolValue, let level = args[1].uint32Value else {
             return .noAnswer("AuthorizeApp replied with signature '\(signature)', not 'bu'")
         }
-        return .decision(authorized ? .allowWhileUsing : .deny)
+        guard authorized else { return .decision(.deny) }
+        switch GeoClueAccuracyLevel.accuracy(forLevel: level) {
+        case .full?: return .decision(.allowWhileUsing)
+        case .reduced?: return .capped(.allowWhileUsing, .reduced)
+        case nil: return .noAnswer("AuthorizeApp authorized at allowed_accuracy_level 0 (none)")
+        }
     }
 }
 
@@ -36,8 +43,13 @@ public enum MaxAccuracyLevelProperty {
     /// The new cap in a `PropertiesChanged(s interface, a{sv} changed, as invalidated)`
     /// of an agent; nil when the signal does not carry one.
     public static func changed(signature: String, _ args: [DBusValue]) -> Accuracy?? {
+        changedLevel(signature: signature, args).flatMap { cap(.uint32($0)) }
+    }
+
+    /// The new level itself in such a signal; nil when it carries none.
+    public static func changedLevel(signature: String, _ args: [DBusValue]) -> UInt32? {
         guard signature == "sa{sv}as", args.count == 3, args[0].stringValue == GeoClueAPI.agentInterfaceName,
               let value = args[1].vardictValue?[name] else { return nil }
-        return cap(value)
+        return value.unwrapped.uint32Value
     }
 }

@@ -173,9 +173,10 @@ public final class Daemon {
         guard args.count == 3, case .string(let name) = args[0], case .string(let newOwner) = args[2],
               newOwner.isEmpty, name.hasPrefix(":") else { return false }
         callers.forget(name)
-        geoclue?.connectionLeft(name)
+        let wasGeoClueAgent = geoclue?.connectionLeft(name) ?? false
         processes.forget(name)
         feed(.nameLeft(name))
+        if wasGeoClueAgent { geoclue?.availableLevelsChanged() }
         location.drop(session: name)
         // The core never answers the calls of a client that left while it waited on a
         // prompt: forget them, or each would keep its message and arguments for good.

@@ -18,10 +18,13 @@ extension GeoClueFacade {
             guard let self else { return }
             self.readMaxAccuracy(of: call.sender) { result in
                 switch result {
-                case .success(let cap):
+                case .success(let level):
+                    let cap = GeoClueAccuracyLevel.accuracy(forLevel: level)
                     Log.info("GeoClue agent \(call.sender) (\(caller.appID)) for uid \(caller.uid), " +
                              "accuracy at most \(cap?.rawValue ?? "none")")
+                    self.agentLevels[call.sender] = level
                     self.daemon.feed(.management(self.daemon.hold(call), caller, .addGeoClueAgent(maxAccuracy: cap)))
+                    self.availableLevelsChanged()
                 case .failure(let e):
                     call.fail(.failed("Cannot read \(MaxAccuracyLevelProperty.name) of the agent at " +
                                       "\(GeoClueAPI.agentPath): \(e.message)"))
@@ -30,7 +33,8 @@ extension GeoClueFacade {
         }
     }
 
-    private func readMaxAccuracy(of name: String, _ done: @escaping (Result<Accuracy?, DBusError>) -> Void) {
+    /// The agent's `MaxAccuracyLevel`.
+    private func readMaxAccuracy(of name: String, _ done: @escaping (Result<UInt32, DBusError>) -> Void) {
         do {
             let m = try Message.methodCall(destination: name, path: GeoClueAPI.agentPath,
                                            interface: ObjectServer.properties, member: "Get")
@@ -38,10 +42,10 @@ extension GeoClueFacade {
             daemon.connection.call(m, timeout: GeoClueFacade.agentReadTimeout) { result in
                 switch result {
                 case .success(let reply):
-                    guard let value = reply.arguments().first, let cap = MaxAccuracyLevelProperty.cap(value) else {
+                    guard let level = reply.arguments().first?.unwrapped.uint32Value else {
                         return done(.failure(.failed("not a u")))
                     }
-                    done(.success(cap))
+                    done(.success(level))
                 case .failure(let e):
                     done(.failure(e))
                 }
@@ -56,8 +60,10 @@ extension GeoClueFacade {
     func agentSignal(_ m: Message) -> Bool {
         guard m.type == .signal, m.path == GeoClueAPI.agentPath, m.interface == ObjectServer.properties,
               m.member == "PropertiesChanged", let sender = m.sender else { return false }
-        if let cap = MaxAccuracyLevelProperty.changed(signature: m.signature, m.arguments()) {
-            daemon.feed(.geoclueAgentLevel(name: sender, maxAccuracy: cap))
+        if let level = MaxAccuracyLevelProperty.changedLevel(signature: m.signature, m.arguments()) {
+            if agentLevels[sender] != nil { agentLevels[sender] = level }
+            daemon.feed(.geoclueAgentLevel(name: sender, maxAccuracy: GeoClueAccuracyLevel.accuracy(forLevel: level)))
+            availableLevelsChanged()
         }
         return true
     }

@@ -26,7 +26,7 @@ final class GeoClueFacade {
 
     unowned let daemon: Daemon
     private var loop: EventLoop { daemon.loop }
-    private var server: ObjectServer { daemon.server }
+    var server: ObjectServer { daemon.server }
     private lazy var clientInterface = GeoClueClientObject.interface(self)
 
     private var clients: [UInt32: GeoClueClientObject] = [:]
@@ -40,6 +40,11 @@ final class GeoClueFacade {
     /// `Start` calls the consent core is deciding on, by its call id.
     private var starting: [CallID: GeoClueClientObject] = [:]
     private var nextClient: UInt32 = 1
+    /// Connections that read `AvailableAccuracyLevel`: their uid and the value
+    /// they were last given (GeoClueAvailableLevel.swift).
+    var levelReaders: [String: (uid: UInt32, sent: UInt32)] = [:]
+    /// The `MaxAccuracyLevel` of each connection that called `AddAgent`, as it gave it.
+    var agentLevels: [String: UInt32] = [:]
 
     init(daemon: Daemon) {
         self.daemon = daemon
@@ -65,10 +70,11 @@ final class GeoClueFacade {
         ],
         getters: [
             ManagerProperty.inUse: { .bool($0.daemon.location.inUse) },
-            ManagerProperty.availableAccuracyLevel: { .uint32($0.availableLevel) },
+            ManagerProperty.availableAccuracyLevel: { .uint32($0.availableLevel(uid: nil)) },
+        ],
+        callerGetters: [
+            ManagerProperty.availableAccuracyLevel: { f, sender, done in f.availableLevel(for: sender, done) },
         ])
-
-    private var availableLevel: UInt32 { daemon.core.enabled ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.none }
 
     /// `GetClient` (`reuse`: the connection's client, made at its first call) and
     /// `CreateClient` (always a new one). Answered at once: no prompt is involved.
@@ -284,19 +290,23 @@ final class GeoClueFacade {
 
     /// Location was switched on or off.
     func enabledChanged() {
-        server.propertiesChanged(path: GeoClueAPI.managerPath, interface: GeoClueAPI.managerInterfaceName,
-                                 changed: [ManagerProperty.availableAccuracyLevel: .uint32(availableLevel)])
+        availableLevelsChanged()
     }
 
     /// A connection left the bus: its client objects go (the consent core ends
     /// their sessions with the connection's, and the daemon drops its calls).
-    func connectionLeft(_ name: String) {
+    /// True when it had called `AddAgent`: once the core has dropped the agent,
+    /// `availableLevelsChanged()`.
+    @discardableResult
+    func connectionLeft(_ name: String) -> Bool {
         for n in (clientsOf[name] ?? []).sorted() {
             guard let c = clients[n] else { continue }
             if let id = c.pendingStart { finishStart(c, id) }
             c.joinedStarts = []
             remove(c)
         }
+        levelReaders[name] = nil
+        return agentLevels.removeValue(forKey: name) != nil
     }
 
     /// Unexports the client and its location objects and forgets it.

@@ -429,37 +429,45 @@ public final class ConsentCore {
         guard let p = prompts.removeValue(forKey: id) else { return }   // late answer after Cancel
         openPrompt[p.app] = nil
         var decision: AgentDecision?
-        if case .decision(let d) = answer { decision = d }
+        // What the answer allows at most (a GeoClue agent's allowed level): a
+        // grant, stored or not, is never for more.
+        var cap = Accuracy.full
+        switch answer {
+        case .decision(let d): decision = d
+        case .capped(let d, let a): (decision, cap) = (d, a)
+        case .noAnswer: break
+        }
+        func allowed(_ a: Accuracy) -> Accuracy { cap == .reduced ? .reduced : a }
         let live = p.waiters.filter { sessions[$0.session] != nil }
         for w in live { sessions[w.session]?.waiting = nil }
 
         switch (p.kind, decision) {
         case (.oneTime, .allowOnce?) where !mayStore(p.app):
             // The uid reached its limit while the prompt was open: the grant, not the confirmation.
-            for w in live { grantTemporary(w.session, w.options.accuracy) }
+            for w in live { grantTemporary(w.session, allowed(w.options.accuracy)) }
         case (.oneTime, .allowOnce?):
             var r = consents[p.app] ?? ConsentRecord()
             r.oneTimeApproved = true
-            r.oneTimeAccuracy = p.accuracy
+            r.oneTimeAccuracy = allowed(p.accuracy)
             r.decidedAt = now
             r.lastUsed = now
             consents[p.app] = r
             effects.append(.saveConsents(urgent: true))
-            for w in live { grantTemporary(w.session, w.options.accuracy) }
+            for w in live { grantTemporary(w.session, allowed(w.options.accuracy)) }
         case (.whenInUse, .allowOnce?):
-            for w in live { grantTemporary(w.session, w.options.accuracy) }
+            for w in live { grantTemporary(w.session, allowed(w.options.accuracy)) }
             noteUse(p.app)
         case (.whenInUse, .allowWhileUsing?) where !mayStore(p.app):
-            for w in live { grantTemporary(w.session, w.options.accuracy) }
+            for w in live { grantTemporary(w.session, allowed(w.options.accuracy)) }
         case (.whenInUse, .allowWhileUsing?):
             var r = consents[p.app] ?? ConsentRecord()
             r.decision = .whenInUse
-            r.decisionAccuracy = p.accuracy
+            r.decisionAccuracy = allowed(p.accuracy)
             r.decidedAt = now
             r.lastUsed = now
             consents[p.app] = r
             effects.append(.saveConsents(urgent: true))
-            for w in live { sessions[w.session]?.limit = w.options.accuracy }
+            for w in live { sessions[w.session]?.limit = allowed(w.options.accuracy) }
         case (.whenInUse, .deny?) where !mayStore(p.app):
             break
         case (.whenInUse, .deny?):

@@ -90,6 +90,9 @@ public enum AgentDecision: String, Sendable {
 public enum AgentAnswer: Equatable, Sendable, CustomStringConvertible {
     /// A decision, not yet checked against the kind.
     case decision(AgentDecision)
+    /// A decision that allows at most this accuracy: a GeoClue agent's
+    /// `AuthorizeApp` that allowed a lower level than the one asked for.
+    case capped(AgentDecision, Accuracy)
     /// Timeout, error reply, wrong reply type, an unknown word, agent gone.
     case noAnswer(String)
 
@@ -107,6 +110,7 @@ public enum AgentAnswer: Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .decision(let d): return d.rawValue
+        case .capped(let d, let a): return "\(d.rawValue), \(a.rawValue) at most"
         case .noAnswer(let why): return "no answer (\(why))"
         }
     }

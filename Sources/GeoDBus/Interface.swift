@@ -102,23 +102,32 @@ public struct SignalEntry {
     }
 }
 
+/// A property whose value depends on who reads it: given the reader's unique
+/// name, it answers (now or later: finding out who that is may take a bus
+/// round trip).
+public typealias CallerGetter<Object> = (Object, String, @escaping (DBusValue) -> Void) -> Void
+
 /// A property of `Object`'s interface. `set` answers the `Set` call itself
 /// (`reply()` or `fail(_:)`), now or later: checking the caller may take a bus round trip.
+/// With `getForCaller`, `Get` and `GetAll` use it instead of `get`.
 public struct PropertyEntry<Object: AnyObject> {
     public var name: String
     public var signature: String
     public var emitsChanged: EmitsChanged
     public var get: (Object) -> DBusValue
     public var set: ((Object, MethodCall, DBusValue) -> Void)?
+    public var getForCaller: CallerGetter<Object>?
 
     public init(_ name: String, _ signature: String, emitsChanged: EmitsChanged = .yes,
                 get: @escaping (Object) -> DBusValue,
-                set: ((Object, MethodCall, DBusValue) -> Void)? = nil) {
+                set: ((Object, MethodCall, DBusValue) -> Void)? = nil,
+                getForCaller: CallerGetter<Object>? = nil) {
         self.name = name
         self.signature = signature
         self.emitsChanged = emitsChanged
         self.get = get
         self.set = set
+        self.getForCaller = getForCaller
     }
 }
 
@@ -141,10 +150,13 @@ public struct Interface<Object: AnyObject> {
     /// (so that one declaration serves every party that implements or calls it).
     /// Every method and property of `declared` must have a handler: a missing one
     /// is a programming error caught at start-up.
+    /// `callerGetters` are for properties whose value depends on the reader
+    /// (`PropertyEntry.getForCaller`); they still need a getter, for no reader.
     public init(_ declared: InterfaceDescription,
                 methods handlers: [String: (Object, MethodCall) -> Void],
                 getters: [String: (Object) -> DBusValue] = [:],
-                setters: [String: (Object, MethodCall, DBusValue) -> Void] = [:]) {
+                setters: [String: (Object, MethodCall, DBusValue) -> Void] = [:],
+                callerGetters: [String: CallerGetter<Object>] = [:]) {
         self.name = declared.name
         self.signals = declared.signals.map { SignalEntry($0.name, $0.args) }
         self.methods = declared.methods.map { m in
@@ -155,9 +167,11 @@ public struct Interface<Object: AnyObject> {
             guard let g = getters[p.name] else { preconditionFailure("no getter for \(declared.name).\(p.name)") }
             let setter = setters[p.name]
             precondition((setter != nil) == (p.access == .readwrite), "setter of \(p.name) does not match its access")
-            return PropertyEntry(p.name, p.signature, emitsChanged: p.emitsChanged, get: g, set: setter)
+            return PropertyEntry(p.name, p.signature, emitsChanged: p.emitsChanged, get: g, set: setter,
+                                 getForCaller: callerGetters[p.name])
         }
         precondition(Set(handlers.keys).isSubset(of: declared.methods.map(\.name)), "handler for an undeclared method")
+        precondition(Set(callerGetters.keys).isSubset(of: declared.properties.map(\.name)), "getter of an undeclared property")
     }
 
     /// Names and types only.
@@ -194,10 +208,15 @@ public struct Interface<Object: AnyObject> {
                 set: set.map { s in { [weak object] call, value in
                     guard let object else { return call.fail(.failed("object gone")) }
                     s(object, call, value)
+                } },
+                getForCaller: p.getForCaller.map { g in { [weak object] sender, done in
+                    guard let object else { return done(nil) }
+                    g(object, sender) { done($0) }
                 } })
         }
         return BoundInterface(description: description, methods: methodTable,
-                              properties: propertyTable, propertyOrder: properties.map(\.name))
+                              properties: propertyTable, propertyOrder: properties.map(\.name),
+                              hasCallerProperties: properties.contains { $0.getForCaller != nil })
     }
 }
 
@@ -212,9 +231,19 @@ struct BoundInterface {
         var signature: String
         var get: () -> DBusValue?
         var set: ((MethodCall, DBusValue) -> Void)?
+        /// The value for the reader (its unique name); nil: the object is gone.
+        var getForCaller: ((String, @escaping (DBusValue?) -> Void) -> Void)?
+
+        /// The value for `sender`, now or later; nil: none (the object is gone).
+        func value(for sender: String?, _ done: @escaping (DBusValue?) -> Void) {
+            guard let getForCaller, let sender else { return done(get()) }
+            getForCaller(sender, done)
+        }
     }
     var description: InterfaceDescription
     var methods: [String: BoundMethod]
     var properties: [String: BoundProperty]
     var propertyOrder: [String]
+    /// Some property's value depends on the reader (`GetAll` may then answer later).
+    var hasCallerProperties: Bool
 }

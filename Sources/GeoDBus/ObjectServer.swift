@@ -196,22 +196,48 @@ public final class ObjectServer {
             guard sig == "ss", case .string(let i) = args[0], case .string(let p) = args[1] else {
                 return fail(.invalidArgs("Expected signature 'ss' for Get, got '\(sig)'"))
             }
-            guard let prop = (i.isEmpty ? object.interfaces.lazy.compactMap { $0.properties[p] }.first : find(i)?.properties[p]),
-                  let value = prop.get() else {
+            guard let prop = (i.isEmpty ? object.interfaces.lazy.compactMap { $0.properties[p] }.first : find(i)?.properties[p])
+            else {
                 return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
             }
-            MethodCall(message: msg, arguments: args, connection: connection, outSignature: "v").reply([.variant(value)])
+            let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "v")
+            prop.value(for: msg.sender) { value in
+                guard let value else {
+                    return call.fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
+                }
+                call.reply([.variant(value)])
+            }
         case "GetAll":
             guard sig == "s", case .string(let i) = args[0] else {
                 return fail(.invalidArgs("Expected signature 's' for GetAll, got '\(sig)'"))
             }
-            var all: [String: DBusValue] = [:]
-            if let bound = find(i) {
-                for name in bound.propertyOrder { all[name] = bound.properties[name]?.get() }
-            } else if !i.isEmpty && !ObjectServer.standardInterfaces.contains(where: { $0.name == i }) {
+            let bound = find(i)
+            if bound == nil && !i.isEmpty && !ObjectServer.standardInterfaces.contains(where: { $0.name == i }) {
                 return fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(i)'"))
             }
-            MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}").reply([.vardict(all)])
+            let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}")
+            guard let bound, bound.hasCallerProperties else {
+                // Every value at hand (a location object's GetAll, the hot path).
+                var all: [String: DBusValue] = [:]
+                for name in bound?.propertyOrder ?? [] { all[name] = bound?.properties[name]?.get() }
+                return call.reply([.vardict(all)])
+            }
+            // Replies once every value is in; values for the caller may come later.
+            final class Gathering { var all: [String: DBusValue] = [:]; var left = 0 }
+            let g = Gathering()
+            let props = bound.propertyOrder.compactMap { name in bound.properties[name].map { (name, $0) } }
+            g.left = props.count + 1
+            func done() {
+                g.left -= 1
+                if g.left == 0 { call.reply([.vardict(g.all)]) }
+            }
+            for (name, prop) in props {
+                prop.value(for: msg.sender) { value in
+                    g.all[name] = value
+                    done()
+                }
+            }
+            done()
         case "Set":
             guard sig == "ssv", case .string(let i) = args[0], case .string(let p) = args[1],
                   case .variant(let value) = args[2] else {

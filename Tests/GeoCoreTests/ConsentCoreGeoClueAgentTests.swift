@@ -88,6 +88,8 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             var desktopID = "maps.desktop"
             var outcome: Outcome
             var stored: StoredDecision?
+            /// The accuracy of the stored decision, where it is `whenInUse` (nil: the one asked for).
+            var storedAccuracy: Accuracy?
         }
         let cases: [Case] = [
             Case(label: "true: Allow While Using", answer: .decision(.allowWhileUsing), outcome: .updates(.full),
@@ -98,6 +100,13 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
                  outcome: .updates(.reduced), stored: .whenInUse),
             Case(label: "cap reduced: full asked, reduced fixes", cap: .reduced, answer: .decision(.allowWhileUsing),
                  outcome: .updates(.reduced), stored: .whenInUse),
+            Case(label: "allowed level reduced: full asked, reduced grant stored", answer: .capped(.allowWhileUsing, .reduced),
+                 outcome: .updates(.reduced), stored: .whenInUse, storedAccuracy: .reduced),
+            Case(label: "allowed level reduced, reduced asked", accuracy: .reduced, answer: .capped(.allowWhileUsing, .reduced),
+                 outcome: .updates(.reduced), stored: .whenInUse, storedAccuracy: .reduced),
+            Case(label: "allowed level full never raises: reduced asked", accuracy: .reduced,
+                 answer: .capped(.allowWhileUsing, .full), outcome: .updates(.reduced), stored: .whenInUse,
+                 storedAccuracy: .reduced),
             Case(label: "cap reduced over a stored full grant", cap: .reduced, records: stored((W.maps1, .whenInUseFull)),
                  outcome: .updates(.reduced), stored: .whenInUse),
             Case(label: "cap 0: off, nobody asked", cap: nil, outcome: .refused("switched off for uid 1000")),
@@ -142,7 +151,26 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
                 XCTAssertTrue(m.contains(why), "\(c.label): \(m)")
             }
             XCTAssertEqual(rig.core.records[c.client.app]?.decision, c.stored, c.label)
+            if c.stored == .whenInUse, c.records.isEmpty {
+                XCTAssertEqual(rig.core.records[c.client.app]?.decisionAccuracy, c.storedAccuracy ?? c.accuracy, c.label)
+            }
         }
+    }
+
+    /// A grant stored at the reduced level an agent allowed does not cover a
+    /// later full request of the app: the agent is asked again.
+    func testAReducedAllowedLevelIsAskedAgainForFull() {
+        let rig = shellRig(.full)
+        let first = start(rig, Self.client1)
+        guard let r = authorizes(first.effects).first else { return XCTFail("not asked: \(first.effects)") }
+        _ = rig.send(.agentAnswered(requestID: r.requestID, .capped(.allowWhileUsing, .reduced)))
+        XCTAssertEqual(rig.core.grantedAccuracy(for: Self.client1.name), .reduced)
+        let second = W.maps1.clientSession(2)
+        let s = start(rig, second, .reduced)
+        XCTAssertEqual(authorizes(s.effects), [], "reduced is covered: no prompt")
+        XCTAssertEqual(rig.core.grantedAccuracy(for: second.name), .reduced)
+        let third = W.maps1.clientSession(3)
+        XCTAssertEqual(authorizes(start(rig, third).effects).map(\.session), [third.name], "full is not: asked again")
     }
 
     func testOurOwnAPIIsNotAskedThroughAGeoClueAgentNorCapped() {

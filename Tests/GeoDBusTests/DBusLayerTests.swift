@@ -189,6 +189,31 @@ final class DBusLayerTests: XCTestCase {
         XCTAssertTrue(try children(other).contains("<node name=\"public\"/>"))
     }
 
+    /// A property whose value depends on the reader, answered later: `Get` and
+    /// `GetAll` wait for it, each reader gets its own, and the others' values stay.
+    func testAPropertyForTheCallerIsAnsweredLater() throws {
+        final class Mirror {}
+        let iface = "org.geoconsent.Test.Mirror"
+        let interface = Interface<Mirror>(iface, properties: [
+            PropertyEntry("Fixed", "u", get: { _ in .uint32(3) }),
+            PropertyEntry("Reader", "s", get: { _ in .string("nobody") }, getForCaller: { _, sender, done in
+                LaterLoop.loop!.schedule(after: 0.05) { done(.string(sender)) }
+            }),
+        ])
+        let server = try peers.connect(bus.address)
+        let a = try peers.connect(bus.address), b = try peers.connect(bus.address)
+        let mirror = Mirror()
+        server.server.export(mirror, at: "/mirror", interfaces: [interface])
+        defer { withExtendedLifetime(mirror) {} }
+        let props = "org.freedesktop.DBus.Properties"
+        for p in [a, b] {
+            XCTAssertEqual(try p.call(server.uniqueName, "/mirror", props, "Get", [.string(iface), .string("Reader")]).get(),
+                           [.variant(.string(p.uniqueName))])
+            XCTAssertEqual(try p.call(server.uniqueName, "/mirror", props, "GetAll", [.string(iface)]).get(),
+                           [.vardict(["Fixed": .uint32(3), "Reader": .string(p.uniqueName)])])
+        }
+    }
+
     func testIntrospectionComesFromTheTable() {
         let xml = Introspection.xml(interfaces: [Echo.interface(["s", "a{sv}"]).description], children: ["child"])
         XCTAssertTrue(xml.hasPrefix("<!DOCTYPE node PUBLIC"))

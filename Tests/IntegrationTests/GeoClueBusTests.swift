@@ -26,13 +26,6 @@ final class GeoClueBusTests: GeoClueTestCase {
         return c
     }
 
-    /// Waits for the `n`th `LocationUpdated` of `client` (counting from 1).
-    func waitForUpdate(_ p: BusPeer, _ client: String, count n: Int = 1, timeout: Double = 15) -> (old: String, new: String)? {
-        stack.peers.pump(timeout: timeout) { p.locationUpdates(of: client).count >= n }
-        let all = p.locationUpdates(of: client)
-        return all.count >= n ? all[n - 1] : nil
-    }
-
     /// The `Active` values of the client's `PropertiesChanged` signals `p` received.
     func activeChanges(_ p: BusPeer, _ client: String) -> [Bool] {
         p.signals.compactMap { m in
@@ -152,6 +145,53 @@ final class GeoClueBusTests: GeoClueTestCase {
         XCTAssertNil(loc.altitude)
         XCTAssertNil(loc.speed)
         XCTAssertNil(loc.heading)
+    }
+
+    /// Firefox changes accuracy on a live client: `Stop`, set
+    /// `RequestedAccuracyLevel` and thresholds, `Start`. Each `Start` gets fixes
+    /// at its own level, the first one (from the cache) included: a grant stored
+    /// for reduced does not cover exact (the user is asked again), and one for
+    /// full gives reduced fixes once reduced is asked for.
+    func testFirefoxStopSetStartChangesAccuracyOnALiveClient() throws {
+        let p = try stack.peer()
+        agent.behaviour = .answer("allow-while-using")
+        startFeeding(interval: 0.25, north: 10)
+        let c = try startedClient(p, level: GeoClueAccuracyLevel.city, desktopID: "org.example.Firefox")
+        /// Waits for `n` updates from the `from`th on and reads their locations
+        /// at once (an earlier one is served 5 s after the next came).
+        func locations(from: Int, _ n: Int) throws -> [GeoClueLocation] {
+            XCTAssertNotNil(waitForUpdate(p, c, count: from + n))
+            return try p.locationUpdates(of: c).dropFirst(from).map {
+                try XCTUnwrap(try p.geoclueLocation($0.new).get(), $0.new)
+            }
+        }
+        func restart(level: UInt32, timeThreshold: UInt32) {
+            XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Stop").get())
+            XCTAssertEqual(p.clientProperty(c, ClientProperty.active), .bool(false))
+            XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.requestedAccuracyLevel, .uint32(level)).get())
+            XCTAssertNoThrow(try p.set(c, API.clientInterfaceName, ClientProperty.timeThreshold, .uint32(timeThreshold)).get())
+            XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Start").get())
+            XCTAssertEqual(p.clientProperty(c, ClientProperty.active), .bool(true))
+        }
+
+        // Counted before each Start: its first fix may come before Start's reply is read.
+        let city = try locations(from: 0, 2)
+        let exactFrom = p.locationUpdates(of: c).count
+        restart(level: GeoClueAccuracyLevel.exact, timeThreshold: 1)
+        let exact = try locations(from: exactFrom, 3)
+        let cityFrom = p.locationUpdates(of: c).count
+        restart(level: GeoClueAccuracyLevel.city, timeThreshold: 0)
+        let cityAgain = try locations(from: cityFrom, 2)
+        stopFeeding()
+
+        XCTAssertEqual(agent.confirms.map(\.accuracy), [.reduced, .full], "exact asked again; city covered by it")
+        // Each first one came from the cache right after Start: at the new level too.
+        for loc in city + cityAgain { XCTAssertTrue(isGridCell(loc), "city: \(loc)") }
+        for loc in exact { XCTAssertTrue(isOnTheTrack(loc), "exact: \(loc)") }
+        // TimeThreshold 1 while exact: about one fix a second of four sent.
+        let times = p.signals.indices.filter { p.signals[$0].member == "LocationUpdated" }.map { p.signalTimes[$0] }
+        let exactTimes = Array(times[exactFrom..<cityFrom])
+        for (a, b) in zip(exactTimes, exactTimes.dropFirst()) { XCTAssertGreaterThan(Double(b - a) / 1e9, 0.8) }
     }
 
     func testThresholdsFilterAndChangeWhileStarted() throws {

@@ -110,6 +110,31 @@ class GeoClueTestCase: XCTestCase {
         XCTAssertFalse(output.contains("Altitude:"), "reduced: no altitude\n\(output)", file: file, line: line)
     }
 
+    /// Waits for the `n`th `LocationUpdated` of `client` to `p` (counting from 1).
+    func waitForUpdate(_ p: BusPeer, _ client: String, count n: Int = 1, timeout: Double = 15) -> (old: String, new: String)? {
+        stack.peers.pump(timeout: timeout) { p.locationUpdates(of: client).count >= n }
+        let all = p.locationUpdates(of: client)
+        return all.count >= n ? all[n - 1] : nil
+    }
+
+    /// A full-accuracy fix: a position of the fed track (NMEA carries 1/10000
+    /// of a minute, about 2e-6 degrees), with its altitude.
+    func isOnTheTrack(_ loc: GeoClueLocation) -> Bool {
+        loc.altitude != nil && (loc.accuracy ?? 0) > 0 && (loc.accuracy ?? .infinity) < 100
+            && feed.sent.contains { abs($0.latitude - loc.latitude) < 2e-6 && abs($0.longitude - loc.longitude) < 2e-6 }
+    }
+
+    /// A reduced fix: the grid cell of a fed position (its centre, its
+    /// half-diagonal as the accuracy), with no altitude, speed or heading.
+    func isGridCell(_ loc: GeoClueLocation) -> Bool {
+        let grid = ReducedGrid(cellSize: 5000)
+        return loc.altitude == nil && loc.speed == nil && loc.heading == nil && feed.sent.contains { s in
+            let cell = grid.reduce(Fix(latitude: s.latitude, longitude: s.longitude, mode: .threeD))
+            return abs(cell.latitude - loc.latitude) < 1e-9 && abs(cell.longitude - loc.longitude) < 1e-9
+                && abs((cell.horizontalAccuracy ?? -1) - (loc.accuracy ?? 0)) < 1e-6
+        }
+    }
+
     /// `ListSessions` as root (the test runs as root): every session.
     func sessionNames() throws -> [String] {
         try agentPeer.sessions().map(\.name)

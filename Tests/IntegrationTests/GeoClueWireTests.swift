@@ -21,8 +21,12 @@ final class GeoClueWireTests: XCTestCase {
     func testAGeoClueAgentsAnswersAndLevels() {
         let answers: [(String, [DBusValue], AgentAnswer)] = [
             ("bu", [.bool(true), .uint32(8)], .decision(.allowWhileUsing)),
-            ("bu", [.bool(true), .uint32(0)], .decision(.allowWhileUsing)),
+            ("bu", [.bool(true), .uint32(6)], .decision(.allowWhileUsing)),
+            ("bu", [.bool(true), .uint32(4)], .capped(.allowWhileUsing, .reduced)),
+            ("bu", [.bool(true), .uint32(1)], .capped(.allowWhileUsing, .reduced)),
+            ("bu", [.bool(true), .uint32(0)], .noAnswer("AuthorizeApp authorized at allowed_accuracy_level 0 (none)")),
             ("bu", [.bool(false), .uint32(8)], .decision(.deny)),
+            ("bu", [.bool(false), .uint32(0)], .decision(.deny)),
             ("b", [.bool(true)], .noAnswer("AuthorizeApp replied with signature 'b', not 'bu'")),
             ("s", [.string("true")], .noAnswer("AuthorizeApp replied with signature 's', not 'bu'")),
         ]

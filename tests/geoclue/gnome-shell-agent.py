@@ -4,11 +4,13 @@
 Serves org.freedesktop.GeoClue2.Agent at /org/freedesktop/GeoClue2/Agent on the
 system bus (DBUS_SYSTEM_BUS_ADDRESS), registers it with
 Manager.AddAgent("gnome-shell") as the shell does, answers AuthorizeApp with
-AUTHORIZED and its MaxAccuracyLevel, and reports MaxAccuracyLevel. Each SIGUSR1
-moves to the next level of the list and emits PropertiesChanged, as the shell
-does when the user switches location off or on.
+AUTHORIZED and an allowed accuracy level, and reports MaxAccuracyLevel. The
+allowed level is ALLOWED if given, else what the shell returns: the requested
+level, at most MaxAccuracyLevel. Each SIGUSR1 moves to the next level of the
+list and emits PropertiesChanged, as the shell does when the user switches
+location off or on.
 
-usage: gnome-shell-agent.py true|false LEVEL[,LEVEL...]
+usage: gnome-shell-agent.py true|false LEVEL[,LEVEL...] [ALLOWED]
 prints: "registered", "authorize DESKTOP_ID LEVEL", "level N", "error ..."
 """
 import signal
@@ -36,6 +38,7 @@ def say(*words):
 def main():
     authorized = sys.argv[1] == "true"
     levels = [int(x) for x in sys.argv[2].split(",")]
+    allowed = int(sys.argv[3]) if len(sys.argv) > 3 else None
     state = {"index": 0}
     level = lambda: levels[state["index"]]
     loop = GLib.MainLoop()
@@ -47,7 +50,7 @@ def main():
             return
         desktop_id, req = params.unpack()
         say("authorize", desktop_id or "-", req)
-        invocation.return_value(GLib.Variant("(bu)", (authorized, level())))
+        invocation.return_value(GLib.Variant("(bu)", (authorized, min(req, level()) if allowed is None else allowed)))
 
     def get_property(_conn, _sender, _path, _iface, name):
         return GLib.Variant("u", level()) if name == "MaxAccuracyLevel" else None
