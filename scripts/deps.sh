@@ -18,9 +18,11 @@
 #                                         the GeoClue2 facade: where-am-i, and
 #                                         libgeoclue's GClue.Simple from Python;
 #                                         geoclue-2.0 comes with them, for its
-#                                         published interface XML (its service
-#                                         is only D-Bus activated on the system
-#                                         bus: nothing runs)
+#                                         published interface XML and as the
+#                                         reference the same clients also run
+#                                         against (its daemon on a private bus;
+#                                         its service is only D-Bus activated on
+#                                         the system bus: nothing runs there)
 #   make                                  make install test
 #   g++                                   libstdc++.a: the release links the Swift
 #                                         runtime's C++ runtime in (Makefile)

@@ -162,7 +162,8 @@ final class GeoClueReferenceTests: GeoClueTestCase {
     /// Match: fixes of the track, altitude and heading included. Differ: GeoClue
     /// asks nobody for an app that is not a Flatpak; the facade asks (here its
     /// GeoClue agent, under the DesktopId). Differ: GeoClue's `Accuracy` comes
-    /// from a table of the HDOP (0 m up to HDOP 1), ours is gpsd's estimate.
+    /// from a table of the HDOP (0 m up to HDOP 1), ours is gpsd's estimate; and
+    /// its `Timestamp` has the fix's time of day, but not its date.
     func testWhereAmIAtExact() throws {
         let f = facade()
         let ours = try whereAmI(f)
@@ -179,6 +180,28 @@ final class GeoClueReferenceTests: GeoClueTestCase {
         XCTAssertTrue(theirs.output.contains("Altitude:") && theirs.output.contains("Heading:"), theirs.output)
         XCTAssertEqual(theirs.authorizations, [], "GeoClue asks no agent for an app that is not a Flatpak")
         XCTAssertEqual(Set(printedFixes(theirs.output).map(\.accuracy)), [0], "HDOP 0.9 is 0 m to GeoClue\n\(theirs.output)")
+
+        // Differ: the facade's Timestamp is the receiver's (date and time, here
+        // 2024-03-15); GeoClue takes the time of day of the GGA sentence on
+        // today's or yesterday's date.
+        let ourTimes = Set(f.feed.sent.map { $0.timestamp / 1_000_000 })
+        XCTAssertFalse(printedSeconds(ours.output).isEmpty)
+        for s in printedSeconds(ours.output) { XCTAssertTrue(ourTimes.contains(s), "\(s) is not a fix's time") }
+        let dayTimes = Set(g.feed.sent.map { ($0.timestamp / 1_000_000) % 86_400 })
+        let now = UInt64(Date().timeIntervalSince1970)
+        XCTAssertFalse(printedSeconds(theirs.output).isEmpty)
+        for s in printedSeconds(theirs.output) {
+            XCTAssertTrue(dayTimes.contains(s % 86_400), "\(s): the time of day of a fix")
+            XCTAssertTrue(s + 2 * 86_400 > now && s < now + 86_400, "\(s): on a date near today, not the fix's")
+        }
+    }
+
+    /// The `Timestamp:` seconds where-am-i printed (`... (N seconds since the Epoch)`).
+    func printedSeconds(_ output: String) -> [UInt64] {
+        output.split(separator: "\n").filter { $0.hasPrefix("Timestamp:") }.compactMap { line in
+            guard let open = line.lastIndex(of: "(") else { return nil }
+            return UInt64(line[line.index(after: open)...].split(separator: " ").first ?? "")
+        }
     }
 
     /// Differ: at city level GeoClue uses its network source (WiFi, GeoIP), never
