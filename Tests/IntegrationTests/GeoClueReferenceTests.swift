@@ -359,7 +359,7 @@ final class GeoClueReferenceTests: GeoClueTestCase {
 
     /// A client with thresholds, a bystander matching every signal, and a second
     /// app probing the client's objects. Match: the second app's `Get` of
-    /// `Latitude` and its `Stop` are refused with `AccessDenied`. Differ: GeoClue
+    /// `Latitude` or of the client's `Location`, and its `Stop`, are refused with `AccessDenied`. Differ: GeoClue
     /// answers the second app's `GetAll` with `{}` where the facade refuses it, its
     /// `Introspect` lists every client's objects, and its broadcasts carry the
     /// client's coordinates to the bystander; the facade's carry none.
@@ -368,6 +368,7 @@ final class GeoClueReferenceTests: GeoClueTestCase {
             var getAllLocation: Result<[String: DBusValue], DBusError>?
             var getLatitude: Result<DBusValue, DBusError>?
             var getAllClient: Result<[String: DBusValue], DBusError>?
+            var getClientLocation: Result<DBusValue, DBusError>?
             var stop: Result<[DBusValue], DBusError>?
             var introspectClients: Result<[DBusValue], DBusError>?
             var clientPath = ""
@@ -386,6 +387,7 @@ final class GeoClueReferenceTests: GeoClueTestCase {
                 seen.getAllLocation = other.getAll(ready[2], GeoClueAPI.locationInterfaceName)
                 seen.getLatitude = other.get(ready[2], GeoClueAPI.locationInterfaceName, LocationProperties.latitude)
                 seen.getAllClient = other.getAll(ready[1], GeoClueAPI.clientInterfaceName)
+                seen.getClientLocation = other.get(ready[1], GeoClueAPI.clientInterfaceName, "Location")
                 seen.stop = other.gc(ready[1], GeoClueAPI.clientInterfaceName, "Stop")
                 seen.introspectClients = other.gc(GeoClueAPI.clientsPath, ObjectServer.introspectable, "Introspect")
             }
@@ -400,6 +402,7 @@ final class GeoClueReferenceTests: GeoClueTestCase {
         XCTAssertDBusError(try XCTUnwrap(ours.seen.getAllLocation), DBusError.accessDeniedName)
         XCTAssertDBusError(try XCTUnwrap(ours.seen.getLatitude), DBusError.accessDeniedName)
         XCTAssertDBusError(try XCTUnwrap(ours.seen.getAllClient), DBusError.accessDeniedName)
+        XCTAssertDBusError(try XCTUnwrap(ours.seen.getClientLocation), DBusError.accessDeniedName)
         XCTAssertDBusError(try XCTUnwrap(ours.seen.stop), DBusError.accessDeniedName)
         XCTAssertDBusError(try XCTUnwrap(ours.seen.introspectClients), DBusError.unknownObjectName)
         XCTAssertFalse(ours.broadcast.isEmpty, "the bystander got the broadcasts (InUse)")
@@ -409,6 +412,7 @@ final class GeoClueReferenceTests: GeoClueTestCase {
         let theirs = try scenario(try realGeoClue())
         XCTAssertDBusError(try XCTUnwrap(theirs.seen.getLatitude), DBusError.accessDeniedName)
         XCTAssertDBusError(try XCTUnwrap(theirs.seen.stop), DBusError.accessDeniedName)
+        XCTAssertDBusError(try XCTUnwrap(theirs.seen.getClientLocation), DBusError.accessDeniedName)
         XCTAssertEqual(try XCTUnwrap(theirs.seen.getAllLocation).get().count, 0, "GeoClue: an empty GetAll, not an error")
         XCTAssertEqual(try XCTUnwrap(theirs.seen.getAllClient).get().count, 0)
         let node = theirs.seen.clientPath.split(separator: "/").last.map(String.init) ?? "?"
