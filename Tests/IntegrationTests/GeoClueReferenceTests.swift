@@ -241,6 +241,24 @@ final class GeoClueReferenceTests: GeoClueTestCase {
         XCTAssertEqual(theirs.authorizations, [], "never asked")
     }
 
+    /// Differ: with no agent at all, GeoClue's `GetClient` waits for one, so
+    /// where-am-i gets nothing until its own timeout; the facade answers at once
+    /// and `Start` fails saying that no agent is registered (where-am-i exits 255).
+    func testNoAgentAtAll() throws {
+        let f = facade()
+        startFeeding(f)
+        let ours = try runClient(GeoClueClientTests.whereAmI, ["-t", "5", "-a", "8"], timeout: 20, bus: f.bus)
+        XCTAssertEqual(ours.status, 255, ours.output)
+        XCTAssertTrue(ours.output.contains("No consent agent is registered"), ours.output)
+
+        let g = try realGeoClue()
+        startFeeding(g)
+        let theirs = try runClient(GeoClueClientTests.whereAmI, ["-t", "5", "-a", "8"], timeout: 20, bus: g.bus)
+        XCTAssertEqual(theirs.status, 0, "where-am-i gave up by its own timeout\n\(theirs.output)")
+        XCTAssertEqual(printedFixes(theirs.output).count, 0, theirs.output)
+        XCTAssertTrue(geoclue?.log().contains("waiting for agent") ?? false, "GetClient waited for an agent")
+    }
+
     /// Match: the agent's `MaxAccuracyLevel` 0 refuses `Start` with `AccessDenied`
     /// (where-am-i exits 255) without asking; only the messages differ.
     func testMaxAccuracyLevelZeroRefusesStart() throws {
