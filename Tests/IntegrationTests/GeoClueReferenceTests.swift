@@ -310,6 +310,73 @@ final class GeoClueReferenceTests: GeoClueTestCase {
         XCTAssertEqual(printedFixes(theirs.output).count, 0, theirs.output)
     }
 
+    /// An app in a systemd scope named like a Flatpak's
+    /// (`app-flatpak-org.example.Foo-N.scope`) that is not one (no sandbox, no
+    /// `/.flatpak-info`), the agent answering `AuthorizeApp` false. Match: `Start`
+    /// is refused with `AccessDenied` and where-am-i exits 255. Differ: GeoClue
+    /// takes the scope's name for a Flatpak id and asks the agent under it; the
+    /// facade asks under the `DesktopId`, since only a verified Flatpak's id is
+    /// passed on (any program can run in a scope it names).
+    ///
+    /// GeoClue 2.6 reads a Flatpak id only from a pure cgroup v2 layout (a single
+    /// `0::` line in `/proc/PID/cgroup`); on a hybrid layout it would see none.
+    /// So in GeoClue's own mount namespace the client's `/proc/PID/cgroup` is
+    /// shown as that single line (a bind mount), what a pure v2 machine shows.
+    func testAnAppInAFlatpakNamedScope() throws {
+        guard let hierarchy = LocalUserForgedIdentityTests.unifiedCgroupMount() else {
+            throw XCTSkip("no cgroup2 hierarchy mounted")
+        }
+        let scope = "app-flatpak-org.example.Foo-\(getpid()).scope"
+        let dir = hierarchy + "/" + scope
+        guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
+            throw XCTSkip("cannot create the cgroup \(dir): \(String(cString: strerror(errno)))")
+        }
+        defer { rmdir(dir) }
+        let flags = try TempDir()
+        defer { flags.remove() }
+        let pureV2 = flags.file("cgroup")
+        try "0::/user.slice/user-0.slice/user@0.service/app.slice/\(scope)\n".write(toFile: pureV2, atomically: true, encoding: .utf8)
+
+        func scenario(_ t: Target) throws -> Outcome {
+            let ready = flags.file("ready-\(t.name)")
+            // Runs where-am-i once it is in the scope and GeoClue's view is set up.
+            let wrapper = "until grep -qx '0::/\(scope)' /proc/self/cgroup && [ -e '\(ready)' ]; do sleep 0.05; done; exec \"$0\" \"$@\""
+            var moved: pid_t?
+            let o = try run(t, authorized: false, "/bin/sh", ["-c", wrapper, GeoClueClientTests.whereAmI, "-t", "5", "-a", "8"],
+                            timeout: 20) { client, _ in
+                guard moved == nil else { return }
+                let pid = client.process.pid
+                moved = pid
+                do {
+                    try "\(pid)".write(toFile: dir + "/cgroup.procs", atomically: false, encoding: .utf8)
+                    if t.name == "GeoClue", let g = self.geoclue {
+                        let r = try ChildProcess.run("/usr/bin/nsenter", ["-t", "\(g.process.pid)", "-m",
+                                                                          "mount", "--bind", pureV2, "/proc/\(pid)/cgroup"])
+                        XCTAssertEqual(r.status, 0, "cannot show GeoClue the pure cgroup v2 line")
+                    }
+                    XCTAssertTrue(FileManager.default.createFile(atPath: ready, contents: nil))
+                } catch {
+                    XCTFail("cannot stage PID \(pid): \(error)")
+                }
+            }
+            if let pid = moved, kill(pid, 0) == 0 {
+                try? "\(pid)".write(toFile: hierarchy + "/cgroup.procs", atomically: false, encoding: .utf8)
+            }
+            return o
+        }
+
+        let ours = try scenario(facade())
+        XCTAssertEqual(ours.status, 255, ours.output)
+        XCTAssertTrue(ours.output.contains("AccessDenied"), ours.output)
+        XCTAssertEqual(ours.authorizations, [["geoclue-where-am-i", "8"]], "asked under the DesktopId: no verified Flatpak")
+
+        let theirs = try scenario(try realGeoClue())
+        XCTAssertEqual(theirs.status, 255, theirs.output)
+        XCTAssertTrue(theirs.output.contains("AccessDenied") && theirs.output.contains("Agent rejected 'org.example.Foo'"),
+                      theirs.output)
+        XCTAssertEqual(theirs.authorizations, [["org.example.Foo", "8"]], "GeoClue asks under the scope's name")
+    }
+
     // MARK: GClue.Simple
 
     /// Match: `GClue.Simple` completes with the first fix (the client's
