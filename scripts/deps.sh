@@ -18,9 +18,11 @@
 #                                         the GeoClue2 facade: where-am-i, and
 #                                         libgeoclue's GClue.Simple from Python;
 #                                         geoclue-2.0 comes with them, for its
-#                                         published interface XML (its service
-#                                         is only D-Bus activated on the system
-#                                         bus: nothing runs)
+#                                         published interface XML and as the
+#                                         reference the same clients also run
+#                                         against (its daemon on a private bus;
+#                                         its service is only D-Bus activated on
+#                                         the system bus: nothing runs there)
 #   xdg-desktop-portal                    the Location portal in front of the
 #                                         facade (its D-Bus activation files
 #                                         are for the session bus; the tests

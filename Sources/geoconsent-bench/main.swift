@@ -335,6 +335,8 @@ if only != "calls" {
                             floor: fanoutLast[n], target: fanoutLast[n] != nil ? .ratioAtMost(1.3) : nil))
         }
     }
+    // The real GeoClue 2.6 alongside, where it can run (RealGeoClueLatency.swift).
+    if let one = inHand[1] { rows += realGeoClueRows(facadeP50: one.last.p50, rounds: counts.fanoutRounds * 2, epoch: nextEpoch) }
     if only == "fixes" {
         daemon.stop(); gpsd.stop(); bus.stop()
         printTable(rows)

@@ -57,16 +57,20 @@ class GeoClueTestCase: XCTestCase {
     }
 
     /// The bus address a real client gets as its system bus.
-    var clientEnvironment: [String: String] {
-        ["DBUS_SYSTEM_BUS_ADDRESS": stack.bus.address, "GTK_USE_PORTAL": "0"]
+    var clientEnvironment: [String: String] { clientEnvironment(bus: stack.bus.address) }
+
+    /// The environment of a real client whose system bus is `address`.
+    func clientEnvironment(bus address: String) -> [String: String] {
+        ["DBUS_SYSTEM_BUS_ADDRESS": address, "GTK_USE_PORTAL": "0"]
     }
 
     /// Runs a real client to its end while the test's loop runs (the agent
     /// answers, fixes are fed); its exit status (nil: still running at `timeout`,
-    /// then killed) and everything it printed.
-    func runClient(_ executable: String, _ arguments: [String], timeout: Double = 30,
+    /// then killed) and everything it printed. Its system bus is the stack's,
+    /// or `bus` when given (the real GeoClue's, in the reference tests).
+    func runClient(_ executable: String, _ arguments: [String], timeout: Double = 30, bus: String? = nil,
                    whileRunning: ((ClientRun) -> Void)? = nil) throws -> (status: Int32?, output: String) {
-        let run = try ClientRun(executable, arguments, environment: clientEnvironment)
+        let run = try ClientRun(executable, arguments, environment: bus.map(clientEnvironment(bus:)) ?? clientEnvironment)
         stack.peers.pump(timeout: timeout) {
             whileRunning?(run)
             return !run.process.isRunning
