@@ -17,6 +17,8 @@ public enum GeoConsentAPI {
         public static let promptPending = errorPrefix + "PromptPending"
         public static let gpsUnavailable = errorPrefix + "GpsUnavailable"
         public static let timeout = errorPrefix + "Timeout"
+        /// The user's login session is locked or not in the foreground (docs/dbus-api.md "In use").
+        public static let sessionInactive = errorPrefix + "SessionInactive"
     }
 
     /// `org.geoconsent.GeoConsent1`: what clients, the command line and panels call.
