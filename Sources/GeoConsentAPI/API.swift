@@ -37,6 +37,7 @@ public enum GeoConsentAPI {
             .init(name: "ListConsents", inArgs: [], outArgs: [Arg("consents", "a(usa{sv})")]),
             .init(name: "ResetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: []),
             .init(name: "ListSessions", inArgs: [], outArgs: [Arg("sessions", "a(susub)")]),
+            .init(name: "ListSessionDetails", inArgs: [], outArgs: [Arg("sessions", "a(sa{sv})")]),
         ],
         signals: [
             .init(name: "LocationUpdated", args: [Arg("location", "a{sv}")]),

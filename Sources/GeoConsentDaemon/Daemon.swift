@@ -157,6 +157,8 @@ public final class Daemon {
                  (geoclue != nil ? " and \(GeoClueAPI.busName)" : "") + " as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (callers.usesHelper ? "; callers identified by the identity helper, which alone holds CAP_SYS_PTRACE" : "") +
+                 (logind.isPresent ? "; grants pause while their user's login session is locked or in the background"
+                                   : "; logind is not on the bus: grants do not pause with login sessions") +
                  (core.enabled ? "" : "; location is switched off"))
         checkIdle()
         loop.run()
@@ -352,6 +354,8 @@ public final class Daemon {
             return ConsentListReply.encode(list)
         case .sessions(let list):
             return SessionListReply.encode(list)
+        case .sessionDetails(let list):
+            return SessionDetailsReply.encode(list)
         }
     }
 

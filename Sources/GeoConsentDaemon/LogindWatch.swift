@@ -61,9 +61,10 @@ final class LogindWatch {
                                        interface: "org.freedesktop.DBus", member: "GetNameOwner")
         try m.append([.string(Self.busName)])
         owner = (try? connection.callBlocking(m, timeout: Self.timeout))?.arguments().first?.stringValue
-        Log.info(owner != nil ? "following logind: a grant pauses while its user's session is locked or in the background"
-                              : "logind is not on the bus: grants do not pause with the user's session")
     }
+
+    /// logind is on the bus now.
+    var isPresent: Bool { owner != nil }
 
     /// Some placement is under way (the daemon is not idle).
     var isPlacing: Bool { !placing.isEmpty }

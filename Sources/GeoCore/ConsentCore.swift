@@ -746,12 +746,12 @@ public final class ConsentCore {
                 sessions[name]?.limit = nil
             }
             effects.append(.reply(call, .empty))
-        case .listSessions:
+        case .listSessions, .listSessionDetails:
             let list = sessions.all.filter { caller.isRoot || $0.caller.uid == caller.uid }
                 .sorted { $0.caller.name < $1.caller.name }
                 .map { SessionInfo(name: $0.caller.name, uid: $0.caller.uid, appID: $0.caller.appID,
                                    status: status($0), updates: $0.updates, paused: pause($0.caller)) }
-            effects.append(.reply(call, .sessions(list)))
+            effects.append(.reply(call, request == .listSessions ? .sessions(list) : .sessionDetails(list)))
         case .setEnabled(let value):
             guard caller.isRoot else { return effects.append(.fail(call, .accessDenied("Only root may switch location on or off"))) }
             if value != enabled {

@@ -135,6 +135,8 @@ public enum ManagementRequest: Equatable, Sendable {
     case listConsents
     case resetConsent(appID: String, uid: UInt32?)
     case listSessions
+    /// `ListSessionDetails`: the same sessions, each with every detail (its pause too).
+    case listSessionDetails
     case setEnabled(Bool)
     /// GeoClue's `Manager.AddAgent`: the caller's connection becomes its uid's
     /// GeoClue agent, with the cap its `MaxAccuracyLevel` gives (nil: location off).
@@ -240,13 +242,15 @@ public enum CoreReply: Equatable, Sendable {
     case authorization(AuthorizationInfo)
     case consents([(AppKey, ConsentRecord)])
     case sessions([SessionInfo])
+    /// The same list, for `ListSessionDetails`.
+    case sessionDetails([SessionInfo])
 
     public static func == (a: CoreReply, b: CoreReply) -> Bool {
         switch (a, b) {
         case (.empty, .empty): return true
         case (.status(let x), .status(let y)): return x == y
         case (.authorization(let x), .authorization(let y)): return x == y
-        case (.sessions(let x), .sessions(let y)): return x == y
+        case (.sessions(let x), .sessions(let y)), (.sessionDetails(let x), .sessionDetails(let y)): return x == y
         case (.consents(let x), .consents(let y)):
             return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: return false
