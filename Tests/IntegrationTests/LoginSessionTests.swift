@@ -220,6 +220,22 @@ final class LoginSessionTests: StackTestCase {
         XCTAssertEqual(try app.authorization().status, .restricted)
     }
 
+    func testLogindLeavingEndsThePauseAndItsReturnIsFollowed() throws {
+        _ = try agent("allow-while-using")
+        let app = try stack.peer()
+        _ = try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get()
+        try logind.setLockedHint(Self.me, true)
+        waitUntil("paused") { (try? app.authorization().status) == .restricted }
+        // Nothing known without logind: as before, no pause.
+        logind.stop()
+        waitUntil("unpaused when logind left") { (try? app.authorization().status) == .whenInUse }
+        // logind back, its session locked: followed again.
+        logind = try LogindMock(address: stack.bus.address, peer: control, loop: stack.peers, logPath: work.file("logind2.log"))
+        try logind.addSession(Self.me, uid: getuid())
+        try logind.setLockedHint(Self.me, true)
+        waitUntil("paused again") { (try? app.authorization().status) == .restricted }
+    }
+
     func testNoLogindSessionForTheCallerBehavesAsBefore() throws {
         // A uid with no session at all: nothing is known, nothing pauses.
         try logind.setLockedHint(Self.me, true)
