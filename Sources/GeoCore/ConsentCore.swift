@@ -603,14 +603,18 @@ public final class ConsentCore {
     /// grant, as a one-time grant on iOS ends when the app leaves the
     /// foreground, and answers its waiting request as when location is off
     /// for the user; stored decisions stay. `announceChanges` then sends
-    /// `AuthorizationChanged`, `pauseFixes` or `resumeFixes`, and `grantEnded`.
+    /// `AuthorizationChanged`, `resumeFixes` (or `pauseFixes` for a new
+    /// reason), and `grantEnded`.
     private func pauseChanged(of connections: [String]) {
         for connection in connections.sorted() {
             for name in [connection] + sessions.clientSessions(of: connection).sorted() {
                 guard var s = sessions[name] else { continue }
-                if pause(s.caller) != nil && s.lastPause == nil {
+                if let p = pause(s.caller), s.lastPause == nil {
                     s.tempGrant = nil
                     if effectiveAccuracy(s) == nil { s.limit = nil }
+                    // Said first: a Start answered below must find its updates paused.
+                    s.lastPause = p
+                    effects.append(.pauseFixes(session: name, p))
                     sessions[name] = s
                     answerPaused(name)
                 } else {
@@ -825,7 +829,6 @@ public final class ConsentCore {
             }
             let p = pause(s.caller)
             if p != s.lastPause {
-                // Before grantEnded: waiting requests fail saying why.
                 effects.append(p.map { .pauseFixes(session: name, $0) } ?? .resumeFixes(session: name))
                 s.lastPause = p
             }

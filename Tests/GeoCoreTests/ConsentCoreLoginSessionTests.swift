@@ -45,7 +45,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
     static let rows: [Row] = [
         Row(label: "a one-time grant ends at the lock",
             setUp: { rig, c in rig.approveTap(c); startUpdates(rig, c) },
-            pauseEffects: [.authorizationChanged(session: m, .restricted), .pauseFixes(session: m, .locked),
+            pauseEffects: [.pauseFixes(session: m, .locked), .authorizationChanged(session: m, .restricted),
                            .grantEnded(session: m)],
             updatesDuring: false,
             resumeEffects: [.authorizationChanged(session: m, .notDetermined), .resumeFixes(session: m)],
@@ -53,7 +53,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         Row(label: "a silent tap's grant ends when another user switches in",
             records: stored((W.maps1, .approvedFull)), reason: .inactive,
             setUp: { rig, c in XCTAssertEqual(rig.tap(c).status, .whenInUse) },
-            pauseEffects: [.authorizationChanged(session: m, .restricted), .pauseFixes(session: m, .inactive),
+            pauseEffects: [.pauseFixes(session: m, .inactive), .authorizationChanged(session: m, .restricted),
                            .grantEnded(session: m)],
             updatesDuring: false,
             resumeEffects: [.authorizationChanged(session: m, .notDetermined), .resumeFixes(session: m)],
@@ -61,29 +61,29 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         Row(label: "a stored when-in-use decision pauses and resumes, updates kept",
             records: stored((W.maps1, .whenInUseFull)),
             setUp: { rig, c in startUpdates(rig, c) },
-            pauseEffects: [.authorizationChanged(session: m, .restricted), .pauseFixes(session: m, .locked)],
+            pauseEffects: [.pauseFixes(session: m, .locked), .authorizationChanged(session: m, .restricted)],
             updatesDuring: true,
             resumeEffects: [.authorizationChanged(session: m, .whenInUse), .resumeFixes(session: m)],
             statusAfter: .whenInUse, accuracyAfter: .full),
         Row(label: "a stored decision with a request for less: the lower accuracy stays",
             records: stored((W.maps1, .whenInUseFull)), reason: .inactive,
             setUp: { rig, c in XCTAssertEqual(rig.tap(c, .reduced).status, .whenInUse); startUpdates(rig, c) },
-            pauseEffects: [.authorizationChanged(session: m, .restricted), .pauseFixes(session: m, .inactive)],
+            pauseEffects: [.pauseFixes(session: m, .inactive), .authorizationChanged(session: m, .restricted)],
             updatesDuring: true,
             resumeEffects: [.authorizationChanged(session: m, .whenInUse), .resumeFixes(session: m)],
             statusAfter: .whenInUse, accuracyAfter: .reduced),
         Row(label: "a denied app: restricted while paused, denied after",
             records: stored((W.maps1, .denied)),
             setUp: { rig, c in _ = rig.auth(c) },
-            pauseEffects: [.authorizationChanged(session: m, .restricted), .pauseFixes(session: m, .locked)],
+            pauseEffects: [.pauseFixes(session: m, .locked), .authorizationChanged(session: m, .restricted)],
             updatesDuring: false,
             resumeEffects: [.authorizationChanged(session: m, .denied), .resumeFixes(session: m)],
             statusAfter: .denied, accuracyAfter: nil),
         Row(label: "config always (a system uid's program in the session) pauses too",
             config: config(apps: [systemProgram.appID: .always]), caller: systemProgram,
             setUp: { rig, c in XCTAssertEqual(rig.tap(c).status, .always); startUpdates(rig, c) },
-            pauseEffects: [.authorizationChanged(session: systemProgram.name, .restricted),
-                           .pauseFixes(session: systemProgram.name, .locked)],
+            pauseEffects: [.pauseFixes(session: systemProgram.name, .locked),
+                           .authorizationChanged(session: systemProgram.name, .restricted)],
             updatesDuring: true,
             resumeEffects: [.authorizationChanged(session: systemProgram.name, .always),
                             .resumeFixes(session: systemProgram.name)],
@@ -221,8 +221,8 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         rig.login(Self.alice, .paused(.locked))
         XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
         let out = rig.place(W.maps1, in: Self.alice)
-        XCTAssertEqual(out, [.authorizationChanged(session: W.maps1.name, .restricted),
-                             .pauseFixes(session: W.maps1.name, .locked), .grantEnded(session: W.maps1.name)])
+        XCTAssertEqual(out, [.pauseFixes(session: W.maps1.name, .locked),
+                             .authorizationChanged(session: W.maps1.name, .restricted), .grantEnded(session: W.maps1.name)])
     }
 
     func testClientObjectsPauseWithTheirConnection() {
@@ -240,6 +240,24 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         rig.place(W.weather, in: Self.alice)
         rig.login(Self.alice, .paused(.locked))
         XCTAssertEqual(rig.call(other, .start(AuthOptions(), UpdateOptions())).error, .accessDenied(PauseReason.locked.message))
+    }
+
+    func testAStartWaitingOnAPromptAtTheLockStartsPaused() {
+        // Reduced is stored; a client object asks for full: a prompt. The lock
+        // answers its Start with the grant that is stored, paused from the start.
+        let client = W.maps1.clientSession(1)
+        let rig = Rig(records: stored((W.maps1, .whenInUseReduced)))
+        rig.place(W.maps1, in: Self.alice)
+        rig.login(Self.alice, .inUse)
+        let start = rig.call(client, .start(AuthOptions(accuracy: .full), UpdateOptions()))
+        XCTAssertTrue(start.pending)
+        let out = rig.login(Self.alice, .paused(.locked))
+        let pauseAt = out.firstIndex(of: .pauseFixes(session: client.name, .locked))
+        let startAt = out.firstIndex(of: .startUpdates(start.call, session: client.name, UpdateOptions()))
+        XCTAssertNotNil(pauseAt, "\(out)")
+        XCTAssertNotNil(startAt, "\(out)")
+        if let p = pauseAt, let s = startAt { XCTAssertLessThan(p, s, "paused before its updates start: \(out)") }
+        XCTAssertEqual(out.cancels.count, 1, "the prompt nobody else waits on is withdrawn")
     }
 
     func testListSessionsShowsThePause() {
