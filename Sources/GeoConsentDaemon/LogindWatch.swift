@@ -8,9 +8,9 @@ import GeoDBus
 /// (`CoreEvent.loginSession`, `loginSessionState`).
 ///
 /// A caller is placed once per connection, before its first call reaches the
-/// core: `GetSessionByPID` with the connection's PID, else the caller's uid's
-/// session on a seat (`ListSessions`; apps started by the user's service
-/// manager are in no session of their own). Each login session placed is
+/// core: `GetSessionByPID` with the connection's PID, else its uid's session
+/// (apps started by the user's service manager are in no session of their
+/// own): the user's `Display`, else its first session on a seat. Each login session placed is
 /// followed while a connection is in it: one match rule for logind's signals
 /// on its object (`PropertiesChanged` of `Active` and `LockedHint`, `Lock`,
 /// `Unlock`), and its properties read once. Every call is asynchronous, and
@@ -22,6 +22,7 @@ final class LogindWatch {
     static let managerPath = "/org/freedesktop/login1"
     static let managerInterface = "org.freedesktop.login1.Manager"
     static let sessionInterface = "org.freedesktop.login1.Session"
+    static let userInterface = "org.freedesktop.login1.User"
     /// Seconds a call to logind may take; a first call waits at most this long for it.
     static let timeout = 2.0
 
@@ -79,8 +80,26 @@ final class LogindWatch {
         call(Self.managerPath, Self.managerInterface, "GetSessionByPID", [.uint32(caller.pid)]) { [weak self] reply in
             guard let self else { return }
             if let path = reply?.arguments().first?.stringValue { return self.placed(name, path) }
-            self.call(Self.managerPath, Self.managerInterface, "ListSessions", []) { [weak self] reply in
-                self?.placed(name, Self.seatSession(of: caller.uid, in: reply))
+            self.userSession(caller.uid) { [weak self] path in self?.placed(name, path) }
+        }
+    }
+
+    /// The login session of `uid` for its processes outside any session: the
+    /// user's `Display` (logind's choice of its graphical session), else its
+    /// first session on a seat.
+    private func userSession(_ uid: UInt32, _ done: @escaping (String?) -> Void) {
+        let seatSession: () -> Void = { [weak self] in
+            self?.call(Self.managerPath, Self.managerInterface, "ListSessions", []) { reply in
+                done(Self.seatSession(of: uid, in: reply))
+            }
+        }
+        call(Self.managerPath, Self.managerInterface, "GetUser", [.uint32(uid)]) { [weak self] reply in
+            guard let self, let user = reply?.arguments().first?.stringValue else { return seatSession() }
+            self.call(user, "org.freedesktop.DBus.Properties", "Get",
+                      [.string(Self.userInterface), .string("Display")]) { reply in
+                let display = reply?.arguments().first?.unwrapped.structFields?.dropFirst().first?.stringValue
+                if let display, display != "/" { return done(display) }
+                seatSession()
             }
         }
     }

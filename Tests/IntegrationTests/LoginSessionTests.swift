@@ -192,6 +192,19 @@ final class LoginSessionTests: StackTestCase {
         waitUntil("in use again") { (try? app.authorization().status) == .notDetermined }
     }
 
+    func testTheUsersDisplaySessionIsPreferred() throws {
+        // Two seat sessions of this uid: c0 (first by id) in the background, c1 the
+        // user's display. A caller in no session of its own follows the display.
+        try logind.addSession("c0", uid: getuid(), active: false)
+        try logind.setDisplay(uid: getuid(), Self.me)
+        _ = try agent("allow-while-using")
+        let app = try stack.peer()
+        XCTAssertEqual(try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get().first,
+                       .uint32(AuthorizationStatus.whenInUse.rawValue), "c1 is in use")
+        try logind.setActive(Self.me, false)
+        waitUntil("paused with c1") { (try? app.authorization().status) == .restricted }
+    }
+
     func testAnotherUsersSessionIsUnaffected() throws {
         guard getuid() == 0 else { throw XCTSkip("acts as another uid with setpriv: needs root") }
         let other: UInt32 = 65534

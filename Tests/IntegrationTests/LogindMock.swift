@@ -35,6 +35,10 @@ final class LogindMock {
             process.stop()
             throw HarnessError("dbusmock's logind did not come up: \(tailOf(logPath))")
         }
+        // The template's GetUser fails (it adds the uid to a string): logind's answer instead.
+        _ = try peer.call(Self.busName, "/org/freedesktop/login1", Self.mockInterface, "AddMethod",
+                          [.string("org.freedesktop.login1.Manager"), .string("GetUser"), .string("u"), .string("o"),
+                           .string("ret = '/org/freedesktop/login1/user/%d' % args[0]")]).get()
     }
 
     func stop() { process.stop() }
@@ -61,6 +65,15 @@ final class LogindMock {
     func setActive(_ id: String, _ active: Bool) throws {
         _ = try peer.call(Self.busName, Self.path(id), Self.mockInterface, "UpdateProperties",
                           [.string(Self.sessionInterface), .vardict(["Active": .bool(active)])]).get()
+    }
+
+    /// Makes session `id` the user's display (`Display` of its User object), as logind
+    /// does for the user's graphical session.
+    func setDisplay(uid: UInt32, _ id: String) throws {
+        // Properties.Set: the mock's UpdateProperties cannot take a structure.
+        _ = try peer.call(Self.busName, "/org/freedesktop/login1/user/\(uid)", "org.freedesktop.DBus.Properties", "Set",
+                          [.string("org.freedesktop.login1.User"), .string("Display"),
+                           .variant(.structure([.string(id), .objectPath(Self.path(id))]))]).get()
     }
 
     /// Makes `GetSessionByPID` answer `id` for `pid` and `NoSessionForPID` for any other.
