@@ -27,6 +27,8 @@
 #                                         facade (its D-Bus activation files
 #                                         are for the session bus; the tests
 #                                         start it on a private one)
+#   python3-dbusmock                      a logind stand-in on the test bus (the
+#                                         tests of grants pausing with the session)
 #   make                                  make install test
 #   g++                                   libstdc++.a: the release links the Swift
 #                                         runtime's C++ runtime in (Makefile)
@@ -62,7 +64,7 @@ set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
       iproute2 libglib2.0-bin groff-base python3-gi make g++ geoclue-2-demo gir1.2-geoclue-2.0
-      xdg-desktop-portal)
+      xdg-desktop-portal python3-dbusmock)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;

@@ -17,6 +17,8 @@ public enum GeoConsentAPI {
         public static let promptPending = errorPrefix + "PromptPending"
         public static let gpsUnavailable = errorPrefix + "GpsUnavailable"
         public static let timeout = errorPrefix + "Timeout"
+        /// The user's login session is locked or not in the foreground (docs/dbus-api.md "In use").
+        public static let sessionInactive = errorPrefix + "SessionInactive"
     }
 
     /// `org.geoconsent.GeoConsent1`: what clients, the command line and panels call.
@@ -35,6 +37,7 @@ public enum GeoConsentAPI {
             .init(name: "ListConsents", inArgs: [], outArgs: [Arg("consents", "a(usa{sv})")]),
             .init(name: "ResetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: []),
             .init(name: "ListSessions", inArgs: [], outArgs: [Arg("sessions", "a(susub)")]),
+            .init(name: "ListSessionDetails", inArgs: [], outArgs: [Arg("sessions", "a(sa{sv})")]),
         ],
         signals: [
             .init(name: "LocationUpdated", args: [Arg("location", "a{sv}")]),

@@ -14,6 +14,7 @@ extension CoreError {
         case .accessDenied: return DBusError.accessDeniedName
         case .invalidArgs: return DBusError.invalidArgsName
         case .limitsExceeded: return DBusError.limitsExceededName
+        case .sessionPaused: return GeoConsentAPI.ErrorName.sessionInactive
         }
     }
 
@@ -31,6 +32,7 @@ extension LocationFailure {
         case .timeout: return GeoConsentAPI.ErrorName.timeout
         case .gpsUnavailable: return GeoConsentAPI.ErrorName.gpsUnavailable
         case .tooManyRequests: return DBusError.limitsExceededName
+        case .sessionPaused: return GeoConsentAPI.ErrorName.sessionInactive
         }
     }
 }

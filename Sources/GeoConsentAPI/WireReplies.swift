@@ -63,6 +63,36 @@ public enum SessionListReply {
     }
 }
 
+/// `ListSessionDetails` reply: `a(sa{sv})`, (unique name, details). Details:
+/// `uid` u, `app-id` s, `status` u, `updates` b, `paused` s (`locked`,
+/// `inactive`, or empty while the session is not paused). Keys may be added;
+/// a client ignores those it does not know.
+public enum SessionDetailsReply {
+    /// The daemon's reply (typed even when empty).
+    public static func encode(_ sessions: [SessionInfo]) -> [DBusValue] {
+        [.array(element: "(sa{sv})", sessions.map {
+            .structure([.string($0.name), .vardict([
+                "uid": .uint32($0.uid), "app-id": .string($0.appID), "status": .uint32($0.status.rawValue),
+                "updates": .bool($0.updates), "paused": .string($0.paused?.rawValue ?? ""),
+            ])])
+        })]
+    }
+
+    /// Nil unless the reply is an array; entries without a name, uid, app-id
+    /// or known status are left out; a missing `updates` reads as false, an
+    /// unknown `paused` as not paused.
+    public static func decode(_ values: [DBusValue]) -> [SessionInfo]? {
+        guard let items = values.first?.arrayValue else { return nil }
+        return items.compactMap { e in
+            guard let f = e.structFields, f.count == 2, let name = f[0].stringValue, let d = f[1].vardictValue,
+                  let uid = d["uid"]?.uint32Value, let app = d["app-id"]?.stringValue,
+                  let status = d["status"]?.uint32Value.flatMap(AuthorizationStatus.init) else { return nil }
+            return SessionInfo(name: name, uid: uid, appID: app, status: status, updates: d["updates"]?.boolValue ?? false,
+                               paused: PauseReason(rawValue: d["paused"]?.stringValue ?? ""))
+        }
+    }
+}
+
 /// One stored consent, as `ListConsents` returns it.
 public struct StoredConsent: Equatable, Sendable {
     /// The user the consent belongs to.

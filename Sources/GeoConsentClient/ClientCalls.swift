@@ -74,8 +74,13 @@ extension GeoConsentClient {
         _ = try await call("ResetConsent", [.string(appID), OptionDictionary.encodeReset(uid: uid)])
     }
 
-    /// The live sessions of the caller's uid (root: of every uid).
+    /// The live sessions of the caller's uid (root: of every uid), with their
+    /// pauses; from a daemon without `ListSessionDetails`, without them.
     public func listSessions() async throws -> [SessionInfo] {
-        SessionListReply.decode(try await call("ListSessions")) ?? []
+        do {
+            return SessionDetailsReply.decode(try await call("ListSessionDetails")) ?? []
+        } catch let e as DBusError where e.name == DBusError.unknownMethodName {
+            return SessionListReply.decode(try await call("ListSessions")) ?? []
+        }
     }
 }

@@ -22,6 +22,8 @@ public final class Daemon {
     private(set) var geoclue: GeoClueFacade?
     /// The process of each connection's first session call, watched for its exit.
     let processes: SessionProcessWatch
+    /// The callers' login sessions, when logind is on the bus.
+    private(set) var logind: LogindWatch!
     private var signals: SignalPipe?
 
     /// Calls the core has not answered yet, by the id it knows them by.
@@ -94,6 +96,9 @@ public final class Daemon {
                                         "interface='\(ObjectServer.properties)',member='PropertiesChanged'," +
                                         "arg0='\(GeoClueAPI.agentInterfaceName)'")
             }
+            logind = try LogindWatch(connection: connection)
+            logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
+            logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
@@ -152,6 +157,8 @@ public final class Daemon {
                  (geoclue != nil ? " and \(GeoClueAPI.busName)" : "") + " as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (callers.usesHelper ? "; callers identified by the identity helper, which alone holds CAP_SYS_PTRACE" : "") +
+                 (logind.isPresent ? "; grants pause while their user's login session is locked or in the background"
+                                   : "; logind is not on the bus: grants do not pause with login sessions") +
                  (core.enabled ? "" : "; location is switched off"))
         checkIdle()
         loop.run()
@@ -166,6 +173,7 @@ public final class Daemon {
 
     private func otherMessage(_ m: Message) -> Bool {
         if nameLost(m) { return true }
+        if logind.handle(m) { return true }
         if let geoclue, geoclue.agentSignal(m) { return true }
         guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
               m.sender == "org.freedesktop.DBus" else { return false }
@@ -173,6 +181,7 @@ public final class Daemon {
         guard args.count == 3, case .string(let name) = args[0], case .string(let newOwner) = args[2],
               newOwner.isEmpty, name.hasPrefix(":") else { return false }
         callers.forget(name)
+        logind.forget(name)
         let wasGeoClueAgent = geoclue?.connectionLeft(name) ?? false
         processes.forget(name)
         feed(.nameLeft(name))
@@ -199,11 +208,14 @@ public final class Daemon {
         calls.removeValue(forKey: id)?.fail(error)
     }
 
-    /// Resolves the caller, then hands the event the closure builds to the core.
+    /// Resolves the caller and, at its connection's first call, its login
+    /// session, then hands the event the closure builds to the core.
     func withCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void) {
-        callers.resolve(call.sender) { result in
+        callers.resolve(call.sender) { [weak self] result in
             switch result {
-            case .success(let c): body(c)
+            case .success(let c):
+                guard let self else { return }
+                self.logind.place(c) { body(c) }
             case .failure(let e): call.fail(e)
             }
         }
@@ -311,6 +323,10 @@ public final class Daemon {
             case .grantEnded(let session):
                 location.drop(session: session)
                 geoclue?.grantEnded(session)
+            case .pauseFixes(let session, let reason):
+                location.pause(session: session, reason)
+            case .resumeFixes(let session):
+                location.resume(session: session)
             }
         }
     }
@@ -339,6 +355,8 @@ public final class Daemon {
             return ConsentListReply.encode(list)
         case .sessions(let list):
             return SessionListReply.encode(list)
+        case .sessionDetails(let list):
+            return SessionDetailsReply.encode(list)
         }
     }
 

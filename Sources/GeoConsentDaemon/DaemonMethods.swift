@@ -38,6 +38,7 @@ extension Daemon {
                 }
             },
             "ListSessions": { d, call in d.management(call, .listSessions) },
+            "ListSessionDetails": { d, call in d.management(call, .listSessionDetails) },
         ],
         getters: [
             DaemonProperties.version: { _ in .string(geoconsentVersion) },

@@ -69,6 +69,15 @@ final class LocationService {
         feed(.drop(session: session))
     }
 
+    /// The session's login session is paused: no fix reaches it until `resume`.
+    func pause(session: String, _ reason: PauseReason) {
+        feed(.pause(session: session, reason))
+    }
+
+    func resume(session: String) {
+        feed(.resume(session: session))
+    }
+
     /// Closes gpsd at shutdown.
     func shutdown() {
         if let w = clientWatch { loop.unwatch(w) }

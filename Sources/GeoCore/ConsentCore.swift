@@ -22,6 +22,8 @@ public final class ConsentCore {
         var updates = false
         var lastStatus: AuthorizationStatus
         var lastGranted: Bool
+        /// The pause the location side was last told of (`pauseFixes`, `resumeFixes`).
+        var lastPause: PauseReason?
     }
 
     enum Waiting: Equatable {
@@ -73,6 +75,10 @@ public final class ConsentCore {
     /// process (`processExited`): none of their sessions holds a temporary
     /// grant. Kept until the name leaves the bus.
     private var processGone: Set<String> = []
+    /// The login session of each connection logind placed (`loginSession`), until it leaves the bus.
+    private var loginSessionOf: [String: String] = [:]
+    /// What logind says of each login session the daemon follows (`loginSessionState`).
+    private var loginStates: [String: LoginSessionState] = [:]
 
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
@@ -102,10 +108,15 @@ public final class ConsentCore {
     public func agentName(forUID uid: UInt32) -> String? { agents[uid]?.name }
     public func geoclueAgent(forUID uid: UInt32) -> GeoClueAgent? { geoclueAgents[uid] }
 
-    /// The accuracy fixes for `session` must have now; nil: no fix may reach it.
+    /// The accuracy fixes for `session` must have now; nil: no fix may reach it
+    /// (no grant, or its login session is paused).
     public func grantedAccuracy(for session: String) -> Accuracy? {
-        sessions[session].flatMap(effectiveAccuracy)
+        guard let s = sessions[session], pause(s.caller) == nil else { return nil }
+        return effectiveAccuracy(s)
     }
+
+    /// Why `session`'s login session is paused, if it is.
+    public func pause(of session: String) -> PauseReason? { sessions[session].flatMap { pause($0.caller) } }
 
     public func status(for session: String) -> AuthorizationStatus? {
         sessions[session].map(status)
@@ -135,6 +146,10 @@ public final class ConsentCore {
             geoclueAgentLevel(name, maxAccuracy)
         case .processExited(let name):
             processExited(name)
+        case .loginSession(let connection, let id):
+            loginSession(connection, id)
+        case .loginSessionState(let id, let state):
+            loginSessionState(id, state)
         }
         announceChanges()
         sessions.forgetChanges()
@@ -172,9 +187,17 @@ public final class ConsentCore {
         policy(caller.app) == .always && config.grantsByName(to: caller)
     }
 
+    /// Why the caller's login session is paused, if logind says it is.
+    private func pause(_ caller: Caller) -> PauseReason? {
+        guard !loginStates.isEmpty, let id = loginSessionOf[caller.connection] else { return nil }
+        return loginStates[id]?.pause
+    }
+
+    /// A paused session is `restricted`, as if location were switched off for
+    /// its user; its grant (`effectiveAccuracy`) stays, to resume with.
     private func status(_ s: Session) -> AuthorizationStatus {
         let app = s.caller.app
-        if isRestricted(s.caller) { return .restricted }
+        if isRestricted(s.caller) || pause(s.caller) != nil { return .restricted }
         if isAlways(s.caller) { return .always }
         let record = consents[app]
         if record?.decision == .whenInUse { return .whenInUse }
@@ -217,7 +240,10 @@ public final class ConsentCore {
         var s = Session(caller: caller, lastStatus: .notDetermined, lastGranted: false)
         s.lastStatus = status(s)
         s.lastGranted = effectiveAccuracy(s) != nil
+        s.lastPause = pause(caller)
         sessions.add(s)
+        // Before any updates of this session can start: they start paused.
+        if let p = s.lastPause { effects.append(.pauseFixes(session: caller.name, p)) }
         return s
     }
 
@@ -235,7 +261,7 @@ public final class ConsentCore {
             effects.append(.reply(call, .authorization(AuthorizationInfo(
                 status: st,
                 temporary: st == .whenInUse && record?.decision != .whenInUse,
-                accuracy: effectiveAccuracy(s),
+                accuracy: pause(caller) == nil ? effectiveAccuracy(s) : nil,
                 appID: caller.appID,
                 oneTimeApproved: record?.oneTimeApproved ?? false))))
         case .revoke:
@@ -257,6 +283,7 @@ public final class ConsentCore {
             effects.append(.stopUpdates(call, session: name))
         case .requestLocation(let options):
             guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
+            if let p = pause(caller) { return effects.append(.fail(call, .sessionPaused(p))) }
             effects.append(.locate(call, session: name, options))
         case .start(let o, let updates):
             authorize(call, name, .whenInUse, o, start: updates)
@@ -283,6 +310,7 @@ public final class ConsentCore {
         switch status {
         case .restricted:
             if !enabled { return "Location is switched off" }
+            if let p = pause(s.caller) { return p.message }
             if geoclueOff(s.caller) {
                 return "Location is switched off for uid \(s.caller.uid) (its GeoClue agent's MaxAccuracyLevel is 0)"
             }
@@ -301,6 +329,9 @@ public final class ConsentCore {
         let app = s.caller.app
         let a = o.accuracy
         if isRestricted(s.caller) { return conclude(call, name, .restricted, start) }
+        // Paused: answered as when location is off for the user, without a prompt;
+        // a client object's Start with a stored grant starts, paused.
+        if pause(s.caller) != nil { return conclude(call, name, .restricted, start) }
         if isAlways(s.caller) {
             // Config grants `full`; a request for less still lowers this session's grant.
             s.limit = a
@@ -340,7 +371,8 @@ public final class ConsentCore {
     /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
     @discardableResult
     private func grantTemporary(_ name: String, _ a: Accuracy) -> Bool {
-        guard var s = sessions[name], !isRestricted(s.caller), !processGone.contains(s.caller.connection) else {
+        guard var s = sessions[name], !isRestricted(s.caller), pause(s.caller) == nil,
+              !processGone.contains(s.caller.connection) else {
             return false
         }
         s.tempGrant = a
@@ -501,6 +533,7 @@ public final class ConsentCore {
         for client in sessions.clientSessions(of: name).sorted() { endSession(client) }
         endSession(name)
         processGone.remove(name)
+        loginSessionOf[name] = nil
         if let (uid, _) = agents.first(where: { $0.value.name == name }) {
             dropAgent(uid)
         }
@@ -514,6 +547,8 @@ public final class ConsentCore {
         if let s = sessions.remove(name) {
             let app = s.caller.app
             if s.lastGranted || s.updates { endGrant(name) }
+            // The location side forgets the session's pause with it.
+            if s.lastPause != nil { effects.append(.resumeFixes(session: name)) }
             switch s.waiting {
             case .queued?:
                 queued[app]?.removeAll { $0.session == name }
@@ -552,6 +587,78 @@ public final class ConsentCore {
             sessions[name] = s
         }
         // announceChanges sends AuthorizationChanged and ends the fixes where a grant is gone.
+    }
+
+    // MARK: Login sessions
+
+    /// logind placed the connection in login session `id`.
+    private func loginSession(_ connection: String, _ id: String) {
+        guard loginSessionOf[connection] != id else { return }
+        loginSessionOf[connection] = id
+        pauseChanged(of: [connection])
+    }
+
+    /// logind's word on login session `id` changed (nil: it says nothing any more).
+    private func loginSessionState(_ id: String, _ state: LoginSessionState?) {
+        guard loginStates[id] != state else { return }
+        loginStates[id] = state
+        // Lock and unlock are rare; the connections of one login session are few.
+        pauseChanged(of: loginSessionOf.filter { $0.value == id }.map(\.key))
+    }
+
+    /// The sessions of `connections` (their own and their client objects') may
+    /// be paused now, or resume. A pause that begins ends each one's temporary
+    /// grant, as a one-time grant on iOS ends when the app leaves the
+    /// foreground, and answers its waiting request as when location is off
+    /// for the user; stored decisions stay. `announceChanges` then sends
+    /// `AuthorizationChanged`, `resumeFixes` (or `pauseFixes` for a new
+    /// reason), and `grantEnded`.
+    private func pauseChanged(of connections: [String]) {
+        for connection in connections.sorted() {
+            for name in [connection] + sessions.clientSessions(of: connection).sorted() {
+                guard var s = sessions[name] else { continue }
+                if let p = pause(s.caller), s.lastPause == nil {
+                    s.tempGrant = nil
+                    if effectiveAccuracy(s) == nil { s.limit = nil }
+                    // Said first: a Start answered below must find its updates paused.
+                    s.lastPause = p
+                    effects.append(.pauseFixes(session: name, p))
+                    sessions[name] = s
+                    answerPaused(name)
+                } else {
+                    sessions[name] = s   // noted as changed: announceChanges compares it
+                }
+            }
+        }
+    }
+
+    /// A session waiting on a prompt (or for one) was paused: its request is
+    /// answered now as when location is off, and a prompt nobody else waits
+    /// on is withdrawn, so that no answer given later grants it.
+    private func answerPaused(_ name: String) {
+        guard let s = sessions[name], let waiting = s.waiting else { return }
+        let app = s.caller.app
+        var waiter: Waiter?
+        switch waiting {
+        case .prompt(let id):
+            guard var p = prompts[id] else { break }
+            waiter = p.waiters.first { $0.session == name }
+            p.waiters.removeAll { $0.session == name }
+            if p.waiters.isEmpty {
+                prompts[id] = nil
+                openPrompt[app] = nil
+                withdraw(p)
+            } else {
+                prompts[id] = p
+            }
+        case .queued:
+            waiter = queued[app]?.first { $0.session == name }
+            queued[app]?.removeAll { $0.session == name }
+            if queued[app]?.isEmpty == true { queued[app] = nil }
+        }
+        sessions[name]?.waiting = nil
+        if let w = waiter { conclude(w.call, name, .restricted, w.start) }
+        reevaluateQueued(app)
     }
 
     /// The agent is gone: its open prompts count as no answer.
@@ -651,12 +758,12 @@ public final class ConsentCore {
                 sessions[name]?.limit = nil
             }
             effects.append(.reply(call, .empty))
-        case .listSessions:
+        case .listSessions, .listSessionDetails:
             let list = sessions.all.filter { caller.isRoot || $0.caller.uid == caller.uid }
                 .sorted { $0.caller.name < $1.caller.name }
                 .map { SessionInfo(name: $0.caller.name, uid: $0.caller.uid, appID: $0.caller.appID,
-                                   status: status($0), updates: $0.updates) }
-            effects.append(.reply(call, .sessions(list)))
+                                   status: status($0), updates: $0.updates, paused: pause($0.caller)) }
+            effects.append(.reply(call, request == .listSessions ? .sessions(list) : .sessionDetails(list)))
         case .setEnabled(let value):
             guard caller.isRoot else { return effects.append(.fail(call, .accessDenied("Only root may switch location on or off"))) }
             if value != enabled {
@@ -727,6 +834,11 @@ public final class ConsentCore {
             if st != s.lastStatus {
                 effects.append(.authorizationChanged(session: name, st))
                 s.lastStatus = st
+            }
+            let p = pause(s.caller)
+            if p != s.lastPause {
+                effects.append(p.map { .pauseFixes(session: name, $0) } ?? .resumeFixes(session: name))
+                s.lastPause = p
             }
             if s.lastGranted && !granted {
                 s.updates = false

@@ -139,6 +139,8 @@ public enum ManagementRequest: Equatable, Sendable {
     case listConsents
     case resetConsent(appID: String, uid: UInt32?)
     case listSessions
+    /// `ListSessionDetails`: the same sessions, each with every detail (its pause too).
+    case listSessionDetails
     case setEnabled(Bool)
     /// GeoClue's `Manager.AddAgent`: the caller's connection becomes its uid's
     /// GeoClue agent, with the cap its `MaxAccuracyLevel` gives (nil: location off).
@@ -163,6 +165,41 @@ public enum CoreEvent: Equatable, Sendable {
     /// process holds it now. The temporary grants of its sessions (its own and
     /// its client objects') end, and none is given to them again.
     case processExited(String)
+    /// The processes of connection `connection` belong to login session `id`
+    /// (logind's, on the same bus): its sessions follow that login session's
+    /// state from now on. Sent once per connection, before its first call
+    /// when logind answered in time.
+    case loginSession(connection: String, id: String)
+    /// What logind now says of login session `id`; nil: nothing known any more
+    /// (logind left the bus), which behaves as a session logind never knew.
+    case loginSessionState(id: String, LoginSessionState?)
+}
+
+/// Why the user of a login session is not at it, as logind says.
+public enum PauseReason: String, Equatable, Sendable {
+    /// The screen is locked (`LockedHint`, or logind's `Lock` signal).
+    case locked
+    /// Another session is in the foreground of the seat (`Active` false: another user switched in).
+    case inactive
+}
+
+/// A login session as far as location goes: in use (active and unlocked) or
+/// paused. A session logind does not know has no state (today's behaviour).
+public enum LoginSessionState: Equatable, Sendable {
+    case inUse
+    case paused(PauseReason)
+
+    /// From logind's `Active` and `LockedHint` properties.
+    public init(active: Bool, locked: Bool) {
+        if locked { self = .paused(.locked) }
+        else if !active { self = .paused(.inactive) }
+        else { self = .inUse }
+    }
+
+    public var pause: PauseReason? {
+        if case .paused(let r) = self { return r }
+        return nil
+    }
 }
 
 /// A session as `ListSessions` shows it.
@@ -172,12 +209,16 @@ public struct SessionInfo: Equatable, Sendable {
     public var appID: String
     public var status: AuthorizationStatus
     public var updates: Bool
-    public init(name: String, uid: UInt32, appID: String, status: AuthorizationStatus, updates: Bool) {
+    /// Why the session's login session is paused, if it is.
+    public var paused: PauseReason?
+    public init(name: String, uid: UInt32, appID: String, status: AuthorizationStatus, updates: Bool,
+                paused: PauseReason? = nil) {
         self.name = name
         self.uid = uid
         self.appID = appID
         self.status = status
         self.updates = updates
+        self.paused = paused
     }
 }
 
@@ -205,13 +246,15 @@ public enum CoreReply: Equatable, Sendable {
     case authorization(AuthorizationInfo)
     case consents([(AppKey, ConsentRecord)])
     case sessions([SessionInfo])
+    /// The same list, for `ListSessionDetails`.
+    case sessionDetails([SessionInfo])
 
     public static func == (a: CoreReply, b: CoreReply) -> Bool {
         switch (a, b) {
         case (.empty, .empty): return true
         case (.status(let x), .status(let y)): return x == y
         case (.authorization(let x), .authorization(let y)): return x == y
-        case (.sessions(let x), .sessions(let y)): return x == y
+        case (.sessions(let x), .sessions(let y)), (.sessionDetails(let x), .sessionDetails(let y)): return x == y
         case (.consents(let x), .consents(let y)):
             return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: return false
@@ -229,6 +272,8 @@ public enum CoreError: Equatable, Sendable, Error {
     case invalidArgs(String)
     /// A per-user limit of `Config.limits` was reached; the text names it.
     case limitsExceeded(String)
+    /// The session's login session is paused: no fix reaches it until the user is back.
+    case sessionPaused(PauseReason)
 
     public var message: String {
         switch self {
@@ -237,6 +282,19 @@ public enum CoreError: Equatable, Sendable, Error {
         case .agentExists: return "A consent agent is already registered for this user"
         case .promptPending: return "This session already waits on a prompt"
         case .accessDenied(let m), .invalidArgs(let m), .limitsExceeded(let m): return m
+        case .sessionPaused(let r): return r.message
+        }
+    }
+}
+
+extension PauseReason {
+    /// What a paused session is told (an error's message, `LocationError`'s).
+    public var message: String {
+        switch self {
+        case .locked: return "The user's session is locked: location resumes when it is unlocked"
+        case .inactive:
+            return "The user's session is not in the foreground of its seat (another session is): " +
+                   "location resumes when it is again"
         }
     }
 }
@@ -302,4 +360,11 @@ public enum CoreEffect: Equatable, Sendable {
     /// Stop the session's fixes at once: drop its updates and pending requests
     /// (its grant ended, or it called `Revoke`).
     case grantEnded(session: String)
+    /// The session's login session is paused: its updates stay on but get no
+    /// fix (`LocationError` says why), its waiting `RequestLocation` calls fail.
+    /// Sent before any `startUpdates` of a session that is paused already.
+    case pauseFixes(session: String, PauseReason)
+    /// The pause of the session ends (the user is back, or the session ended):
+    /// its updates get fixes again.
+    case resumeFixes(session: String)
 }

@@ -36,6 +36,9 @@ public final class LocationCore {
     private var pending: [String: [CallID]] = [:]
     private var pendingSession: [CallID: String] = [:]
     private var subscribers: [String: Subscriber] = [:]
+    /// Sessions whose login session is paused (`pause`): their updates stay
+    /// but get no fix and keep no gpsd connection open.
+    private var paused: [String: PauseReason] = [:]
 
     private var effects: [LocationEffect] = []
     private var now: UInt64 = 0
@@ -51,7 +54,12 @@ public final class LocationCore {
         self.gpsdLabel = gpsdLabel
     }
 
-    private var demand: Bool { !pending.isEmpty || !subscribers.isEmpty }
+    /// Some session needs fixes: a waiting request, or updates not paused.
+    private var demand: Bool {
+        if !pending.isEmpty { return true }
+        if paused.isEmpty { return !subscribers.isEmpty }
+        return subscribers.keys.contains { paused[$0] == nil }
+    }
 
     /// Handles one event at monotonic time `now` (ns). `grants` is the accuracy a
     /// session may receive at this moment (nil: none), asked for every delivery.
@@ -71,6 +79,10 @@ public final class LocationCore {
             demandChanged()
         case .drop(let session):
             drop(session)
+        case .pause(let session, let reason):
+            pause(session, reason)
+        case .resume(let session):
+            resume(session, grants)
         case .fix(let fix):
             received(fix, grants)
         case .gpsdConnected:
@@ -91,6 +103,7 @@ public final class LocationCore {
 
     /// `RequestLocation`: a cached fix younger than `maxAge`, else the next one.
     private func locate(_ call: CallID, _ session: String, _ options: LocationOptions, _ grants: (String) -> Accuracy?) {
+        if let p = paused[session] { return effects.append(.fail(call, .sessionPaused(p))) }
         if let last = lastFix, Double(now &- last.at) / 1e9 < options.maxAge, let acc = grants(session) {
             var shown = Shown(last.fix, grid: grid)
             return effects.append(.reply(call, .location(shown.view(acc), acc)))
@@ -122,6 +135,18 @@ public final class LocationCore {
                               _ grants: (String) -> Accuracy?) {
         subscribers[session] = Subscriber(options: options)
         effects.append(.reply(call, .empty))
+        if let p = paused[session] {
+            // Accepted (the grant holds), and told at once why no fix comes yet.
+            effects.append(.locationError(session: session, .sessionPaused(p)))
+            return demandChanged()
+        }
+        sendRecent(to: session, grants)
+        demandChanged()
+    }
+
+    /// A fix younger than `startCacheAge` goes to a session whose updates just
+    /// started or resumed; during a gpsd outage it is told so.
+    private func sendRecent(to session: String, _ grants: (String) -> Accuracy?) {
         if let last = lastFix, now &- last.at < Self.startCacheAge {
             var shown = Shown(last.fix, grid: grid)
             deliver(&shown, to: [session], grants)
@@ -132,6 +157,29 @@ public final class LocationCore {
             effects.append(.locationError(session: session,
                                           .gpsUnavailable("gpsd at \(gpsdLabel) cannot be reached; retrying")))
         }
+    }
+
+    /// The session's login session is paused: its updates say why and get no
+    /// fix, its waiting requests fail. A new reason is said again.
+    private func pause(_ session: String, _ reason: PauseReason) {
+        let old = paused.updateValue(reason, forKey: session)
+        if old != reason, subscribers[session] != nil {
+            effects.append(.locationError(session: session, .sessionPaused(reason)))
+        }
+        for call in pending.removeValue(forKey: session) ?? [] {
+            pendingSession[call] = nil
+            cancel(.timeout(call))
+            effects.append(.fail(call, .sessionPaused(reason)))
+        }
+        demandChanged()
+    }
+
+    /// The pause ended (or the session did): its updates get fixes again, a
+    /// recent one at once.
+    private func resume(_ session: String, _ grants: (String) -> Accuracy?) {
+        guard paused.removeValue(forKey: session) != nil else { return }
+        if paused.isEmpty { paused = [:] }
+        if subscribers[session] != nil { sendRecent(to: session, grants) }
         demandChanged()
     }
 
@@ -203,7 +251,7 @@ public final class LocationCore {
     private func deliver(_ shown: inout Shown, to sessions: [String], _ grants: (String) -> Accuracy?) {
         var groups: [Accuracy: [String]] = [:]
         for session in sessions {
-            guard var sub = subscribers[session] else { continue }
+            guard var sub = subscribers[session], paused[session] == nil else { continue }
             guard let acc = grants(session) else {
                 subscribers[session] = nil
                 continue
@@ -284,7 +332,7 @@ public final class LocationCore {
     private func gpsdFailed(_ why: String) {
         if !outage {
             effects.append(.log(.warning, why))
-            for session in subscribers.keys.sorted() {
+            for session in subscribers.keys.sorted() where paused[session] == nil {
                 effects.append(.locationError(session: session, .gpsUnavailable(why)))
             }
         }

@@ -16,6 +16,11 @@ public enum LocationEvent: Equatable, Sendable {
     case stopUpdates(CallID?, session: String)
     /// The session's grant ended, or it left the bus.
     case drop(session: String)
+    /// The session's login session is paused: its updates are kept but get no
+    /// fix, and do not keep gpsd open; its waiting requests fail.
+    case pause(session: String, PauseReason)
+    /// The session's pause ended: its updates get fixes again.
+    case resume(session: String)
     /// gpsd reported a fix.
     case fix(Fix)
     /// A connection attempt to gpsd succeeded.
@@ -49,6 +54,8 @@ public enum LocationFailure: Equatable, Sendable {
     case gpsUnavailable(String)
     /// The session already has this many requests waiting (its limit).
     case tooManyRequests(Int)
+    /// The session's login session is paused (locked, or another in the foreground).
+    case sessionPaused(PauseReason)
 
     public var message: String {
         switch self {
@@ -57,6 +64,7 @@ public enum LocationFailure: Equatable, Sendable {
         case .gpsUnavailable(let m): return m
         case .tooManyRequests(let n):
             return "This session has \(n) RequestLocation calls waiting, its limit (location-requests-per-session)"
+        case .sessionPaused(let r): return r.message
         }
     }
 }

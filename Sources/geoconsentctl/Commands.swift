@@ -152,13 +152,14 @@ func sessionsCommand(_ ctx: inout Context) async throws {
     if ctx.json {
         print(JSON.array(list.map { s in
             .object([("name", .string(s.name)), ("uid", .uint(UInt64(s.uid))), ("app_id", .string(s.appID)),
-                     ("status", .uint(UInt64(s.status.rawValue))), ("updates", .bool(s.updates))])
+                     ("status", .uint(UInt64(s.status.rawValue))), ("updates", .bool(s.updates)),
+                     ("paused", .string(s.paused?.rawValue ?? ""))])
         }).text)
         return
     }
     if list.isEmpty { return print("No sessions.") }
-    printTable(["NAME", "UID", "APP", "STATUS", "UPDATES"], list.map { s in
-        [s.name, "\(s.uid)", s.appID, s.status.name, s.updates ? "yes" : "no"]
+    printTable(["NAME", "UID", "APP", "STATUS", "UPDATES", "PAUSED"], list.map { s in
+        [s.name, "\(s.uid)", s.appID, s.status.name, s.updates ? "yes" : "no", s.paused?.rawValue ?? "-"]
     })
 }
 

@@ -130,6 +130,9 @@ final class TappingProcessTests: StackTestCase {
         let pid = stack.daemon.pid
         let root = try stack.peer()
         _ = try root.authorization()   // root's session and its descriptor are part of the baseline
+        // The daemon opens a session's descriptor right after replying to its first
+        // call; one more call, answered after that, makes sure it is open.
+        _ = try root.authorization()
         let baseline = Hostile.fdCount(pid)
         let count = 50
         for round in 0..<3 {
@@ -139,6 +142,7 @@ final class TappingProcessTests: StackTestCase {
                 XCTAssertNoThrow(try p.authorization())
                 peers.append(p)
             }
+            _ = try root.authorization()
             // One descriptor per session while it lives: proof that they are watched.
             XCTAssertEqual(Hostile.fdCount(pid), baseline + count, "round \(round)")
             peers.removeAll()

@@ -71,6 +71,26 @@ final class WireShapeTests: XCTestCase {
         XCTAssertEqual(SessionListReply.decode(SessionListReply.encode([s])), [s])
     }
 
+    func testSessionDetailsReply() {
+        let paused = SessionInfo(name: ":1.1", uid: 1000, appID: "/usr/bin/x", status: .restricted, updates: true,
+                                 paused: .locked)
+        let running = SessionInfo(name: ":1.2/geoclue/1", uid: 0, appID: "/usr/bin/y", status: .notDetermined, updates: false)
+        XCTAssertEqual(SessionDetailsReply.encode([paused]),
+                       [.array(element: "(sa{sv})", [.structure([.string(":1.1"), .vardict([
+                           "uid": .uint32(1000), "app-id": .string("/usr/bin/x"), "status": .uint32(1),
+                           "updates": .bool(true), "paused": .string("locked"),
+                       ])])])])
+        XCTAssertEqual(SessionDetailsReply.encode([]).first?.signature, "a(sa{sv})", "an empty list keeps its type")
+        XCTAssertEqual(SessionDetailsReply.decode(SessionDetailsReply.encode([paused, running])), [paused, running])
+        // A newer daemon's extra keys are ignored; an unknown pause reads as none.
+        let newer: [DBusValue] = [.array(element: "(sa{sv})", [.structure([.string(":1.3"), .vardict([
+            "uid": .uint32(5), "app-id": .string("a"), "status": .uint32(4), "updates": .bool(false),
+            "paused": .string("asleep"), "future": .double(1),
+        ])])])]
+        XCTAssertEqual(SessionDetailsReply.decode(newer),
+                       [SessionInfo(name: ":1.3", uid: 5, appID: "a", status: .whenInUse, updates: false)])
+    }
+
     func testConsentListReplyAndRecord() {
         let r = ConsentRecord(decision: .whenInUse, decisionAccuracy: .reduced, oneTimeApproved: true,
                               oneTimeAccuracy: .full, decidedAt: 1_700_000_000_000_000, lastUsed: 1_800_000_000_000_000)

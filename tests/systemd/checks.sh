@@ -202,6 +202,58 @@ check_locate() {
         eval '! ct_sh "journalctl -u geoconsentd --no-pager -o cat" | grep -qE "pidfd_open is not available|not watching the process"'
 }
 
+# "In use" with the real systemd-logind (docs/dbus-api.md): a login session of
+# nobody, opened through PAM as a login would (a unit with PAMName=login:
+# pam_systemd registers it and moves the process into the session's scope),
+# runs `geoconsentctl watch` on a one-time grant. The session's LockedHint,
+# set the way a screen locker sets it (SetLockedHint on the session object),
+# ends that grant: the watch stops with "authorization ended"; a tap in the
+# locked session is answered restricted. Unlocked, a tap grants again and a
+# fix comes.
+check_login_session() {
+    local script id out path log=/tmp/geoconsent-test-session.log
+    # Its output goes to a file: in the session's scope it is not the unit's in the journal.
+    script="exec >$log 2>&1
+            geoconsentctl watch; echo \"watch exited \$?\"
+            geoconsentctl locate; echo \"locate exited \$?\"
+            while [ ! -e /tmp/geoconsent-test-unlocked ]; do sleep 0.1; done
+            geoconsentctl locate; echo \"locate exited \$?\"
+            exec sleep 600"
+    ct_exec rm -f /tmp/geoconsent-test-unlocked
+    ct_exec systemd-run --quiet --unit=geoconsent-test-session -p PAMName=login -p User=nobody \
+        /bin/sh -c "$script"
+    session_id() { ct_sh 'loginctl list-sessions --no-legend | awk '"'"'$3 == "nobody" { print $1; exit }'"'"''; }
+    wait_for 10 eval 'id=$(session_id); [[ -n $id ]]'
+    if [[ -z ${id:-} ]]; then
+        fail "no logind session for nobody from PAMName=login: $(ct_exec systemctl status geoconsent-test-session --no-pager 2>&1 | tail -5)"
+        ct_exec systemctl stop geoconsent-test-session.service
+        return
+    fi
+    pass "PAMName=login opened logind session $id for nobody"
+    path=$(ct_exec busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager \
+        GetSession s "$id" | awk '{ gsub(/"/, "", $2); print $2 }')
+    session_out() { ct_exec cat "$log" 2>/dev/null; }
+    daemon_log() { ct_sh "journalctl -u geoconsentd --no-pager -o cat"; }
+    expect "the watch in that session gets fixes" wait_for 20 eval 'session_out | grep -qE "  [23]d$"'
+    expect "the daemon follows the session ($path, in use)" wait_for 5 \
+        eval 'daemon_log | grep -qF "login session $path: in use"'
+    ct_exec busctl call org.freedesktop.login1 "$path" org.freedesktop.login1.Session SetLockedHint b true
+    expect "SetLockedHint true: the daemon pauses the session" wait_for 5 \
+        eval 'daemon_log | grep -qF "login session $path: paused (locked)"'
+    expect "the one-time grant ended at the lock: the watch stopped" wait_for 5 \
+        eval 'session_out | grep -q "authorization ended: restricted"'
+    expect "a tap in the locked session is answered restricted" wait_for 10 \
+        eval 'session_out | grep -q "location not authorized: restricted"'
+    ct_exec busctl call org.freedesktop.login1 "$path" org.freedesktop.login1.Session SetLockedHint b false
+    ct_exec touch /tmp/geoconsent-test-unlocked
+    expect "SetLockedHint false: a tap grants again and a fix comes" wait_for 20 \
+        eval 'session_out | grep -q " Latitude: " && session_out | tail -1 | grep -q "locate exited 0"'
+    out=$(session_out | grep -v "  [23]d$" | tail -8)
+    info "the session's output (fixes left out): ${out//$'\n'/ | }"
+    ct_exec systemctl stop geoconsent-test-session.service
+    ct_exec rm -f "$log" /tmp/geoconsent-test-unlocked
+}
+
 # gpsd, its socket and the feeder share the daemon's network and IPC
 # namespace, and it is not the container's own.
 check_namespaces() {
@@ -425,6 +477,7 @@ run_checks() {
     check_identity
     start_feeder_and_agent
     check_locate
+    check_login_session
     check_namespaces
     check_outside
     check_namespace_order

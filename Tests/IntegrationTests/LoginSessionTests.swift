@@ -1,0 +1,267 @@
+import XCTest
+import Foundation
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// "In use" (docs/dbus-api.md) on the real bus and daemon, with python-dbusmock's
+/// logind on the test bus: while the user's login session is locked or in the
+/// background, streams pause with `LocationError` (`SessionInactive`),
+/// `RequestLocation` fails with it, taps are answered as when location is off,
+/// a one-time grant ends; back in use, streams resume by themselves. Another
+/// user's session is not touched. The clients are connections of this process
+/// (uid 0, placed by logind's `ListSessions` in session `c1`, or by `GetSessionByPID`).
+final class LoginSessionTests: StackTestCase {
+    private var logind: LogindMock!
+    private var control: BusPeer!
+    private var feeder: FixFeeder?
+    private var work: TempDir!
+    private var children: [ChildProcess] = []
+    /// Agents registered by the test (their connections live as long as the test).
+    private var agents: [TestAgent] = []
+
+    static let me = "c1"
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        work = try TempDir()
+        control = try stack.peer()
+        // Started after the daemon: it follows logind's arrival on the bus too.
+        logind = try LogindMock(address: stack.bus.address, peer: control, loop: stack.peers, logPath: work.file("logind.log"))
+        try logind.addSession(Self.me, uid: getuid())
+        feeder = FixFeeder(gpsd: stack.gpsd)
+    }
+
+    override func tearDown() {
+        for c in children { c.stop() }
+        agents = []
+        feeder?.stop()
+        logind?.stop()
+        super.tearDown()
+    }
+
+    private func agent(_ answer: String) throws -> TestAgent {
+        let a = TestAgent(peer: try stack.peer(), behaviour: .answer(answer))
+        XCTAssertNoThrow(try a.register().get())
+        agents.append(a)
+        return a
+    }
+
+    /// The AuthorizationChanged statuses `p` received from index `from` on.
+    private func changes(_ p: BusPeer, from: Int = 0) -> [AuthorizationStatus] {
+        p.signals.dropFirst(from).compactMap(\.changedStatus)
+    }
+
+    private func locationErrors(_ p: BusPeer, from: Int = 0) -> [(name: String, message: String)] {
+        p.signals.dropFirst(from).filter { $0.member == LocationErrorSignal.member }
+            .compactMap { LocationErrorSignal.decode($0.arguments()) }
+    }
+
+    @discardableResult
+    private func waitUntil(_ what: String, timeout: Double = 10, file: StaticString = #filePath, line: UInt = #line,
+                           _ done: () -> Bool) -> Bool {
+        let ok = stack.peers.pump(timeout: timeout, until: done)
+        XCTAssertTrue(ok, "\(what); daemon log:\n\(stack.daemon.log().suffix(3000))", file: file, line: line)
+        return ok
+    }
+
+    private func startUpdates(_ p: BusPeer) throws {
+        _ = try p.geo("StartUpdates", [OptionDictionary.encode(UpdateOptions())]).get()
+    }
+
+    /// A stream with a stored when-in-use grant, paused by `pause` and resumed by `resume`.
+    private func checkPauseAndResume(reason: String, pause: () throws -> Void, resume: () throws -> Void) throws {
+        _ = try agent("allow-while-using")
+        let app = try stack.peer()
+        XCTAssertEqual(try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get().first,
+                       .uint32(AuthorizationStatus.whenInUse.rawValue))
+        try startUpdates(app)
+        waitUntil("fixes flow") { app.locations().count >= 2 }
+
+        let paused = app.signals.count
+        try pause()
+        waitUntil("LocationError at the pause") { !locationErrors(app, from: paused).isEmpty }
+        let error = locationErrors(app, from: paused).first
+        XCTAssertEqual(error?.name, GeoConsentAPI.ErrorName.sessionInactive)
+        XCTAssertTrue(error?.message.contains(reason) == true, "\(String(describing: error))")
+        waitUntil("AuthorizationChanged restricted") { changes(app, from: paused) == [.restricted] }
+        let a = try app.authorization()
+        XCTAssertEqual(a.status, .restricted)
+        XCTAssertNil(a.accuracy)
+        // No fix while paused, though gpsd keeps sending; and nobody uses location.
+        let quiet = app.signals.count
+        stack.peers.settle(1.2)
+        XCTAssertEqual(app.locations(from: quiet).count, 0, "no fix while paused")
+        XCTAssertEqual(app.property(DaemonProperties.inUse)?.boolValue, false, "InUse is off while every stream is paused")
+        // RequestLocation during the pause fails saying why.
+        let request = app.requestLocation(maxAge: 60, timeout: 5)
+        waitUntil("RequestLocation answered") { request.isDone }
+        if case .failure(let e)? = request.result {
+            XCTAssertEqual(e.name, GeoConsentAPI.ErrorName.sessionInactive)
+        } else {
+            XCTFail("RequestLocation during the pause: \(String(describing: request.result))")
+        }
+        // ListSessions shows it.
+        let details = SessionDetailsReply.decode(try control.geo("ListSessionDetails").get()) ?? []
+        let mine = details.first { $0.name == app.uniqueName }
+        XCTAssertEqual(mine?.status, .restricted)
+        XCTAssertEqual(mine?.updates, true, "updates stay on, paused")
+        XCTAssertNotNil(mine?.paused)
+        XCTAssertEqual(try control.sessions().first { $0.name == app.uniqueName }?.status, .restricted,
+                       "ListSessions as before, without the pause")
+
+        let back = app.signals.count
+        try resume()
+        waitUntil("fixes again after the return") { app.locations(from: back).count >= 2 }
+        XCTAssertEqual(changes(app, from: back), [.whenInUse])
+        XCTAssertEqual(app.property(DaemonProperties.inUse)?.boolValue, true)
+        XCTAssertEqual(try control.consents().first?.record.decision, .whenInUse, "the stored decision stayed")
+    }
+
+    func testLockPausesTheStreamAndUnlockResumesIt() throws {
+        try checkPauseAndResume(reason: "locked",
+                                pause: { try logind.setLockedHint(Self.me, true) },
+                                resume: { try logind.setLockedHint(Self.me, false) })
+    }
+
+    func testLogindsLockAndUnlockSignals() throws {
+        try checkPauseAndResume(reason: "locked",
+                                pause: { try logind.emit(Self.me, lock: true) },
+                                resume: { try logind.emit(Self.me, lock: false) })
+    }
+
+    func testUserSwitchPausesUntilTheSessionIsActiveAgain() throws {
+        try checkPauseAndResume(reason: "foreground",
+                                pause: { try logind.setActive(Self.me, false) },
+                                resume: { try logind.setActive(Self.me, true) })
+    }
+
+    func testAOneTimeGrantEndsAtTheLock() throws {
+        let agent = try agent("allow-once")
+        let app = try stack.peer()
+        XCTAssertEqual(try app.tap().get(), 4)
+        try startUpdates(app)
+        waitUntil("fixes flow") { !app.locations().isEmpty }
+        let before = app.signals.count
+        try logind.setLockedHint(Self.me, true)
+        waitUntil("the grant ends at the lock") { changes(app, from: before) == [.restricted] }
+        // A tap during the lock: answered as when location is off, without a prompt.
+        XCTAssertEqual(try app.tap().get(), AuthorizationStatus.restricted.rawValue)
+        XCTAssertEqual(agent.confirms.count, 1, "no prompt while locked")
+        try logind.setLockedHint(Self.me, false)
+        waitUntil("back to not determined, not to the grant") { changes(app, from: before) == [.restricted, .notDetermined] }
+        let quiet = app.signals.count
+        stack.peers.settle(1)
+        XCTAssertEqual(app.locations(from: quiet).count, 0, "the stream ended with the grant")
+        XCTAssertDBusError(app.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 60, timeout: 5))]),
+                           GeoConsentAPI.ErrorName.notAuthorized)
+        // The confirmation is stored: a tap after the unlock grants silently again.
+        XCTAssertEqual(try app.tap().get(), 4)
+        XCTAssertEqual(agent.confirms.count, 1)
+    }
+
+    func testAPromptOpenAtTheLockIsWithdrawn() throws {
+        let agent = TestAgent(peer: try stack.peer(), behaviour: .never)
+        XCTAssertNoThrow(try agent.register().get())
+        let app = try stack.peer()
+        let tap = app.geoAsync("RequestOneTimeAuthorization", [OptionDictionary.encode(AuthOptions())])
+        waitUntil("the prompt opens") { agent.confirms.count == 1 }
+        try logind.setLockedHint(Self.me, true)
+        waitUntil("the tap is answered at the lock") { tap.isDone }
+        XCTAssertEqual(try tap.result?.get().first, .uint32(AuthorizationStatus.restricted.rawValue))
+        waitUntil("the prompt is withdrawn") { agent.cancels.count == 1 }
+        agent.answer(agent.confirms[0].requestID, "allow-once")
+        stack.peers.settle(0.3)
+        XCTAssertEqual(try control.consents().count, 0, "a late answer stores nothing")
+    }
+
+    func testGetSessionByPIDPlacesTheCaller() throws {
+        // This process in session c9, which is locked; c1 (its uid's seat session) is not.
+        try logind.addSession("c9", seat: "seat1", uid: getuid())
+        try logind.mapPID(getpid(), to: "c9")
+        try logind.setLockedHint("c9", true)
+        _ = try agent("allow-while-using")
+        let app = try stack.peer()
+        XCTAssertEqual(try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get().first,
+                       .uint32(AuthorizationStatus.restricted.rawValue))
+        try logind.setLockedHint("c9", false)
+        waitUntil("in use again") { (try? app.authorization().status) == .notDetermined }
+    }
+
+    func testTheUsersDisplaySessionIsPreferred() throws {
+        // Two seat sessions of this uid: c0 (first by id) in the background, c1 the
+        // user's display. A caller in no session of its own follows the display.
+        try logind.addSession("c0", uid: getuid(), active: false)
+        try logind.setDisplay(uid: getuid(), Self.me)
+        _ = try agent("allow-while-using")
+        let app = try stack.peer()
+        XCTAssertEqual(try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get().first,
+                       .uint32(AuthorizationStatus.whenInUse.rawValue), "c1 is in use")
+        try logind.setActive(Self.me, false)
+        waitUntil("paused with c1") { (try? app.authorization().status) == .restricted }
+    }
+
+    func testAnotherUsersSessionIsUnaffected() throws {
+        guard getuid() == 0 else { throw XCTSkip("acts as another uid with setpriv: needs root") }
+        let other: UInt32 = 65534
+        // The other user switches in: this uid's session goes to the background.
+        try logind.addSession("c2", uid: other, active: false)
+        _ = try agent("allow-while-using")
+        let app = try stack.peer()
+        _ = try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get()
+        try logind.setActive(Self.me, false)
+        try logind.setActive("c2", true)
+        waitUntil("this uid is paused") { (try? app.authorization().status) == .restricted }
+        XCTAssertDBusError(app.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 60, timeout: 5))]),
+                           GeoConsentAPI.ErrorName.sessionInactive)
+        // The other user, in the foreground, taps and gets fixes.
+        let agentLog = work.file("other-agent.log")
+        let otherAgent = try ChildProcess(executable: "/usr/bin/setpriv",
+                                          arguments: ["--reuid=\(other)", "--regid=\(other)", "--clear-groups",
+                                                      TestPaths.binDir + "/geoconsentctl", "--bus", stack.bus.address,
+                                                      "agent", "--auto", "allow-once"], logPath: agentLog)
+        children.append(otherAgent)
+        XCTAssertNotNil(waitForLine(in: agentLog, timeout: 15) { $0.contains("registered for uid \(other)") }, tailOf(agentLog))
+        let locate = try stack.ctl(["--json", "locate"], asUID: other, timeout: 30)
+        XCTAssertEqual(locate.status, 0, locate.output)
+        XCTAssertTrue(locate.output.contains("latitude"), locate.output)
+        // And this uid is still paused.
+        XCTAssertEqual(try app.authorization().status, .restricted)
+    }
+
+    func testLogindLeavingEndsThePauseAndItsReturnIsFollowed() throws {
+        _ = try agent("allow-while-using")
+        let app = try stack.peer()
+        _ = try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get()
+        try logind.setLockedHint(Self.me, true)
+        waitUntil("paused") { (try? app.authorization().status) == .restricted }
+        // Nothing known without logind: as before, no pause.
+        logind.stop()
+        waitUntil("unpaused when logind left") { (try? app.authorization().status) == .whenInUse }
+        // logind back, its session locked: followed again.
+        logind = try LogindMock(address: stack.bus.address, peer: control, loop: stack.peers, logPath: work.file("logind2.log"))
+        try logind.addSession(Self.me, uid: getuid())
+        try logind.setLockedHint(Self.me, true)
+        waitUntil("paused again") { (try? app.authorization().status) == .restricted }
+    }
+
+    func testNoLogindSessionForTheCallerBehavesAsBefore() throws {
+        // A uid with no session at all: nothing is known, nothing pauses.
+        try logind.setLockedHint(Self.me, true)
+        guard getuid() == 0 else { throw XCTSkip("acts as another uid with setpriv: needs root") }
+        let other: UInt32 = 65534
+        let agentLog = work.file("other-agent.log")
+        let otherAgent = try ChildProcess(executable: "/usr/bin/setpriv",
+                                          arguments: ["--reuid=\(other)", "--regid=\(other)", "--clear-groups",
+                                                      TestPaths.binDir + "/geoconsentctl", "--bus", stack.bus.address,
+                                                      "agent", "--auto", "allow-once"], logPath: agentLog)
+        children.append(otherAgent)
+        XCTAssertNotNil(waitForLine(in: agentLog, timeout: 15) { $0.contains("registered for uid \(other)") }, tailOf(agentLog))
+        let locate = try stack.ctl(["--json", "locate"], asUID: other, timeout: 30)
+        XCTAssertEqual(locate.status, 0, locate.output)
+    }
+}
