@@ -83,37 +83,60 @@ final class LocationService {
         execute(core.handle(event, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)))
     }
 
-    /// A fan-out gives up the processor after this many signals. Each signal wakes
-    /// the bus, which wakes its subscriber; on a machine with few cores those
-    /// need the core the daemon holds, and the kernel lets a running task use up
-    /// its time slice (around a millisecond) before a woken one gets in, so without
-    /// this the first subscriber of 100 hears only when most of the fan-out is out
-    /// (docs/performance.md, "Fan-out"). `sched_yield` with nothing else waiting
+    /// The first signals of a fan-out go out one by one, each as soon as its
+    /// session passes; then the daemon gives up the processor once, and the rest
+    /// go out in batches (below). Each signal wakes the bus, which wakes its
+    /// subscriber; on a machine with few cores those need the core the daemon
+    /// holds, and the kernel lets a running task use up its time slice (around a
+    /// millisecond) before a woken one gets in, so without the yield the first
+    /// subscriber of 100 hears only when most of the fan-out is out. Only once:
+    /// each `sched_yield` can hand a whole time slice to any busy process on the
+    /// machine (docs/performance.md, "Fan-out"). With nothing else waiting it
     /// returns at once.
-    static let signalsBetweenYields = 8
+    static let signalsBeforeYield = 8
+    /// After the yield, signals are decided this many at a time and then sent
+    /// back to back: alternating the core's work with a system call per session
+    /// costs more processor time than doing each in a run.
+    static let signalBatch = 16
 
-    /// A fix from gpsd, streamed: each reply and each subscriber's signal leaves as
-    /// soon as the core has checked that session's grant and filters (in an order
-    /// that rotates from fix to fix), so the first subscriber hears it as if it
-    /// were alone. Client objects' fixes (the GeoClue facade) go over after the
-    /// core is done, in one batch per accuracy as before: the facade encodes its
-    /// properties once per batch.
+    /// A fix from gpsd, streamed: each reply and the first subscribers' signals
+    /// leave as soon as the core has checked that session's grant and filters
+    /// (in an order that rotates from fix to fix), so the first subscriber hears
+    /// it as if it were alone; the others follow in short batches. Client
+    /// objects' fixes (the GeoClue facade) go over after the core is done, in one
+    /// batch per accuracy as before: the facade encodes its properties once per
+    /// batch.
     private func received(_ fix: Fix) {
         var sends = Sends(server: server)
         var clients: [Accuracy: (fix: Fix, sessions: [String])] = [:]
         var signals = 0
+        var batch: [(session: String, signal: UnicastSignal)] = []
+        func flush() {
+            for b in batch { b.signal.send(to: b.session) }
+            batch.removeAll(keepingCapacity: true)
+        }
         let rest = core.handleFix(fix, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)) { effect in
-            if case .locationUpdated(let sessions, let acc, let view) = effect, clientFixes != nil,
-               sessions.contains(where: Caller.isClientSession) {
+            guard case .locationUpdated(let sessions, let acc, let view) = effect else {
+                flush()   // in the core's order
+                return send(effect, &sends)
+            }
+            if clientFixes != nil, sessions.contains(where: Caller.isClientSession) {
                 clients[acc, default: (view, [])].sessions.append(contentsOf: sessions)
                 return
             }
-            send(effect, &sends)
-            if case .locationUpdated = effect {
+            let signal = sends.signal(view, acc)
+            for session in sessions {
                 signals += 1
-                if signals % Self.signalsBetweenYields == 0 { sched_yield() }
+                if signals <= Self.signalsBeforeYield {
+                    signal.send(to: session)
+                    if signals == Self.signalsBeforeYield { sched_yield() }
+                } else {
+                    batch.append((session, signal))
+                    if batch.count == Self.signalBatch { flush() }
+                }
             }
         }
+        flush()
         for acc in [Accuracy.full, .reduced] {
             if let c = clients[acc] { clientFixes?(c.sessions, c.fix) }
         }
@@ -202,6 +225,7 @@ final class LocationService {
         let server: ObjectServer
         private var values: [Accuracy: (fix: Fix, value: DBusValue)] = [:]
         private var signals: [Accuracy: (fix: Fix, signal: UnicastSignal)] = [:]
+        private var last: (acc: Accuracy, fix: Fix, signal: UnicastSignal)?
 
         init(server: ObjectServer) { self.server = server }
 
@@ -213,10 +237,16 @@ final class LocationService {
         }
 
         mutating func signal(_ fix: Fix, _ acc: Accuracy) -> UnicastSignal {
-            if let c = signals[acc], c.fix == fix { return c.signal }
+            // A fan-out asks for the same one again and again.
+            if let last, last.acc == acc, last.fix == fix { return last.signal }
+            if let c = signals[acc], c.fix == fix {
+                last = (acc, fix, c.signal)
+                return c.signal
+            }
             let s = server.unicastSignal(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                          member: LocationUpdatedSignal.member, LocationBody.encode(value(fix, acc)))
             signals[acc] = (fix, s)
+            last = (acc, fix, s)
             return s
         }
     }
