@@ -43,9 +43,11 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
 // BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=fanout after the
 // fan-out phases, BENCH_ONLY=fixes after the
 // fan-out and GeoClue2 facade phases that follow it, BENCH_ONLY=calls runs only
-// the calls phase, BENCH_ONLY=startup only starts and stops the daemon (profiling
-// one path, e.g. with BENCH_DAEMON running callgrind).
+// the calls phase, BENCH_ONLY=churn only the churn phase (after a token calls
+// phase), BENCH_ONLY=startup only starts and stops the daemon (profiling one
+// path, e.g. with BENCH_DAEMON running callgrind).
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
+if only == "churn" { (counts.calls, counts.pipelined) = (1, 10) }
 
 // Many connections: raise the descriptor limit to the hard maximum.
 var limit = rlimit()
@@ -124,7 +126,7 @@ func timestamp(of m: Message) -> UInt64? {
 
 // The direct gpsd client's latency: the floor of the fix latency and fan-out rows.
 var gpsdLatency = Sample()
-if only != "calls" {
+if only != "calls" && only != "churn" {
 
     // MARK: 1. Fix latency
 
@@ -491,6 +493,11 @@ do {
                     target: .ratioAtMost(1.3)))
 } catch {
     fail("\(error)")
+}
+if only == "churn" {
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(rows)
+    exit(0)
 }
 
 // MARK: 5. Memory and idle
