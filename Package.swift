@@ -47,8 +47,11 @@ let package = Package(
         // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
         .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
+        // The bench's floors in plain C on libdbus: receivers, a sender of prebuilt
+        // signals, an echo service and a churn loop (the daemon is measured with the same).
+        .target(name: "CBenchFloor", dependencies: ["CDBus"]),
         // make bench: the real stack against floors measured in the same run.
-        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI"]),
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "CBenchFloor"]),
         // One unprivileged local user for the integration tests: the victim, its
         // agent, and the attacks (run as other uids with setpriv).
         .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI"]),

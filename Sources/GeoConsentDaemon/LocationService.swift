@@ -2,6 +2,7 @@ import GeoCore
 import GeoDBus
 import GeoGPS
 import GeoConsentAPI
+import Glibc
 
 /// The I/O half of location: feeds `LocationCore` the calls the consent core let
 /// through, gpsd's fixes and connection outcomes and its own timers, and carries
@@ -91,16 +92,94 @@ final class LocationService {
         execute(core.handle(event, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)))
     }
 
+    /// The first signals of a fan-out go out one by one, each as soon as its
+    /// session passes; then the daemon gives up the processor once, and the rest
+    /// go out in batches (below). Each signal wakes the bus, which wakes its
+    /// subscriber; on a machine with few cores those need the core the daemon
+    /// holds, and the kernel lets a running task use up its time slice (around a
+    /// millisecond) before a woken one gets in, so without the yield the first
+    /// subscriber of 100 hears only when most of the fan-out is out. Only once:
+    /// each `sched_yield` can hand a whole time slice to any busy process on the
+    /// machine (docs/performance.md, "Fan-out"). With nothing else waiting it
+    /// returns at once.
+    static let signalsBeforeYield = 8
+    /// After the yield, signals are decided this many at a time and then sent
+    /// back to back: alternating the core's work with a system call per session
+    /// costs more processor time than doing each in a run.
+    static let signalBatch = 16
+
+    /// A fix from gpsd, streamed: each reply and the first subscribers' signals
+    /// leave as soon as the core has checked that session's grant and filters
+    /// (in an order that rotates from fix to fix), so the first subscriber hears
+    /// it as if it were alone; the others follow in short batches. Client
+    /// objects' fixes (the GeoClue facade) go over after the core is done, in one
+    /// batch per accuracy as before: the facade encodes its properties once per
+    /// batch.
+    private func received(_ fix: Fix) {
+        var sends = Sends(server: server)
+        var clients: [Accuracy: (fix: Fix, sessions: [String])] = [:]
+        var signals = 0
+        var batch: [(session: String, signal: UnicastSignal)] = []
+        func flush() {
+            for b in batch { b.signal.send(to: b.session) }
+            batch.removeAll(keepingCapacity: true)
+        }
+        let rest = core.handleFix(fix, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)) { effect in
+            guard case .locationUpdated(let sessions, let acc, let view) = effect else {
+                flush()   // in the core's order
+                return send(effect, &sends)
+            }
+            if clientFixes != nil, sessions.contains(where: Caller.isClientSession) {
+                clients[acc, default: (view, [])].sessions.append(contentsOf: sessions)
+                return
+            }
+            let signal = sends.signal(view, acc)
+            for session in sessions {
+                signals += 1
+                if signals <= Self.signalsBeforeYield {
+                    signal.send(to: session)
+                    if signals == Self.signalsBeforeYield { sched_yield() }
+                } else {
+                    batch.append((session, signal))
+                    if batch.count == Self.signalBatch { flush() }
+                }
+            }
+        }
+        flush()
+        for acc in [Accuracy.full, .reduced] {
+            if let c = clients[acc] { clientFixes?(c.sessions, c.fix) }
+        }
+        execute(rest, sends: &sends)
+    }
+
     private func execute(_ effects: [LocationEffect]) {
-        var encoded = Encoded()
+        var sends = Sends(server: server)
+        execute(effects, sends: &sends)
+    }
+
+    /// Carries out a reply or a signal to sessions (our API's; client objects' are
+    /// split off before this).
+    private func send(_ effect: LocationEffect, _ sends: inout Sends) {
+        switch effect {
+        case .reply(let id, .empty):
+            held.removeValue(forKey: id)?.reply()
+        case .reply(let id, .location(let fix, let acc)):
+            held.removeValue(forKey: id)?.reply(LocationBody.encode(sends.value(fix, acc)))
+        case .fail(let id, let failure):
+            held.removeValue(forKey: id)?.fail(DBusError(failure.dbusName, failure.message))
+        case .locationUpdated(let sessions, let acc, let fix):
+            let signal = sends.signal(fix, acc)
+            for s in sessions { signal.send(to: s) }
+        default:
+            break
+        }
+    }
+
+    private func execute(_ effects: [LocationEffect], sends: inout Sends) {
         for effect in effects {
             switch effect {
-            case .reply(let id, .empty):
-                held.removeValue(forKey: id)?.reply()
-            case .reply(let id, .location(let fix, let acc)):
-                held.removeValue(forKey: id)?.reply(LocationBody.encode(encoded.value(fix, acc)))
-            case .fail(let id, let failure):
-                held.removeValue(forKey: id)?.fail(DBusError(failure.dbusName, failure.message))
+            case .reply, .fail:
+                send(effect, &sends)
             case .locationUpdated(var sessions, let acc, let fix):
                 if let clientFixes {
                     let clients = sessions.filter(Caller.isClientSession)
@@ -110,9 +189,7 @@ final class LocationService {
                     }
                 }
                 guard !sessions.isEmpty else { continue }
-                server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: LocationUpdatedSignal.member, LocationBody.encode(encoded.value(fix, acc)),
-                            destinations: sessions)
+                send(.locationUpdated(sessions: sessions, acc, fix), &sends)
             case .locationError(let session, _) where Caller.isClientSession(session):
                 break   // GeoClue has no such signal: its clients just get no fix
             case .locationError(let session, let failure):
@@ -150,16 +227,36 @@ final class LocationService {
         }
     }
 
-    /// Each accuracy's view of the fix encoded once per batch of effects: one fix
-    /// goes to every waiting call and subscriber of that accuracy.
-    private struct Encoded {
-        private var cache: [Accuracy: (fix: Fix, value: DBusValue)] = [:]
+    /// Each accuracy's view of the fix encoded once per batch of effects, and its
+    /// `LocationUpdated` marshalled once: one fix goes to every waiting call and
+    /// subscriber of that accuracy.
+    private struct Sends {
+        let server: ObjectServer
+        private var values: [Accuracy: (fix: Fix, value: DBusValue)] = [:]
+        private var signals: [Accuracy: (fix: Fix, signal: UnicastSignal)] = [:]
+        private var last: (acc: Accuracy, fix: Fix, signal: UnicastSignal)?
+
+        init(server: ObjectServer) { self.server = server }
 
         mutating func value(_ fix: Fix, _ acc: Accuracy) -> DBusValue {
-            if let c = cache[acc], c.fix == fix { return c.value }
+            if let c = values[acc], c.fix == fix { return c.value }
             let v = LocationDictionary.encode(fix, accuracy: acc)
-            cache[acc] = (fix, v)
+            values[acc] = (fix, v)
             return v
+        }
+
+        mutating func signal(_ fix: Fix, _ acc: Accuracy) -> UnicastSignal {
+            // A fan-out asks for the same one again and again.
+            if let last, last.acc == acc, last.fix == fix { return last.signal }
+            if let c = signals[acc], c.fix == fix {
+                last = (acc, fix, c.signal)
+                return c.signal
+            }
+            let s = server.unicastSignal(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                                         member: LocationUpdatedSignal.member, LocationBody.encode(value(fix, acc)))
+            signals[acc] = (fix, s)
+            last = (acc, fix, s)
+            return s
         }
     }
 
@@ -184,7 +281,7 @@ final class LocationService {
     private func readable() {
         guard let c = client else { return }
         let r = c.readAvailable()
-        for f in r.fixes { feed(.fix(f)) }
+        for f in r.fixes { received(f) }
         if r.closed { feed(.gpsdClosed) }
     }
 }

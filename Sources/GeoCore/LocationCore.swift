@@ -41,7 +41,11 @@ public final class LocationCore {
     private var paused: [String: PauseReason] = [:]
 
     private var effects: [LocationEffect] = []
+    /// During `handleFix(_:now:grants:send:)`: where replies and signals go as they are decided.
+    private var sink: ((LocationEffect) -> Void)?
     private var now: UInt64 = 0
+    /// Where the next fix's fan-out starts among the subscribers (see `fanOutOrder()`).
+    private var rotation = 0
 
     /// Fixes older than this are not sent to a new subscriber.
     static let startCacheAge: UInt64 = 5_000_000_000
@@ -97,6 +101,27 @@ public final class LocationCore {
             fired(timer)
         }
         return effects
+    }
+
+    /// Handles a fix like `handle(.fix(fix), …)`, but streams: each reply to a
+    /// waiting `RequestLocation` and each session's `LocationUpdated` (one
+    /// `.locationUpdated` per session) goes to `send` as soon as it is decided,
+    /// before the next session's grant is even asked, so the first subscriber
+    /// need not wait for the whole fan-out to be prepared. The other effects
+    /// (timers, logs, `InUse`) are returned, to be carried out after those sends.
+    /// `send` must not call back into this core.
+    public func handleFix(_ fix: Fix, now: UInt64, grants: (String) -> Accuracy?,
+                          send: (LocationEffect) -> Void) -> [LocationEffect] {
+        withoutActuallyEscaping(send) { send in
+            sink = send
+            defer { sink = nil }
+            return handle(.fix(fix), now: now, grants: grants)
+        }
+    }
+
+    /// A reply or signal: to the streaming sink if there is one, else among the effects.
+    private func out(_ effect: LocationEffect) {
+        if let sink { sink(effect) } else { effects.append(effect) }
     }
 
     // MARK: Requests (already past the consent gate)
@@ -234,20 +259,31 @@ public final class LocationCore {
                 for call in calls {
                     cancel(.timeout(call))
                     if let acc {
-                        effects.append(.reply(call, .location(shown.view(acc), acc)))
+                        out(.reply(call, .location(shown.view(acc), acc)))
                     } else {
-                        effects.append(.fail(call, .notAuthorized))
+                        out(.fail(call, .notAuthorized))
                     }
                 }
             }
         }
-        deliver(&shown, to: Array(subscribers.keys), grants)
+        deliver(&shown, to: fanOutOrder(), grants)
         demandChanged()
     }
 
+    /// The subscribers in the order this fix goes out to them: each fix starts one
+    /// session further along, so over time no session is always the last to hear.
+    private func fanOutOrder() -> [String] {
+        let keys = Array(subscribers.keys)
+        guard keys.count > 1 else { return keys }
+        let start = rotation % keys.count
+        rotation = start + 1
+        return Array(keys[start...] + keys[..<start])
+    }
+
     /// Sends the fix to those of `sessions` whose grant still holds and whose
-    /// filters let it through, grouped by accuracy so each group's signal body
-    /// is built once. A subscriber without a grant is dropped.
+    /// filters let it through, in that order. Streaming, each session's signal goes
+    /// out as soon as it passes; else they are grouped by accuracy so each group's
+    /// signal body is built once. A subscriber without a grant is dropped.
     private func deliver(_ shown: inout Shown, to sessions: [String], _ grants: (String) -> Accuracy?) {
         var groups: [Accuracy: [String]] = [:]
         for session in sessions {
@@ -264,7 +300,11 @@ public final class LocationCore {
             sub.lastSent = view
             sub.lastSentAt = now
             subscribers[session] = sub
-            groups[acc, default: []].append(session)
+            if let sink {
+                sink(.locationUpdated(sessions: [session], acc, view))
+            } else {
+                groups[acc, default: []].append(session)
+            }
         }
         for acc in [Accuracy.full, .reduced] {
             if let group = groups[acc] { effects.append(.locationUpdated(sessions: group, acc, shown.view(acc))) }

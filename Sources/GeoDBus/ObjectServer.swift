@@ -79,25 +79,17 @@ public final class ObjectServer {
         return connection.send(m)
     }
 
-    /// Sends the same signal unicast to each of `destinations`, marshalling its
-    /// arguments once (each destination still gets its own message).
+    /// Sends the same signal unicast to each of `destinations`, in that order, each
+    /// as soon as it is ready, marshalling its arguments once (each destination
+    /// still gets its own message).
     public func emit(path: String, interface: String, member: String, _ args: [DBusValue], destinations: [String]) {
-        guard let last = destinations.last else { return }
-        if destinations.count == 1 {
-            // The destination goes in before the body: setting a header field after
-            // the body is marshalled makes libdbus move the body (the streaming case).
-            emit(path: path, interface: interface, member: member, args, destination: last)
-            return
-        }
-        guard let m = try? Message.signal(path: path, interface: interface, member: member),
-              (try? m.append(args)) != nil else { return }
-        for d in destinations.dropLast() {
-            guard let each = m.copy() else { continue }
-            each.setDestination(d)
-            connection.send(each)
-        }
-        m.setDestination(last)
-        connection.send(m)
+        let signal = unicastSignal(path: path, interface: interface, member: member, args)
+        for d in destinations { signal.send(to: d) }
+    }
+
+    /// A signal to send unicast to destinations one at a time (`UnicastSignal`).
+    public func unicastSignal(path: String, interface: String, member: String, _ args: [DBusValue]) -> UnicastSignal {
+        UnicastSignal(connection: connection, path: path, interface: interface, member: member, args)
     }
 
     /// Sends `PropertiesChanged` for `changed` properties of `interface`: broadcast,

@@ -40,11 +40,14 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
     counts.fanoutRounds = r
 }
 
-// BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=fixes after the
+// BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=fanout after the
+// fan-out phases, BENCH_ONLY=fixes after the
 // fan-out and GeoClue2 facade phases that follow it, BENCH_ONLY=calls runs only
-// the calls phase, BENCH_ONLY=startup only starts and stops the daemon (profiling
-// one path, e.g. with BENCH_DAEMON running callgrind).
+// the calls phase, BENCH_ONLY=churn only the churn phase (after a token calls
+// phase), BENCH_ONLY=startup only starts and stops the daemon (profiling one
+// path, e.g. with BENCH_DAEMON running callgrind).
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
+if only == "churn" { (counts.calls, counts.pipelined) = (1, 10) }
 
 // Many connections: raise the descriptor limit to the hard maximum.
 var limit = rlimit()
@@ -123,7 +126,7 @@ func timestamp(of m: Message) -> UInt64? {
 
 // The direct gpsd client's latency: the floor of the fix latency and fan-out rows.
 var gpsdLatency = Sample()
-if only != "calls" {
+if only != "calls" && only != "churn" {
 
     // MARK: 1. Fix latency
 
@@ -306,6 +309,36 @@ if only != "calls" {
         peers.settle(0.2)
     }
 
+    // MARK: 2a. Fan-out against plain C (CFloors.swift): the same C receivers for
+    // the daemon's signals and for the floor's prebuilt ones from a C sender.
+
+    for n in counts.fanout where n > 1 && n <= 100 {
+        print("bench: fan-out to \(n) C receivers, against \(n) prebuilt signals from C")
+        let c: (daemon: FanoutTimes, floor: FanoutTimes, cpuPerFix: Double)
+        do {
+            c = try cFanout(busAddress: bus.address, n: n, rounds: counts.fanoutRounds, daemonPID: daemon.pid, gpsd: gpsd,
+                            epoch: nextEpoch)
+        } catch {
+            fail("\(error)")
+        }
+        let section = "fan-out \(n), C receivers"
+        rows.append(Row(section: section, name: "first has the fix p50", value: c.daemon.first.p50, unit: "µs",
+                        floorName: "gpsd client + first of \(n) C signals", floor: gpsdLatency.p50 + c.floor.first.p50,
+                        target: .ratioAtMost(1.3)))
+        rows.append(Row(section: section, name: "last has the fix p50", value: c.daemon.last.p50, unit: "µs",
+                        floorName: "gpsd client + last of \(n) C signals", floor: gpsdLatency.p50 + c.floor.last.p50,
+                        target: .ratioAtMost(1.3)))
+        rows.append(Row(section: section, name: "floor: first of \(n) C signals p50", value: c.floor.first.p50, unit: "µs"))
+        rows.append(Row(section: section, name: "floor: last of \(n) C signals p50", value: c.floor.last.p50, unit: "µs"))
+        rows.append(Row(section: section, name: "daemon CPU per fix", value: c.cpuPerFix, unit: "µs"))
+    }
+
+    if only == "fanout" {
+        daemon.stop(); gpsd.stop(); bus.stop()
+        printTable(rows)
+        exit(0)
+    }
+
     // MARK: 2b. The GeoClue2 facade (GeoClueLatency.swift)
 
     let inHand: [Int: InHandTimes]
@@ -453,6 +486,21 @@ let rssAfterChurn = rssKiB(daemon.pid)
 rows.append(Row(section: "churn", name: "connect+tap+RequestLocation+disconnect", value: churnRate, unit: "cycles/s"))
 rows.append(Row(section: "churn", name: "sessions left", value: Double(sessionsLeft), unit: "", target: .atMost(0)))
 rows.append(Row(section: "churn", name: "daemon RSS growth", value: rssAfterChurn - rssBeforeChurn, unit: "KiB"))
+// The same cycle from a C client, against connect + Hello + two round trips in C (CFloors.swift).
+print("bench: churn with a C client, against a C echo service")
+do {
+    let c = try cChurn(busAddress: bus.address, cycles: quick ? 50 : 2000)
+    rows.append(Row(section: "churn", name: "C client: connect+tap+StartUpdates+disconnect", value: c.daemon, unit: "µs",
+                    floorName: "C: connect+Hello+2 calls to a C echo thread+disconnect", floor: c.floor,
+                    target: .ratioAtMost(1.3)))
+} catch {
+    fail("\(error)")
+}
+if only == "churn" {
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(rows)
+    exit(0)
+}
 
 // MARK: 5. Memory and idle
 

@@ -115,6 +115,30 @@ final class LocationRig {
     @discardableResult
     func send(_ event: LocationEvent, file: StaticString = #filePath, line: UInt = #line) -> [LocationEffect] {
         let out = core.handle(event, now: now, grants: { self.grantQueries += 1; return self.grants[$0] })
+        track(out, file: file, line: line)
+        return out
+    }
+
+    /// A fix the way the daemon feeds it (`handleFix`): `sent` are the replies and
+    /// signals handed over while the core ran, `rest` the effects it returned.
+    /// `trace` (if given) sees each grant query as "grant S" and each signal as "send S".
+    func streamFix(_ f: Fix = Spot.here, trace: ((String) -> Void)? = nil,
+                   file: StaticString = #filePath, line: UInt = #line) -> (sent: [LocationEffect], rest: [LocationEffect]) {
+        var sent: [LocationEffect] = []
+        let rest = core.handleFix(f, now: now, grants: {
+            self.grantQueries += 1
+            trace?("grant \($0)")
+            return self.grants[$0]
+        }, send: { e in
+            if case .locationUpdated(let sessions, _, _) = e { for s in sessions { trace?("send \(s)") } }
+            sent.append(e)
+        })
+        track(rest, file: file, line: line)
+        return (sent, rest)
+    }
+
+    /// Carries out the timer and connection effects the way the daemon does.
+    private func track(_ out: [LocationEffect], file: StaticString, line: UInt) {
         for e in out {
             switch e {
             case .scheduleTimer(let t, let after):
@@ -129,7 +153,6 @@ final class LocationRig {
                 break
             }
         }
-        return out
     }
 
     private func newCall() -> CallID {

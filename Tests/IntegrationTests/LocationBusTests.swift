@@ -416,6 +416,40 @@ final class LocationBusTests: XCTestCase {
         XCTAssertTrue(eve.signals(named: "LocationUpdated").isEmpty)
     }
 
+    /// A fan-out past the first signals sent one by one and over several batches
+    /// (LocationService: 8, then batches of 16), of both accuracies: every fix
+    /// reaches every session once, at its own accuracy, unicast.
+    func testFanOutToFortyFiveSessionsOfBothAccuraciesReachesEachOnce() throws {
+        let eve = try stack.peer()
+        try eve.addMatch("type='signal'")
+        let full = try (0..<30).map { _ in try tappedClient(accuracy: .full) }
+        let reduced = try (0..<15).map { _ in try tappedClient(accuracy: .reduced) }
+        let all = full + reduced
+        for p in all { XCTAssertNoThrow(try p.geo("StartUpdates", [OptionDictionary.encode(UpdateOptions())]).get()) }
+        let feed = LocationFeed(latitude: 52.52, longitude: 13.405, step: 10)
+        XCTAssertTrue(feedUntil(feed) { all.allSatisfy { !$0.locations().isEmpty } }, "every session has a first fix")
+        stack.peers.settle(0.3)
+        let starts = all.map(\.signals.count)
+
+        var expected: [UInt64] = []
+        for _ in 0..<3 {
+            let ts = feed.send(to: stack.gpsd)
+            expected.append(ts)
+            XCTAssertTrue(stack.peers.pump(timeout: 10) {
+                zip(all, starts).allSatisfy { p, s in p.locations(from: s).contains { $0.timestamp == ts } }
+            }, "fix \(ts) reached every session")
+            stack.peers.settle(0.1)
+        }
+        stack.peers.settle(0.3)
+        for (i, (p, s)) in zip(all, starts).enumerated() {
+            let got = p.locations(from: s)
+            XCTAssertEqual(got.compactMap(\.timestamp), expected, "session \(i): each fix once, in order")
+            XCTAssertEqual(Set(got.map(\.accuracy)), [i < full.count ? .full : .reduced], "session \(i)")
+            for m in p.signals(named: "LocationUpdated") { XCTAssertEqual(m.destination, p.uniqueName) }
+        }
+        XCTAssertTrue(eve.signals(named: "LocationUpdated").isEmpty, "unicast: the onlooker got none")
+    }
+
     // MARK: 5. Reduced accuracy
 
     func testReducedAccuracyCannotBeAveragedBack() throws {

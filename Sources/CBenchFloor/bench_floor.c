@@ -1,0 +1,425 @@
+// The benchmark's floors in plain C on libdbus-1; see include/bench_floor.h.
+// Plain libdbus the way a lean C client uses it: private connections, messages
+// built with iterators, dbus_connection_send (which writes at once when the
+// socket takes it), dbus_connection_read_write + pop_message to receive.
+#include "bench_floor.h"
+
+#include <dbus/dbus.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t bf_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void set_error(char *error, int len, const char *what, DBusError *e) {
+    if (error && len > 0) snprintf(error, (size_t)len, "%s: %s", what, e && e->message ? e->message : "failed");
+    if (e && dbus_error_is_set(e)) dbus_error_free(e);
+}
+
+/// A private connection to `address`, registered with the bus; NULL on failure.
+static DBusConnection *open_registered(const char *address, char *error, int error_len) {
+    DBusError e;
+    dbus_error_init(&e);
+    DBusConnection *c = dbus_connection_open_private(address, &e);
+    if (!c) { set_error(error, error_len, "connect", &e); return NULL; }
+    dbus_connection_set_exit_on_disconnect(c, FALSE);
+    if (!dbus_bus_register(c, &e)) {
+        set_error(error, error_len, "Hello", &e);
+        dbus_connection_close(c);
+        dbus_connection_unref(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void close_connection(DBusConnection *c) {
+    dbus_connection_close(c);
+    dbus_connection_unref(c);
+}
+
+/// A method call with one empty a{sv} (the options argument of our calls).
+static DBusMessage *call_with_empty_options(const char *dest, const char *path, const char *iface, const char *member) {
+    DBusMessage *m = dbus_message_new_method_call(dest, path, iface, member);
+    if (!m) return NULL;
+    DBusMessageIter it, dict;
+    dbus_message_iter_init_append(m, &it);
+    dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &dict);
+    dbus_message_iter_close_container(&it, &dict);
+    return m;
+}
+
+// MARK: Receivers
+
+struct bf_receivers {
+    int n;
+    DBusConnection **c;
+    struct pollfd *fds;
+    char *got;
+};
+
+bf_receivers *bf_receivers_open(const char *address, int n, char *error, int error_len) {
+    bf_receivers *r = calloc(1, sizeof *r);
+    r->c = calloc((size_t)n, sizeof *r->c);
+    r->fds = calloc((size_t)n, sizeof *r->fds);
+    r->got = calloc((size_t)n, 1);
+    for (int i = 0; i < n; i++) {
+        r->c[i] = open_registered(address, error, error_len);
+        if (!r->c[i]) { bf_receivers_close(r); return NULL; }
+        r->n = i + 1;
+        int fd = -1;
+        dbus_connection_get_unix_fd(r->c[i], &fd);
+        r->fds[i].fd = fd;
+    }
+    return r;
+}
+
+void bf_receivers_close(bf_receivers *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) close_connection(r->c[i]);
+    free(r->c);
+    free(r->fds);
+    free(r->got);
+    free(r);
+}
+
+const char *bf_receivers_name(bf_receivers *r, int i) { return dbus_bus_get_unique_name(r->c[i]); }
+
+int bf_receivers_call_all(bf_receivers *r, const char *dest, const char *path, const char *iface,
+                          const char *member, int timeout_ms) {
+    dbus_uint32_t *serials = calloc((size_t)r->n, sizeof *serials);
+    struct pollfd *p = calloc((size_t)r->n, sizeof *p);
+    int failed = 0, left = r->n;
+    for (int i = 0; i < r->n; i++) {
+        DBusMessage *m = call_with_empty_options(dest, path, iface, member);
+        r->got[i] = 0;
+        if (!m || !dbus_connection_send(r->c[i], m, &serials[i])) { failed++; left--; r->got[i] = 1; }
+        if (m) dbus_message_unref(m);
+    }
+    uint64_t deadline = bf_now() + (uint64_t)timeout_ms * 1000000u;
+    while (left > 0 && bf_now() < deadline) {
+        int k = 0;
+        for (int i = 0; i < r->n; i++) {
+            if (r->got[i]) continue;
+            dbus_connection_read_write(r->c[i], 0);
+            DBusMessage *m;
+            while ((m = dbus_connection_pop_message(r->c[i]))) {
+                if (!r->got[i] && dbus_message_get_reply_serial(m) == serials[i]) {
+                    r->got[i] = 1;
+                    left--;
+                    if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_ERROR) failed++;
+                }
+                dbus_message_unref(m);
+            }
+            if (!r->got[i]) p[k++] = (struct pollfd){ .fd = r->fds[i].fd, .events = POLLIN };
+        }
+        if (k > 0) poll(p, (nfds_t)k, 50);
+    }
+    free(p);
+    free(serials);
+    return failed + left;
+}
+
+void bf_receivers_drain(bf_receivers *r) {
+    for (int i = 0; i < r->n; i++) {
+        dbus_connection_read_write(r->c[i], 0);
+        DBusMessage *m;
+        while ((m = dbus_connection_pop_message(r->c[i]))) dbus_message_unref(m);
+    }
+}
+
+/// The "timestamp" (uint64) of a location a{sv} that is the message's first argument; 0 if none.
+static uint64_t location_timestamp(DBusMessage *m) {
+    DBusMessageIter it, dict;
+    if (!dbus_message_iter_init(m, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY) return 0;
+    dbus_message_iter_recurse(&it, &dict);
+    while (dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY) {
+        DBusMessageIter entry, var;
+        const char *key = NULL;
+        dbus_message_iter_recurse(&dict, &entry);
+        if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) return 0;
+        dbus_message_iter_get_basic(&entry, &key);
+        if (strcmp(key, "timestamp") == 0 && dbus_message_iter_next(&entry) &&
+            dbus_message_iter_get_arg_type(&entry) == DBUS_TYPE_VARIANT) {
+            dbus_message_iter_recurse(&entry, &var);
+            if (dbus_message_iter_get_arg_type(&var) != DBUS_TYPE_UINT64) return 0;
+            dbus_uint64_t t = 0;
+            dbus_message_iter_get_basic(&var, &t);
+            return t;
+        }
+        dbus_message_iter_next(&dict);
+    }
+    return 0;
+}
+
+/// Pops what receiver `i` has; records the arrival of the awaited signal.
+static int take(bf_receivers *r, int i, const char *member, uint64_t stamp, uint64_t *arrivals) {
+    int found = 0;
+    DBusMessage *m;
+    while ((m = dbus_connection_pop_message(r->c[i]))) {
+        if (!r->got[i] && dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_SIGNAL &&
+            dbus_message_has_member(m, member) && location_timestamp(m) == stamp) {
+            arrivals[i] = bf_now();
+            r->got[i] = 1;
+            found = 1;
+        }
+        dbus_message_unref(m);
+    }
+    return found;
+}
+
+int bf_receivers_wait(bf_receivers *r, const char *member, uint64_t stamp, uint64_t *arrivals, int timeout_ms) {
+    int left = r->n;
+    memset(r->got, 0, (size_t)r->n);
+    for (int i = 0; i < r->n; i++) left -= take(r, i, member, stamp, arrivals);
+    struct pollfd *p = calloc((size_t)r->n, sizeof *p);
+    int *index = calloc((size_t)r->n, sizeof *index);
+    uint64_t deadline = bf_now() + (uint64_t)timeout_ms * 1000000u;
+    while (left > 0) {
+        uint64_t now = bf_now();
+        if (now >= deadline) break;
+        int k = 0;
+        for (int i = 0; i < r->n; i++) {
+            if (r->got[i]) continue;
+            p[k] = (struct pollfd){ .fd = r->fds[i].fd, .events = POLLIN };
+            index[k++] = i;
+        }
+        int ms = (int)((deadline - now) / 1000000u) + 1;
+        if (poll(p, (nfds_t)k, ms) <= 0) continue;
+        for (int j = 0; j < k; j++) {
+            if (!p[j].revents) continue;
+            int i = index[j];
+            dbus_connection_read_write(r->c[i], 0);
+            left -= take(r, i, member, stamp, arrivals);
+        }
+    }
+    free(p);
+    free(index);
+    return left == 0 ? 0 : -1;
+}
+
+// MARK: Sender
+
+struct bf_sender {
+    DBusConnection *c;
+    int n;
+    char **destinations;
+    char *path, *iface, *member;
+    int go, done;          // eventfds: main -> thread, thread -> main
+    uint64_t stamp, started;
+    int stop;
+    pthread_t thread;
+};
+
+static void put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value) {
+    DBusMessageIter entry, var;
+    dbus_message_iter_open_container(dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
+    dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
+    dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, sig, &var);
+    dbus_message_iter_append_basic(&var, type, value);
+    dbus_message_iter_close_container(&entry, &var);
+    dbus_message_iter_close_container(dict, &entry);
+}
+
+static void put_double(DBusMessageIter *dict, const char *key, double v) { put_variant(dict, key, DBUS_TYPE_DOUBLE, "d", &v); }
+static void put_string(DBusMessageIter *dict, const char *key, const char *v) { put_variant(dict, key, DBUS_TYPE_STRING, "s", &v); }
+
+/// The signal for one destination: the same 13 keys, in the same order, as the daemon's location dictionary.
+static DBusMessage *location_signal(bf_sender *s, const char *destination, uint64_t stamp) {
+    DBusMessage *m = dbus_message_new_signal(s->path, s->iface, s->member);
+    if (!m) return NULL;
+    dbus_message_set_destination(m, destination);   // before the body, as the daemon does
+    DBusMessageIter it, dict;
+    dbus_message_iter_init_append(m, &it);
+    dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &dict);
+    put_string(&dict, "accuracy-authorization", "full");
+    put_double(&dict, "altitude", 40);
+    put_double(&dict, "course", 90);
+    put_double(&dict, "course-accuracy", 1);
+    put_double(&dict, "ellipsoidal-altitude", 87);
+    put_string(&dict, "fix", "3d");
+    put_double(&dict, "horizontal-accuracy", 5);
+    put_double(&dict, "latitude", 52.52);
+    put_double(&dict, "longitude", 13.405);
+    put_double(&dict, "speed", 5.14);
+    put_double(&dict, "speed-accuracy", 0.5);
+    dbus_uint64_t t = stamp;
+    put_variant(&dict, "timestamp", DBUS_TYPE_UINT64, "t", &t);
+    put_double(&dict, "vertical-accuracy", 8);
+    dbus_message_iter_close_container(&it, &dict);
+    return m;
+}
+
+static void *sender_main(void *arg) {
+    bf_sender *s = arg;
+    DBusMessage **batch = calloc((size_t)s->n, sizeof *batch);
+    for (;;) {
+        uint64_t v;
+        if (read(s->go, &v, sizeof v) != sizeof v) { if (errno == EINTR) continue; break; }
+        if (s->stop) break;
+        for (int i = 0; i < s->n; i++) batch[i] = location_signal(s, s->destinations[i], s->stamp);
+        s->started = bf_now();
+        for (int i = 0; i < s->n; i++) {
+            if (batch[i]) { dbus_connection_send(s->c, batch[i], NULL); dbus_message_unref(batch[i]); }
+        }
+        dbus_connection_flush(s->c);
+        DBusMessage *m;
+        while ((m = dbus_connection_pop_message(s->c))) dbus_message_unref(m);
+        v = 1;
+        (void)!write(s->done, &v, sizeof v);
+    }
+    free(batch);
+    return NULL;
+}
+
+bf_sender *bf_sender_start(const char *address, const char *const *destinations, int n,
+                           const char *path, const char *iface, const char *member,
+                           char *error, int error_len) {
+    DBusConnection *c = open_registered(address, error, error_len);
+    if (!c) return NULL;
+    bf_sender *s = calloc(1, sizeof *s);
+    s->c = c;
+    s->n = n;
+    s->destinations = calloc((size_t)n, sizeof *s->destinations);
+    for (int i = 0; i < n; i++) s->destinations[i] = strdup(destinations[i]);
+    s->path = strdup(path);
+    s->iface = strdup(iface);
+    s->member = strdup(member);
+    s->go = eventfd(0, EFD_CLOEXEC);
+    s->done = eventfd(0, EFD_CLOEXEC);
+    if (pthread_create(&s->thread, NULL, sender_main, s) != 0) {
+        if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the sender thread");
+        s->thread = 0;
+        bf_sender_stop(s);
+        return NULL;
+    }
+    return s;
+}
+
+void bf_sender_fire(bf_sender *s, uint64_t stamp) {
+    s->stamp = stamp;
+    uint64_t v = 1;
+    (void)!write(s->go, &v, sizeof v);
+}
+
+uint64_t bf_sender_finish(bf_sender *s) {
+    uint64_t v;
+    while (read(s->done, &v, sizeof v) != sizeof v && errno == EINTR) {}
+    return s->started;
+}
+
+void bf_sender_stop(bf_sender *s) {
+    if (!s) return;
+    if (s->thread) {
+        s->stop = 1;
+        uint64_t v = 1;
+        (void)!write(s->go, &v, sizeof v);
+        pthread_join(s->thread, NULL);
+    }
+    close_connection(s->c);
+    for (int i = 0; i < s->n; i++) free(s->destinations[i]);
+    free(s->destinations);
+    free(s->path);
+    free(s->iface);
+    free(s->member);
+    close(s->go);
+    close(s->done);
+    free(s);
+}
+
+// MARK: Echo service
+
+struct bf_echo {
+    DBusConnection *c;
+    int stopfd;
+    pthread_t thread;
+};
+
+static void *echo_main(void *arg) {
+    bf_echo *e = arg;
+    int fd = -1;
+    dbus_connection_get_unix_fd(e->c, &fd);
+    for (;;) {
+        struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = e->stopfd, .events = POLLIN } };
+        if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+        if (p[1].revents) break;
+        if (!p[0].revents) continue;
+        if (!dbus_connection_read_write(e->c, 0)) break;
+        DBusMessage *m;
+        while ((m = dbus_connection_pop_message(e->c))) {
+            if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_CALL && !dbus_message_get_no_reply(m)) {
+                DBusMessage *reply = dbus_message_new_method_return(m);
+                if (reply) { dbus_connection_send(e->c, reply, NULL); dbus_message_unref(reply); }
+            }
+            dbus_message_unref(m);
+        }
+        if (dbus_connection_has_messages_to_send(e->c)) dbus_connection_flush(e->c);
+    }
+    return NULL;
+}
+
+bf_echo *bf_echo_start(const char *address, char *error, int error_len) {
+    DBusConnection *c = open_registered(address, error, error_len);
+    if (!c) return NULL;
+    bf_echo *e = calloc(1, sizeof *e);
+    e->c = c;
+    e->stopfd = eventfd(0, EFD_CLOEXEC);
+    if (pthread_create(&e->thread, NULL, echo_main, e) != 0) {
+        if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the echo thread");
+        close_connection(c);
+        close(e->stopfd);
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+const char *bf_echo_name(bf_echo *e) { return dbus_bus_get_unique_name(e->c); }
+
+void bf_echo_stop(bf_echo *e) {
+    if (!e) return;
+    uint64_t v = 1;
+    (void)!write(e->stopfd, &v, sizeof v);
+    pthread_join(e->thread, NULL);
+    close_connection(e->c);
+    close(e->stopfd);
+    free(e);
+}
+
+// MARK: Churn
+
+static int call_and_wait(DBusConnection *c, const char *dest, const char *path, const char *iface, const char *member,
+                         char *error, int error_len) {
+    DBusMessage *m = call_with_empty_options(dest, path, iface, member);
+    if (!m) { set_error(error, error_len, member, NULL); return 0; }
+    DBusError e;
+    dbus_error_init(&e);
+    DBusMessage *reply = dbus_connection_send_with_reply_and_block(c, m, 10000, &e);
+    dbus_message_unref(m);
+    if (!reply) { set_error(error, error_len, member, &e); return 0; }
+    dbus_message_unref(reply);
+    return 1;
+}
+
+uint64_t bf_churn(const char *address, const char *dest, const char *path, const char *iface,
+                  const char *first, const char *second, int cycles, char *error, int error_len) {
+    uint64_t t0 = bf_now();
+    for (int i = 0; i < cycles; i++) {
+        DBusConnection *c = open_registered(address, error, error_len);
+        if (!c) return 0;
+        int ok = call_and_wait(c, dest, path, iface, first, error, error_len) &&
+                 call_and_wait(c, dest, path, iface, second, error, error_len);
+        close_connection(c);
+        if (!ok) return 0;
+    }
+    return bf_now() - t0;
+}

@@ -1,0 +1,153 @@
+import CBenchFloor
+import Foundation
+import GeoConsentAPI
+import GeoTestSupport
+
+// The fan-out and churn rows against floors in plain C on libdbus (Sources/CBenchFloor):
+// the daemon's signals are received by the same C receivers as the floor's, and its
+// churn cycles run in the same C loop as the floor's, so a row and its floor differ
+// only in what stands between the client and the bus.
+
+struct BenchFloorError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// `count` C connections on the bus that receive signals and time their arrival.
+final class CReceivers {
+    private let raw: OpaquePointer
+    let count: Int
+
+    init(address: String, count: Int) throws {
+        var error = [CChar](repeating: 0, count: 256)
+        guard let r = bf_receivers_open(address, Int32(count), &error, Int32(error.count)) else {
+            throw BenchFloorError(description: "C receivers: " + String(cString: error))
+        }
+        raw = r
+        self.count = count
+    }
+
+    deinit { bf_receivers_close(raw) }
+
+    var names: [String] { (0..<count).map { String(cString: bf_receivers_name(raw, Int32($0))) } }
+
+    /// `member` with an empty a{sv} from every receiver at once; the number that failed.
+    func callAll(_ dest: String, _ path: String, _ iface: String, _ member: String) -> Int {
+        Int(bf_receivers_call_all(raw, dest, path, iface, member, 30_000))
+    }
+
+    func drain() { bf_receivers_drain(raw) }
+
+    /// Arrival times (bf_now) of the signal `member` with location timestamp `stamp`
+    /// at every receiver; nil if some receiver did not get it within `timeout` seconds.
+    func wait(member: String, stamp: UInt64, timeout: Double) -> [UInt64]? {
+        var arrivals = [UInt64](repeating: 0, count: count)
+        let ok = bf_receivers_wait(raw, member, stamp, &arrivals, Int32(timeout * 1000))
+        return ok == 0 ? arrivals : nil
+    }
+}
+
+/// First and last arrival of a fan-out, each from its own start time.
+struct FanoutTimes {
+    var first = Sample(), last = Sample()
+
+    mutating func add(_ arrivals: [UInt64], since start: UInt64) {
+        first.add(micros(arrivals.min()! &- start))
+        last.add(micros(arrivals.max()! &- start))
+    }
+}
+
+/// On-CPU time of a process in ns (/proc/PID/schedstat, first field): finer than clock ticks.
+func cpuNanos(_ pid: pid_t) -> Double {
+    guard let s = try? String(contentsOfFile: "/proc/\(pid)/schedstat", encoding: .utf8) else { return .nan }
+    return Double(s.split(separator: " ").first ?? "") ?? .nan
+}
+
+/// The daemon's fan-out to `n` subscribed C receivers, and the floor: a C thread
+/// sending `n` prebuilt unicast signals of the same size to the same receivers.
+/// Rounds alternate between the two so that the machine's load hits both alike.
+/// `cpuPerFix`: the daemon's CPU time per fix over its rounds (µs).
+func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: GpsdInstance,
+             epoch: () -> (sentences: [String], micros: UInt64, iso: String)) throws
+    -> (daemon: FanoutTimes, floor: FanoutTimes, cpuPerFix: Double) {
+    let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
+    let member = LocationUpdatedSignal.member
+    let receivers = try CReceivers(address: busAddress, count: n)
+    // The app is approved already: these taps are silent.
+    if receivers.callAll(dest, path, iface, "RequestOneTimeAuthorization") > 0
+        || receivers.callAll(dest, path, iface, "StartUpdates") > 0 {
+        throw BenchFloorError(description: "C receivers: tap or StartUpdates failed")
+    }
+    var error = [CChar](repeating: 0, count: 256)
+    let names = receivers.names
+    let sender = try names.withCStrings { list in
+        guard let s = bf_sender_start(busAddress, list, Int32(n), path, iface, member, &error, Int32(error.count)) else {
+            throw BenchFloorError(description: "C sender: " + String(cString: error))
+        }
+        return s
+    }
+    defer { bf_sender_stop(sender) }
+
+    var daemon = FanoutTimes(), floor = FanoutTimes()
+    var cpu = 0.0, fixes = 0
+    for round in 0..<(rounds + 2) {
+        let measured = round >= 2   // two warm-up rounds
+        // The daemon: NMEA to gpsd, a LocationUpdated at every receiver.
+        let e = epoch()
+        receivers.drain()
+        let cpu0 = cpuNanos(daemonPID)
+        let t0 = nowNanos()
+        gpsd.send(e.sentences)
+        if let arrivals = receivers.wait(member: member, stamp: e.micros, timeout: 5), measured {
+            daemon.add(arrivals, since: t0)
+            cpu += cpuNanos(daemonPID) - cpu0
+            fixes += 1
+        }
+        usleep(10_000)
+        // The floor: the same receivers, prebuilt signals from a C thread.
+        let stamp = UInt64(1_000_000 + round)
+        receivers.drain()
+        bf_sender_fire(sender, stamp)
+        let arrivals = receivers.wait(member: member, stamp: stamp, timeout: 5)
+        let start = bf_sender_finish(sender)
+        if let arrivals, measured { floor.add(arrivals, since: start) }
+        usleep(10_000)
+    }
+    _ = receivers.callAll(dest, path, iface, "StopUpdates")
+    return (daemon, floor, fixes > 0 ? cpu / Double(fixes) / 1000 : .nan)
+}
+
+/// Churn per client in µs: connect + Hello + tap + StartUpdates + disconnect against
+/// the daemon, and the floor: connect + Hello + two round trips to a C echo service
+/// (a thread of this process with its own connection) + disconnect. The same C loop
+/// runs both, in alternating batches.
+func cChurn(busAddress: String, cycles: Int) throws -> (daemon: Double, floor: Double) {
+    var error = [CChar](repeating: 0, count: 256)
+    guard let echo = bf_echo_start(busAddress, &error, Int32(error.count)) else {
+        throw BenchFloorError(description: "C echo service: " + String(cString: error))
+    }
+    defer { bf_echo_stop(echo) }
+    let echoName = String(cString: bf_echo_name(echo))
+    let batches = 10, each = max(1, cycles / batches)
+    var daemonNanos: UInt64 = 0, floorNanos: UInt64 = 0
+    for _ in 0..<batches {
+        let d = bf_churn(busAddress, GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
+                         "RequestOneTimeAuthorization", "StartUpdates", Int32(each), &error, Int32(error.count))
+        if d == 0 { throw BenchFloorError(description: "churn against the daemon: " + String(cString: error)) }
+        let f = bf_churn(busAddress, echoName, "/bench/Echo", "org.geoconsent.BenchEcho", "Echo", "Echo",
+                         Int32(each), &error, Int32(error.count))
+        if f == 0 { throw BenchFloorError(description: "churn floor: " + String(cString: error)) }
+        daemonNanos += d
+        floorNanos += f
+    }
+    let total = Double(batches * each)
+    return (Double(daemonNanos) / total / 1000, Double(floorNanos) / total / 1000)
+}
+
+extension Array where Element == String {
+    /// Calls `body` with the strings as a C array of C strings, valid during the call.
+    func withCStrings<R>(_ body: ([UnsafePointer<CChar>?]) throws -> R) rethrows -> R {
+        let copies = map { strdup($0) }
+        defer { copies.forEach { free($0) } }
+        return try body(copies.map { UnsafePointer($0) })
+    }
+}
