@@ -37,6 +37,13 @@ final class GeoClueFacade {
     /// Client objects per uid (the per-user limit), and each client's uid.
     private var countOf: [UInt32: Int] = [:]
     private var uidOf: [UInt32: UInt32] = [:]
+    /// Location objects that were replaced, oldest first, and when each goes
+    /// (monotonic nanoseconds): one sweep timer removes them, instead of a timer
+    /// per object (hundreds with many clients, each costing every loop iteration).
+    /// Entries from `retiredHead` on are live.
+    private var retiredQueue: [(client: UInt32, path: String, removeAt: UInt64)] = []
+    private var retiredHead = 0
+    private var sweepTimer: EventLoop.Token?
     /// `Start` calls the consent core is deciding on, by its call id.
     private var starting: [CallID: GeoClueClientObject] = [:]
     private var nextClient: UInt32 = 1
@@ -240,37 +247,65 @@ final class GeoClueFacade {
 
     /// A fix for client sessions, as their grant shows it: a new location object
     /// for each, and `LocationUpdated(old, new)` to its owner.
+    ///
+    /// Per client the signal goes first: the object is exported before this
+    /// returns, so before its owner's `GetAll` can be read, and the bookkeeping
+    /// after the send overlaps with the signal's way to the client.
     func deliver(_ sessions: [String], _ fix: Fix) {
-        let values = LocationProperties.encode(fix, receivedAt: GeoSystem.now())
+        // One set of values (and `GetAll` reply) for every client of this fix.
+        let values = ConstantValues(LocationProperties.encode(fix, receivedAt: GeoSystem.now()))
+        let now = EventLoop.monotonicNanos()
         for session in sessions {
             guard let c = bySession[session], c.active else { continue }
             let path = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
             c.nextLocation &+= 1
-            let object = GeoClueLocationObject(values)
-            server.export(object, at: path, interfaces: [GeoClueLocationObject.interface], owner: c.owner)
             let old = c.location
-            if let previous = c.current { retire(c, old, previous) }
-            c.location = path
-            c.current = object
             server.emit(path: c.path, interface: GeoClueAPI.clientInterfaceName, member: "LocationUpdated",
                         [.objectPath(old), .objectPath(path)], destination: c.owner)
+            server.export(constant: values, of: GeoClueLocationObject.interface, at: path, owner: c.owner)
+            c.location = path
+            if old != GeoClueAPI.noLocation { retire(c, old, now: now) }
             clientChanged(c, [ClientProperty.location: .objectPath(path)])
         }
     }
 
     /// The previous location object stays a while for a client that reads it late.
-    private func retire(_ c: GeoClueClientObject, _ path: String, _ object: GeoClueLocationObject) {
-        if c.retired.count >= GeoClueFacade.retiredPerClient {
-            let oldest = c.retired.removeFirst()
-            loop.cancelTimer(oldest.timer)
-            server.unexport(oldest.path)
+    private func retire(_ c: GeoClueClientObject, _ path: String, now: UInt64) {
+        c.retired.append(path)
+        if c.retired.count > GeoClueFacade.retiredPerClient { server.unexport(c.retired.removeFirst()) }
+        retiredQueue.append((c.number, path, now &+ UInt64(GeoClueFacade.retiredLifetime * 1e9)))
+        if sweepTimer == nil { scheduleSweep() }
+    }
+
+    private func scheduleSweep() {
+        guard retiredHead < retiredQueue.count else {
+            retiredQueue.removeAll()
+            retiredHead = 0
+            return
         }
-        let timer = loop.schedule(after: GeoClueFacade.retiredLifetime) { [weak self, weak c] in
-            guard let self, let c else { return }
-            c.retired.removeAll { $0.path == path }
-            self.server.unexport(path)
+        let due = retiredQueue[retiredHead].removeAt, now = EventLoop.monotonicNanos()
+        sweepTimer = loop.schedule(after: due > now ? Double(due - now) / 1e9 : 0) { [weak self] in self?.sweep() }
+    }
+
+    /// Removes the location objects whose time is up, then waits for the next.
+    private func sweep() {
+        sweepTimer = nil
+        let now = EventLoop.monotonicNanos()
+        while retiredHead < retiredQueue.count, retiredQueue[retiredHead].removeAt <= now {
+            let r = retiredQueue[retiredHead]
+            retiredHead += 1
+            // A client's objects retire in order, so one still served is its oldest;
+            // gone already if its client went or more than `retiredPerClient` followed it.
+            if let c = clients[r.client], c.retired.first == r.path {
+                c.retired.removeFirst()
+                server.unexport(r.path)
+            }
         }
-        c.retired.append((path, object, timer))
+        if retiredHead >= 256 && retiredHead * 2 >= retiredQueue.count {
+            retiredQueue.removeFirst(retiredHead)
+            retiredHead = 0
+        }
+        scheduleSweep()
     }
 
     /// `InUse` changed: broadcast, it holds no location (panels show an icon).
@@ -301,13 +336,9 @@ final class GeoClueFacade {
 
     /// Unexports the client and its location objects and forgets it.
     private func remove(_ c: GeoClueClientObject) {
-        for r in c.retired {
-            loop.cancelTimer(r.timer)
-            server.unexport(r.path)
-        }
+        for path in c.retired { server.unexport(path) }
         c.retired = []
-        if c.current != nil { server.unexport(c.location) }
-        c.current = nil
+        if c.location != GeoClueAPI.noLocation { server.unexport(c.location) }
         server.unexport(c.path)
         clients[c.number] = nil
         bySession[c.session] = nil
@@ -317,6 +348,13 @@ final class GeoClueFacade {
         if let uid = uidOf.removeValue(forKey: c.number) {
             let n = (countOf[uid] ?? 1) - 1
             countOf[uid] = n > 0 ? n : nil
+        }
+        if clients.isEmpty {
+            // Nothing left to sweep: no wake-up for it either.
+            if let t = sweepTimer { loop.cancelTimer(t) }
+            sweepTimer = nil
+            retiredQueue = []
+            retiredHead = 0
         }
     }
 }

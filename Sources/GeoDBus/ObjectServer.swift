@@ -34,6 +34,8 @@ public final class ObjectServer {
         var interfaces: [BoundInterface]
         /// The only unique name that may use the object; nil: anyone.
         var owner: String?
+        /// The property values of an object exported with `export(constant:of:at:owner:)`.
+        var constant: ConstantValues?
 
         func visible(to sender: String?) -> Bool { owner == nil || owner == sender }
     }
@@ -54,6 +56,17 @@ public final class ObjectServer {
     public func export<Object: AnyObject>(_ object: Object, at path: String, interfaces: [Interface<Object>],
                                           owner: String? = nil) {
         objects[path] = Exported(interfaces: interfaces.map { $0.bind(object) }, owner: owner)
+    }
+
+    /// Exports a read-only object whose property values never change: `values`
+    /// for the properties of `interface`, served by `Get` and `GetAll` straight
+    /// from these values. Unlike `export(_:at:interfaces:owner:)` nothing is bound
+    /// per object, so this suits objects made many times a second (one per fix
+    /// and client); many objects may share one `values`. With `owner`, for that
+    /// unique name only.
+    public func export(constant values: ConstantValues, of interface: ConstantInterface, at path: String,
+                       owner: String? = nil) {
+        objects[path] = Exported(interfaces: [interface.bound], owner: owner, constant: values)
     }
 
     /// Stops serving the object at `path`; calls to it get `UnknownObject`.
@@ -197,13 +210,18 @@ public final class ObjectServer {
                 return fail(.invalidArgs("Expected signature 'ss' for Get, got '\(sig)'"))
             }
             guard let prop = (i.isEmpty ? object.interfaces.lazy.compactMap { $0.properties[p] }.first : find(i)?.properties[p]),
-                  let value = prop.get() else {
+                  let value = object.constant?.values[p] ?? prop.get() else {
                 return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
             }
             MethodCall(message: msg, arguments: args, connection: connection, outSignature: "v").reply([.variant(value)])
         case "GetAll":
             guard sig == "s", case .string(let i) = args[0] else {
                 return fail(.invalidArgs("Expected signature 's' for GetAll, got '\(sig)'"))
+            }
+            if let constant = object.constant, find(i) != nil {
+                let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}")
+                if let template = constant.getAllReply { return call.reply(copying: template) }
+                return call.reply([constant.all])
             }
             var all: [String: DBusValue] = [:]
             if let bound = find(i) {

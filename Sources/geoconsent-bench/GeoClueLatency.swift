@@ -1,3 +1,4 @@
+import Foundation
 import GeoCore
 import GeoDBus
 import GeoConsentAPI
@@ -11,9 +12,15 @@ import GeoTestSupport
 // its own, fed by the same gpsd, so the other phases measure the daemon they
 // always did; the comparison is with our own API's rows of the same run.
 
-/// Per round: when the first and the last client had the fix's properties in hand.
+/// Per round: when the first and the last client had the fix's properties in hand,
+/// and where that time went: when the first and the last `LocationUpdated` was
+/// in, and each client's `GetAll` round trip (sent to reply in hand).
 struct InHandTimes {
     var first = Sample(), last = Sample()
+    var signalFirst = Sample(), signalLast = Sample()
+    var getAll = Sample()
+    /// The daemon's CPU time (user + system) per fix, in ms, over all rounds.
+    var daemonCPUPerFix = Double.nan
 }
 
 /// An agent that answers Allow While Using: the first `Start` prompts and
@@ -65,10 +72,12 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
             clients.append((p, path))
         }
         var times = InHandTimes()
+        let cpu0 = cpuTicks(daemon.pid)
         for round in 0..<(rounds + 2) {
             let e = epoch()
             let before = clients.map { $0.peer.signals.count }
             var reads: [BusPeer.PendingCall?] = Array(repeating: nil, count: n)
+            var signalAt = [UInt64](repeating: 0, count: n), sentAt = [UInt64](repeating: 0, count: n)
             let t0 = nowNanos()
             gpsd.send(e.sentences)
             // Each client reads its new Location as soon as its LocationUpdated is in.
@@ -77,8 +86,10 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
                 for i in 0..<n {
                     if let r = reads[i] { all = all && r.isDone; continue }
                     let c = clients[i].peer
-                    guard let m = c.signals[before[i]...].first(where: { $0.member == "LocationUpdated" }),
-                          let new = m.arguments().last?.stringValue else { all = false; continue }
+                    guard let k = c.signals.indices[before[i]...].first(where: { c.signals[$0].member == "LocationUpdated" }),
+                          let new = c.signals[k].arguments().last?.stringValue else { all = false; continue }
+                    signalAt[i] = c.signalTimes[k]
+                    sentAt[i] = nowNanos()
                     reads[i] = c.callAsync(dest, new, props, "GetAll", [.string(GeoClueAPI.locationInterfaceName)])
                     all = false
                 }
@@ -95,9 +106,13 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
                 let at = fresh.map(\.completedAt)
                 times.first.add(micros(at.min()! - t0))
                 times.last.add(micros(at.max()! - t0))
+                times.signalFirst.add(micros(signalAt.min()! - t0))
+                times.signalLast.add(micros(signalAt.max()! - t0))
+                for (r, sent) in zip(done, sentAt) { times.getAll.add(micros(r.completedAt - sent)) }
             }
             peers.settle(0.01)
         }
+        times.daemonCPUPerFix = (cpuTicks(daemon.pid) - cpu0) / Double(sysconf(Int32(_SC_CLK_TCK))) * 1000 / Double(rounds + 2)
         if times.last.count == 0 { throw HarnessError("GeoClue bench: no fix reached all \(n) clients\n\(daemon.log().suffix(3000))") }
         out[n] = times
         for c in clients { c.peer.connection.close() }

@@ -327,13 +327,23 @@ if only != "calls" {
                             floorName: "own API: NMEA sent -> LocationUpdated p99", floor: daemonLatency.p99))
             rows.append(Row(section: section, name: what + " p50, vs the floors", value: t.last.p50, unit: "µs",
                             floorName: "gpsd JSON client + bare signal p50", floor: gpsdLatency.p50 + oneSignal.first.p50))
+            rows.append(Row(section: section, name: "of it: NMEA sent -> LocationUpdated p50", value: t.signalLast.p50, unit: "µs",
+                            floorName: "own API: NMEA sent -> LocationUpdated p50", floor: daemonLatency.p50))
         } else {
             rows.append(Row(section: section, name: "first client: " + what + " p50", value: t.first.p50, unit: "µs",
                             floorName: "gpsd client + first bare signal", floor: gpsdLatency.p50 + oneSignal.first.p50))
             rows.append(Row(section: section, name: "last client: " + what + " p50", value: t.last.p50, unit: "µs",
                             floorName: fanoutLast[n] != nil ? "own API: fan-out \(n) last arrival p50" : nil,
                             floor: fanoutLast[n], target: fanoutLast[n] != nil ? .ratioAtMost(1.3) : nil))
+            rows.append(Row(section: section, name: "of it: first LocationUpdated p50", value: t.signalFirst.p50, unit: "µs"))
+            rows.append(Row(section: section, name: "of it: last LocationUpdated p50", value: t.signalLast.p50, unit: "µs",
+                            floorName: fanoutLast[n] != nil ? "own API: fan-out \(n) last arrival p50" : nil,
+                            floor: fanoutLast[n]))
         }
+        rows.append(Row(section: section, name: "of it: GetAll round trip (sent -> reply in hand) p50", value: t.getAll.p50,
+                        unit: "µs"))
+        rows.append(Row(section: section, name: "daemon CPU time per fix (user + system, all rounds)",
+                        value: t.daemonCPUPerFix, unit: "ms"))
     }
     if only == "fixes" {
         daemon.stop(); gpsd.stop(); bus.stop()
