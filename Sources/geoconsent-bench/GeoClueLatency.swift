@@ -19,6 +19,9 @@ struct InHandTimes {
     var first = Sample(), last = Sample()
     var signalFirst = Sample(), signalLast = Sample()
     var getAll = Sample()
+    /// Round trips to the daemon with no fix going on, alternating call by call:
+    /// `Peer.Ping` (the floor of a call) and the `GetAll` of the latest Location.
+    var quietPing = Sample(), quietGetAll = Sample()
     /// The daemon's CPU time (user + system) per fix, in ms, over all rounds.
     var daemonCPUPerFix = Double.nan
 }
@@ -113,6 +116,22 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
             peers.settle(0.01)
         }
         times.daemonCPUPerFix = (cpuTicks(daemon.pid) - cpu0) / Double(sysconf(Int32(_SC_CLK_TCK))) * 1000 / Double(rounds + 2)
+        if let (peer, client) = clients.first,
+           case .success(let v) = peer.call(dest, client, props, "Get", [.string(GeoClueAPI.clientInterfaceName),
+                                                                         .string("Location")]),
+           let location = v.first?.unwrapped.stringValue {
+            for _ in 0..<rounds {
+                for (member, args, sample) in [("Ping", [DBusValue](), \InHandTimes.quietPing),
+                                               ("GetAll", [.string(GeoClueAPI.locationInterfaceName)], \InHandTimes.quietGetAll)] {
+                    let sent = nowNanos()
+                    let c = peer.callAsync(dest, member == "Ping" ? GeoClueAPI.managerPath : location,
+                                           member == "Ping" ? ObjectServer.peer : props, member, args)
+                    peers.pump(timeout: 5) { c.isDone }
+                    if case .success? = c.result { times[keyPath: sample].add(micros(c.completedAt - sent)) }
+                    peers.settle(0.002)
+                }
+            }
+        }
         if times.last.count == 0 { throw HarnessError("GeoClue bench: no fix reached all \(n) clients\n\(daemon.log().suffix(3000))") }
         out[n] = times
         for c in clients { c.peer.connection.close() }

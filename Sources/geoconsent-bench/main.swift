@@ -342,6 +342,8 @@ if only != "calls" {
         }
         rows.append(Row(section: section, name: "of it: GetAll round trip (sent -> reply in hand) p50", value: t.getAll.p50,
                         unit: "µs"))
+        rows.append(Row(section: section, name: "no fix going on: GetAll of the Location round trip p50", value: t.quietGetAll.p50,
+                        unit: "µs", floorName: "Peer.Ping round trip p50", floor: t.quietPing.p50))
         rows.append(Row(section: section, name: "daemon CPU time per fix (user + system, all rounds)",
                         value: t.daemonCPUPerFix, unit: "ms"))
     }
