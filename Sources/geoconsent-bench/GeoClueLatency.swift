@@ -22,7 +22,7 @@ struct InHandTimes {
     /// Round trips to the daemon with no fix going on, alternating call by call:
     /// `Peer.Ping` (the floor of a call) and the `GetAll` of the latest Location.
     var quietPing = Sample(), quietGetAll = Sample()
-    /// The daemon's CPU time (user + system) per fix, in ms, over all rounds.
+    /// The daemon's time on a CPU per fix, in ms, over all rounds.
     var daemonCPUPerFix = Double.nan
 }
 
@@ -75,7 +75,7 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
             clients.append((p, path))
         }
         var times = InHandTimes()
-        let cpu0 = cpuTicks(daemon.pid)
+        let cpu0 = onCPUNanos(daemon.pid)
         for round in 0..<(rounds + 2) {
             let e = epoch()
             let before = clients.map { $0.peer.signals.count }
@@ -115,7 +115,7 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
             }
             peers.settle(0.01)
         }
-        times.daemonCPUPerFix = (cpuTicks(daemon.pid) - cpu0) / Double(sysconf(Int32(_SC_CLK_TCK))) * 1000 / Double(rounds + 2)
+        times.daemonCPUPerFix = (onCPUNanos(daemon.pid) - cpu0) / 1e6 / Double(rounds + 2)
         if let (peer, client) = clients.first,
            case .success(let v) = peer.call(dest, client, props, "Get", [.string(GeoClueAPI.clientInterfaceName),
                                                                          .string("Location")]),
@@ -138,4 +138,14 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
         peers.settle(0.2)
     }
     return out
+}
+
+/// Time the process's threads have run on a CPU, in nanoseconds (schedstat:
+/// exact, where utime and stime count 10 ms ticks).
+func onCPUNanos(_ pid: pid_t) -> Double {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return .nan }
+    return tasks.reduce(0) { sum, tid in
+        let s = (try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/schedstat", encoding: .utf8)) ?? ""
+        return sum + (Double(s.split(separator: " ").first ?? "") ?? 0)
+    }
 }

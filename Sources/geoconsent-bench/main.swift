@@ -344,7 +344,7 @@ if only != "calls" {
                         unit: "µs"))
         rows.append(Row(section: section, name: "no fix going on: GetAll of the Location round trip p50", value: t.quietGetAll.p50,
                         unit: "µs", floorName: "Peer.Ping round trip p50", floor: t.quietPing.p50))
-        rows.append(Row(section: section, name: "daemon CPU time per fix (user + system, all rounds)",
+        rows.append(Row(section: section, name: "daemon time on CPU per fix (all rounds)",
                         value: t.daemonCPUPerFix, unit: "ms"))
     }
     if only == "fixes" {
