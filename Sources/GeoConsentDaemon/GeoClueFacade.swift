@@ -44,10 +44,6 @@ final class GeoClueFacade {
     private var retiredQueue: [(client: UInt32, path: String, removeAt: UInt64)] = []
     private var retiredHead = 0
     private var sweepTimer: EventLoop.Token?
-    /// Clients whose `Location` changed and whose owner is still to get the
-    /// `PropertiesChanged` for it (`announceLocations`).
-    private var unannounced: [UInt32] = []
-    private var announcePending = false
     /// Fixes delivered: where the next fan-out starts, so no client is always last.
     private var fanouts = 0
     /// `Start` calls the consent core is deciding on, by its call id.
@@ -254,61 +250,34 @@ final class GeoClueFacade {
     /// A fix for client sessions, as their grant shows it: a new location object
     /// for each, and `LocationUpdated(old, new)` to its owner.
     ///
-    /// What a client waits for goes first: its signal, then (before this
-    /// returns, so before its `GetAll` can be read) the object it names. The
-    /// `PropertiesChanged` of its `Location` follows once the calls that came
-    /// meanwhile are served (`announceLocations`), as GeoClue sends it from an
-    /// idle callback: with many clients, their `GetAll`s do not queue behind
-    /// the fan-out's second signal. The fan-out starts at another client each
-    /// fix, so that none is always served last.
+    /// What the clients wait for goes first: every client's `LocationUpdated`,
+    /// then the `PropertiesChanged` of its `Location` (so that with many clients
+    /// the last signal a `GetAll` waits for is not behind the others' second
+    /// one), then the bookkeeping: the new objects exist before this returns,
+    /// so before any `GetAll` naming them can be read. The fan-out starts at
+    /// another client each fix, so that none is always served last.
     func deliver(_ sessions: [String], _ fix: Fix) {
-        guard !sessions.isEmpty else { return }
-        // One set of values (and `GetAll` reply) for every client of this fix.
-        let values = ConstantValues(LocationProperties.encode(fix, receivedAt: GeoSystem.now()))
-        let now = EventLoop.monotonicNanos()
-        let start = fanouts % sessions.count
+        var delivered: [(client: GeoClueClientObject, old: String)] = []
+        delivered.reserveCapacity(sessions.count)
+        let start = sessions.isEmpty ? 0 : fanouts % sessions.count
         fanouts &+= 1
         for k in 0..<sessions.count {
             guard let c = bySession[sessions[(start + k) % sessions.count]], c.active else { continue }
-            let path = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
-            c.nextLocation &+= 1
             let old = c.location
+            c.location = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
+            c.nextLocation &+= 1
             server.emit(path: c.path, interface: GeoClueAPI.clientInterfaceName, member: "LocationUpdated",
-                        [.objectPath(old), .objectPath(path)], destination: c.owner)
-            server.export(constant: values, of: GeoClueLocationObject.interface, at: path, owner: c.owner)
-            c.location = path
+                        [.objectPath(old), .objectPath(c.location)], destination: c.owner)
+            delivered.append((c, old))
+        }
+        guard !delivered.isEmpty else { return }
+        for d in delivered { clientChanged(d.client, [ClientProperty.location: .objectPath(d.client.location)]) }
+        // One set of values (and `GetAll` reply) for every client of this fix.
+        let values = ConstantValues(LocationProperties.encode(fix, receivedAt: GeoSystem.now()))
+        let now = EventLoop.monotonicNanos()
+        for (c, old) in delivered {
+            server.export(constant: values, of: GeoClueLocationObject.interface, at: c.location, owner: c.owner)
             if old != GeoClueAPI.noLocation { retire(c, old, now: now) }
-            unannounced.append(c.number)
-        }
-        if !announcePending && !unannounced.isEmpty {
-            announcePending = true
-            afterNextPoll { [weak self] in self?.announceLocations() }
-        }
-    }
-
-    /// Runs `work` in the loop's next iteration, after its `poll` and after the
-    /// bus messages that poll read have been dispatched. How, in `EventLoop`'s
-    /// order (deferred work, poll, handlers, due timers, deferred work): a timer
-    /// set from deferred work is first due in the next iteration, after its poll;
-    /// the handler of the bus connection has queued the dispatching by then, so
-    /// work the timer queues in turn runs after it.
-    private func afterNextPoll(_ work: @escaping () -> Void) {
-        loop.later { [weak self] in
-            guard let self else { return }
-            _ = self.loop.schedule(after: 0) { [weak self] in self?.loop.later(work) }
-        }
-    }
-
-    /// `PropertiesChanged` of `Location` to each client's owner whose object
-    /// changed since it was last told: one for several fixes that came meanwhile.
-    private func announceLocations() {
-        announcePending = false
-        let numbers = unannounced
-        unannounced = []
-        for n in numbers {
-            guard let c = clients[n], c.location != c.announcedLocation else { continue }
-            c.announcedLocation = c.location
-            clientChanged(c, [ClientProperty.location: .objectPath(c.location)])
         }
     }
 
@@ -398,7 +367,6 @@ final class GeoClueFacade {
             sweepTimer = nil
             retiredQueue = []
             retiredHead = 0
-            unannounced = []
         }
     }
 }

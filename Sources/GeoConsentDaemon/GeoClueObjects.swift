@@ -20,8 +20,6 @@ final class GeoClueClientObject {
     var active = false
     /// The latest location object's path, `/` before the first fix.
     var location = GeoClueAPI.noLocation
-    /// The `Location` its owner was last told of with `PropertiesChanged`.
-    var announcedLocation = GeoClueAPI.noLocation
     /// The number of the next location object.
     var nextLocation: UInt32 = 0
     /// Earlier location objects still served, oldest first (the facade's sweep
