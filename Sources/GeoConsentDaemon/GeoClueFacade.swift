@@ -37,13 +37,14 @@ final class GeoClueFacade {
     /// Client objects per uid (the per-user limit), and each client's uid.
     private var countOf: [UInt32: Int] = [:]
     private var uidOf: [UInt32: UInt32] = [:]
-    /// Location objects that were replaced, oldest first, and when each goes
-    /// (monotonic nanoseconds): one sweep timer removes them, instead of a timer
-    /// per object (hundreds with many clients, each costing every loop iteration).
-    /// Entries from `retiredHead` on are live.
-    private var retiredQueue: [(client: UInt32, path: String, removeAt: UInt64)] = []
-    private var retiredHead = 0
-    private var sweepTimer: EventLoop.Token?
+    /// Replaced location objects, removed `retiredLifetime` later.
+    private lazy var retiredLocations = RetiredLocations(loop: loop, lifetime: GeoClueFacade.retiredLifetime) {
+        [unowned self] number, path in
+        // A client's objects retire in order, so one still served is its oldest.
+        guard let c = self.clients[number], c.retired.first == path else { return }
+        c.retired.removeFirst()
+        self.server.unexport(path)
+    }
     /// Fixes delivered: where the next fan-out starts, so no client is always last.
     private var fanouts = 0
     /// `Start` calls the consent core is deciding on, by its call id.
@@ -285,39 +286,7 @@ final class GeoClueFacade {
     private func retire(_ c: GeoClueClientObject, _ path: String, now: UInt64) {
         c.retired.append(path)
         if c.retired.count > GeoClueFacade.retiredPerClient { server.unexport(c.retired.removeFirst()) }
-        retiredQueue.append((c.number, path, now &+ UInt64(GeoClueFacade.retiredLifetime * 1e9)))
-        if sweepTimer == nil { scheduleSweep() }
-    }
-
-    private func scheduleSweep() {
-        guard retiredHead < retiredQueue.count else {
-            retiredQueue.removeAll()
-            retiredHead = 0
-            return
-        }
-        let due = retiredQueue[retiredHead].removeAt, now = EventLoop.monotonicNanos()
-        sweepTimer = loop.schedule(after: due > now ? Double(due - now) / 1e9 : 0) { [weak self] in self?.sweep() }
-    }
-
-    /// Removes the location objects whose time is up, then waits for the next.
-    private func sweep() {
-        sweepTimer = nil
-        let now = EventLoop.monotonicNanos()
-        while retiredHead < retiredQueue.count, retiredQueue[retiredHead].removeAt <= now {
-            let r = retiredQueue[retiredHead]
-            retiredHead += 1
-            // A client's objects retire in order, so one still served is its oldest;
-            // gone already if its client went or more than `retiredPerClient` followed it.
-            if let c = clients[r.client], c.retired.first == r.path {
-                c.retired.removeFirst()
-                server.unexport(r.path)
-            }
-        }
-        if retiredHead >= 256 && retiredHead * 2 >= retiredQueue.count {
-            retiredQueue.removeFirst(retiredHead)
-            retiredHead = 0
-        }
-        scheduleSweep()
+        retiredLocations.add(client: c.number, path: path, now: now)
     }
 
     /// `InUse` changed: broadcast, it holds no location (panels show an icon).
@@ -361,12 +330,6 @@ final class GeoClueFacade {
             let n = (countOf[uid] ?? 1) - 1
             countOf[uid] = n > 0 ? n : nil
         }
-        if clients.isEmpty {
-            // Nothing left to sweep: no wake-up for it either.
-            if let t = sweepTimer { loop.cancelTimer(t) }
-            sweepTimer = nil
-            retiredQueue = []
-            retiredHead = 0
-        }
+        if clients.isEmpty { retiredLocations.clear() }
     }
 }
