@@ -7,6 +7,10 @@ import GeoDBus
 /// per object: with many clients those were hundreds, each costing the event
 /// loop something on every iteration.
 final class RetiredLocations {
+    /// Seconds a removal may wait past its time, so that one wake-up removes all
+    /// that came due meanwhile: with fast fixes (or many clients, fix after fix)
+    /// the loop wakes about twice a second for them, not once per fix.
+    static let slack = 0.5
     private let loop: EventLoop
     private let lifetime: UInt64
     /// Removes the object at the path of the client numbered so, if it is still
@@ -44,7 +48,8 @@ final class RetiredLocations {
             return
         }
         let due = queue[head].removeAt, now = EventLoop.monotonicNanos()
-        timer = loop.schedule(after: due > now ? Double(due - now) / 1e9 : 0) { [weak self] in self?.sweep() }
+        let wait = (due > now ? Double(due - now) / 1e9 : 0) + RetiredLocations.slack
+        timer = loop.schedule(after: wait) { [weak self] in self?.sweep() }
     }
 
     /// Removes the objects whose time is up, then waits for the next.
