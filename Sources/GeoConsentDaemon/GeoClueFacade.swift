@@ -37,6 +37,16 @@ final class GeoClueFacade {
     /// Client objects per uid (the per-user limit), and each client's uid.
     private var countOf: [UInt32: Int] = [:]
     private var uidOf: [UInt32: UInt32] = [:]
+    /// Replaced location objects, removed `retiredLifetime` later.
+    private lazy var retiredLocations = RetiredLocations(loop: loop, lifetime: GeoClueFacade.retiredLifetime) {
+        [unowned self] number, path in
+        // A client's objects retire in order, so one still served is its oldest.
+        guard let c = self.clients[number], c.retired.first == path else { return }
+        c.retired.removeFirst()
+        self.server.unexport(path)
+    }
+    /// Fixes delivered: where the next fan-out starts, so no client is always last.
+    private var fanouts = 0
     /// `Start` calls the consent core is deciding on, by its call id.
     private var starting: [CallID: GeoClueClientObject] = [:]
     private var nextClient: UInt32 = 1
@@ -246,37 +256,43 @@ final class GeoClueFacade {
 
     /// A fix for client sessions, as their grant shows it: a new location object
     /// for each, and `LocationUpdated(old, new)` to its owner.
+    ///
+    /// What the clients wait for goes first: every client's `LocationUpdated`,
+    /// then the `PropertiesChanged` of its `Location` (so that with many clients
+    /// the last signal a `GetAll` waits for is not behind the others' second
+    /// one), then the bookkeeping: the new objects exist before this returns,
+    /// so before any `GetAll` naming them can be read. The fan-out starts at
+    /// another client each fix, so that none is always served last.
     func deliver(_ sessions: [String], _ fix: Fix) {
-        let values = LocationProperties.encode(fix, receivedAt: GeoSystem.now())
-        for session in sessions {
-            guard let c = bySession[session], c.active else { continue }
-            let path = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
-            c.nextLocation &+= 1
-            let object = GeoClueLocationObject(values)
-            server.export(object, at: path, interfaces: [GeoClueLocationObject.interface], owner: c.owner)
+        var delivered: [(client: GeoClueClientObject, old: String)] = []
+        delivered.reserveCapacity(sessions.count)
+        let start = sessions.isEmpty ? 0 : fanouts % sessions.count
+        fanouts &+= 1
+        for k in 0..<sessions.count {
+            guard let c = bySession[sessions[(start + k) % sessions.count]], c.active else { continue }
             let old = c.location
-            if let previous = c.current { retire(c, old, previous) }
-            c.location = path
-            c.current = object
+            c.location = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
+            c.nextLocation &+= 1
             server.emit(path: c.path, interface: GeoClueAPI.clientInterfaceName, member: "LocationUpdated",
-                        [.objectPath(old), .objectPath(path)], destination: c.owner)
-            clientChanged(c, [ClientProperty.location: .objectPath(path)])
+                        [.objectPath(old), .objectPath(c.location)], destination: c.owner)
+            delivered.append((c, old))
+        }
+        guard !delivered.isEmpty else { return }
+        for d in delivered { clientChanged(d.client, [ClientProperty.location: .objectPath(d.client.location)]) }
+        // One set of values (and `GetAll` reply) for every client of this fix.
+        let values = ConstantValues(LocationProperties.encode(fix, receivedAt: GeoSystem.now()))
+        let now = EventLoop.monotonicNanos()
+        for (c, old) in delivered {
+            server.export(constant: values, of: GeoClueLocationObject.interface, at: c.location, owner: c.owner)
+            if old != GeoClueAPI.noLocation { retire(c, old, now: now) }
         }
     }
 
     /// The previous location object stays a while for a client that reads it late.
-    private func retire(_ c: GeoClueClientObject, _ path: String, _ object: GeoClueLocationObject) {
-        if c.retired.count >= GeoClueFacade.retiredPerClient {
-            let oldest = c.retired.removeFirst()
-            loop.cancelTimer(oldest.timer)
-            server.unexport(oldest.path)
-        }
-        let timer = loop.schedule(after: GeoClueFacade.retiredLifetime) { [weak self, weak c] in
-            guard let self, let c else { return }
-            c.retired.removeAll { $0.path == path }
-            self.server.unexport(path)
-        }
-        c.retired.append((path, object, timer))
+    private func retire(_ c: GeoClueClientObject, _ path: String, now: UInt64) {
+        c.retired.append(path)
+        if c.retired.count > GeoClueFacade.retiredPerClient { server.unexport(c.retired.removeFirst()) }
+        retiredLocations.add(client: c.number, path: path, now: now)
     }
 
     /// `InUse` changed: broadcast, it holds no location (panels show an icon).
@@ -311,13 +327,9 @@ final class GeoClueFacade {
 
     /// Unexports the client and its location objects and forgets it.
     private func remove(_ c: GeoClueClientObject) {
-        for r in c.retired {
-            loop.cancelTimer(r.timer)
-            server.unexport(r.path)
-        }
+        for path in c.retired { server.unexport(path) }
         c.retired = []
-        if c.current != nil { server.unexport(c.location) }
-        c.current = nil
+        if c.location != GeoClueAPI.noLocation { server.unexport(c.location) }
         server.unexport(c.path)
         clients[c.number] = nil
         bySession[c.session] = nil
@@ -328,5 +340,6 @@ final class GeoClueFacade {
             let n = (countOf[uid] ?? 1) - 1
             countOf[uid] = n > 0 ? n : nil
         }
+        if clients.isEmpty { retiredLocations.clear() }
     }
 }

@@ -20,12 +20,11 @@ final class GeoClueClientObject {
     var active = false
     /// The latest location object's path, `/` before the first fix.
     var location = GeoClueAPI.noLocation
-    /// The object there (the object server holds objects weakly).
-    var current: GeoClueLocationObject?
     /// The number of the next location object.
     var nextLocation: UInt32 = 0
-    /// Earlier location objects still served, oldest first, each with its removal timer.
-    var retired: [(path: String, object: GeoClueLocationObject, timer: EventLoop.Token)] = []
+    /// Earlier location objects still served, oldest first (the facade's sweep
+    /// removes them, `GeoClueFacade.retiredLifetime` after they were replaced).
+    var retired: [String] = []
     /// The consent core's id of the `Start` it is deciding on.
     var pendingStart: CallID?
     /// More `Start` calls made while that one waits: they get its answer.
@@ -76,18 +75,10 @@ final class GeoClueClientObject {
     }
 }
 
-/// One delivered fix (`…/Client/N/Location/M`): made for one client, never
-/// changed, removed a while after the next one arrives.
-final class GeoClueLocationObject {
-    let values: [String: DBusValue]
-
-    init(_ values: [String: DBusValue]) { self.values = values }
-
+/// Location objects (`…/Client/N/Location/M`), one per delivered fix and
+/// client: never changed, exported with their values (`ObjectServer.export(constant:…)`),
+/// removed a while after the next one arrives.
+enum GeoClueLocationObject {
     /// `org.freedesktop.GeoClue2.Location`: read-only values.
-    static let interface = Interface<GeoClueLocationObject>(
-        GeoClueAPI.location,
-        methods: [:],
-        getters: Dictionary(uniqueKeysWithValues: LocationProperties.names.map { name in
-            (name, { (l: GeoClueLocationObject) in l.values[name] ?? .double(0) })
-        }))
+    static let interface = ConstantInterface(GeoClueAPI.location)
 }

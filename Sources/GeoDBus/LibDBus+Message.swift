@@ -70,6 +70,23 @@ public final class Message {
         return msg.address(to: address) ? msg : nil
     }
 
+    /// A method return with `values` and no address yet: a template for
+    /// `methodReturn(to:copying:)`, marshalled once for any number of replies.
+    public static func methodReturnTemplate(_ values: [DBusValue]) throws -> Message {
+        guard let m = dbus_message_new(DBUS_MESSAGE_TYPE_METHOD_RETURN) else { throw DBusError.failed("out of memory") }
+        let msg = Message(adopting: m)
+        try msg.append(values)
+        return msg
+    }
+
+    /// A method return to the call at `address` with the body of `template`
+    /// (from `methodReturnTemplate`), copied as it is marshalled already.
+    public static func methodReturn(to address: ReplyAddress, copying template: Message) -> Message? {
+        guard let m = dbus_message_copy(template.raw) else { return nil }
+        let msg = Message(adopting: m)
+        return msg.address(to: address) ? msg : nil
+    }
+
     /// An error reply to the call at `address`, as dbus_message_new_error makes it:
     /// the error name (`Failed` when libdbus would reject it) and the text as its
     /// one string argument.

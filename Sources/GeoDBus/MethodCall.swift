@@ -52,6 +52,18 @@ public final class MethodCall {
         }
     }
 
+    /// Sends a method return whose body is a copy of `template`'s (a
+    /// `Message.methodReturnTemplate`): the same reply to many calls, marshalled once.
+    public func reply(copying template: Message) {
+        guard !isAnswered else { return }
+        guard template.signature == expectedOutSignature else {
+            return fail(.failed("internal error: reply \(template.signature) does not match \(expectedOutSignature)"))
+        }
+        isAnswered = true
+        guard !replyAddress.noReplyExpected, let r = Message.methodReturn(to: replyAddress, copying: template) else { return }
+        connection?.send(r)
+    }
+
     /// Sends an error reply.
     public func fail(_ error: DBusError) {
         guard !isAnswered else { return }

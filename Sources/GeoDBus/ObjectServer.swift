@@ -34,6 +34,8 @@ public final class ObjectServer {
         var interfaces: [BoundInterface]
         /// The only unique name that may use the object; nil: anyone.
         var owner: String?
+        /// The property values of an object exported with `export(constant:of:at:owner:)`.
+        var constant: ConstantValues?
 
         func visible(to sender: String?) -> Bool { owner == nil || owner == sender }
     }
@@ -54,6 +56,17 @@ public final class ObjectServer {
     public func export<Object: AnyObject>(_ object: Object, at path: String, interfaces: [Interface<Object>],
                                           owner: String? = nil) {
         objects[path] = Exported(interfaces: interfaces.map { $0.bind(object) }, owner: owner)
+    }
+
+    /// Exports a read-only object whose property values never change: `values`
+    /// for the properties of `interface`, served by `Get` and `GetAll` straight
+    /// from these values. Unlike `export(_:at:interfaces:owner:)` nothing is bound
+    /// per object, so this suits objects made many times a second (one per fix
+    /// and client); many objects may share one `values`. With `owner`, for that
+    /// unique name only.
+    public func export(constant values: ConstantValues, of interface: ConstantInterface, at path: String,
+                       owner: String? = nil) {
+        objects[path] = Exported(interfaces: [interface.bound], owner: owner, constant: values)
     }
 
     /// Stops serving the object at `path`; calls to it get `UnknownObject`.
@@ -193,6 +206,7 @@ public final class ObjectServer {
                 return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
             }
             let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "v")
+            if let value = object.constant?.values[p] { return call.reply([.variant(value)]) }
             prop.value(for: msg.sender) { value in
                 guard let value else {
                     return call.fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
@@ -203,13 +217,19 @@ public final class ObjectServer {
             guard sig == "s", case .string(let i) = args[0] else {
                 return fail(.invalidArgs("Expected signature 's' for GetAll, got '\(sig)'"))
             }
+            if let constant = object.constant, find(i) != nil {
+                // A location object's GetAll, the hot path: one reply marshalled per fix, copied.
+                let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}")
+                if let template = constant.getAllReply { return call.reply(copying: template) }
+                return call.reply([constant.all])
+            }
             let bound = find(i)
             if bound == nil && !i.isEmpty && !ObjectServer.standardInterfaces.contains(where: { $0.name == i }) {
                 return fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(i)'"))
             }
             let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}")
             guard let bound, bound.hasCallerProperties else {
-                // Every value at hand (a location object's GetAll, the hot path).
+                // Every value at hand.
                 var all: [String: DBusValue] = [:]
                 for name in bound?.propertyOrder ?? [] { all[name] = bound?.properties[name]?.get() }
                 return call.reply([.vardict(all)])

@@ -1,3 +1,4 @@
+import Foundation
 import GeoCore
 import GeoDBus
 import GeoConsentAPI
@@ -11,9 +12,18 @@ import GeoTestSupport
 // its own, fed by the same gpsd, so the other phases measure the daemon they
 // always did; the comparison is with our own API's rows of the same run.
 
-/// Per round: when the first and the last client had the fix's properties in hand.
+/// Per round: when the first and the last client had the fix's properties in hand,
+/// and where that time went: when the first and the last `LocationUpdated` was
+/// in, and each client's `GetAll` round trip (sent to reply in hand).
 struct InHandTimes {
     var first = Sample(), last = Sample()
+    var signalFirst = Sample(), signalLast = Sample()
+    var getAll = Sample()
+    /// Round trips to the daemon with no fix going on, alternating call by call:
+    /// `Peer.Ping` (the floor of a call) and the `GetAll` of the latest Location.
+    var quietPing = Sample(), quietGetAll = Sample()
+    /// The daemon's time on a CPU per fix, in ms, over all rounds.
+    var daemonCPUPerFix = Double.nan
 }
 
 /// An agent that answers Allow While Using: the first `Start` prompts and
@@ -65,10 +75,12 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
             clients.append((p, path))
         }
         var times = InHandTimes()
+        let cpu0 = onCPUNanos(daemon.pid)
         for round in 0..<(rounds + 2) {
             let e = epoch()
             let before = clients.map { $0.peer.signals.count }
             var reads: [BusPeer.PendingCall?] = Array(repeating: nil, count: n)
+            var signalAt = [UInt64](repeating: 0, count: n), sentAt = [UInt64](repeating: 0, count: n)
             let t0 = nowNanos()
             gpsd.send(e.sentences)
             // Each client reads its new Location as soon as its LocationUpdated is in.
@@ -77,8 +89,10 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
                 for i in 0..<n {
                     if let r = reads[i] { all = all && r.isDone; continue }
                     let c = clients[i].peer
-                    guard let m = c.signals[before[i]...].first(where: { $0.member == "LocationUpdated" }),
-                          let new = m.arguments().last?.stringValue else { all = false; continue }
+                    guard let k = c.signals.indices[before[i]...].first(where: { c.signals[$0].member == "LocationUpdated" }),
+                          let new = c.signals[k].arguments().last?.stringValue else { all = false; continue }
+                    signalAt[i] = c.signalTimes[k]
+                    sentAt[i] = nowNanos()
                     reads[i] = c.callAsync(dest, new, props, "GetAll", [.string(GeoClueAPI.locationInterfaceName)])
                     all = false
                 }
@@ -95,8 +109,28 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
                 let at = fresh.map(\.completedAt)
                 times.first.add(micros(at.min()! - t0))
                 times.last.add(micros(at.max()! - t0))
+                times.signalFirst.add(micros(signalAt.min()! - t0))
+                times.signalLast.add(micros(signalAt.max()! - t0))
+                for (r, sent) in zip(done, sentAt) { times.getAll.add(micros(r.completedAt - sent)) }
             }
             peers.settle(0.01)
+        }
+        times.daemonCPUPerFix = (onCPUNanos(daemon.pid) - cpu0) / 1e6 / Double(rounds + 2)
+        if let (peer, client) = clients.first,
+           case .success(let v) = peer.call(dest, client, props, "Get", [.string(GeoClueAPI.clientInterfaceName),
+                                                                         .string("Location")]),
+           let location = v.first?.unwrapped.stringValue {
+            for _ in 0..<rounds {
+                for (member, args, sample) in [("Ping", [DBusValue](), \InHandTimes.quietPing),
+                                               ("GetAll", [.string(GeoClueAPI.locationInterfaceName)], \InHandTimes.quietGetAll)] {
+                    let sent = nowNanos()
+                    let c = peer.callAsync(dest, member == "Ping" ? GeoClueAPI.managerPath : location,
+                                           member == "Ping" ? ObjectServer.peer : props, member, args)
+                    peers.pump(timeout: 5) { c.isDone }
+                    if case .success? = c.result { times[keyPath: sample].add(micros(c.completedAt - sent)) }
+                    peers.settle(0.002)
+                }
+            }
         }
         if times.last.count == 0 { throw HarnessError("GeoClue bench: no fix reached all \(n) clients\n\(daemon.log().suffix(3000))") }
         out[n] = times
@@ -104,4 +138,14 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
         peers.settle(0.2)
     }
     return out
+}
+
+/// Time the process's threads have run on a CPU, in nanoseconds (schedstat:
+/// exact, where utime and stime count 10 ms ticks).
+func onCPUNanos(_ pid: pid_t) -> Double {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return .nan }
+    return tasks.reduce(0) { sum, tid in
+        let s = (try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/schedstat", encoding: .utf8)) ?? ""
+        return sum + (Double(s.split(separator: " ").first ?? "") ?? 0)
+    }
 }

@@ -360,13 +360,25 @@ if only != "calls" && only != "churn" {
                             floorName: "own API: NMEA sent -> LocationUpdated p99", floor: daemonLatency.p99))
             rows.append(Row(section: section, name: what + " p50, vs the floors", value: t.last.p50, unit: "µs",
                             floorName: "gpsd JSON client + bare signal p50", floor: gpsdLatency.p50 + oneSignal.first.p50))
+            rows.append(Row(section: section, name: "of it: NMEA sent -> LocationUpdated p50", value: t.signalLast.p50, unit: "µs",
+                            floorName: "own API: NMEA sent -> LocationUpdated p50", floor: daemonLatency.p50))
         } else {
             rows.append(Row(section: section, name: "first client: " + what + " p50", value: t.first.p50, unit: "µs",
                             floorName: "gpsd client + first bare signal", floor: gpsdLatency.p50 + oneSignal.first.p50))
             rows.append(Row(section: section, name: "last client: " + what + " p50", value: t.last.p50, unit: "µs",
                             floorName: fanoutLast[n] != nil ? "own API: fan-out \(n) last arrival p50" : nil,
                             floor: fanoutLast[n], target: fanoutLast[n] != nil ? .ratioAtMost(1.3) : nil))
+            rows.append(Row(section: section, name: "of it: first LocationUpdated p50", value: t.signalFirst.p50, unit: "µs"))
+            rows.append(Row(section: section, name: "of it: last LocationUpdated p50", value: t.signalLast.p50, unit: "µs",
+                            floorName: fanoutLast[n] != nil ? "own API: fan-out \(n) last arrival p50" : nil,
+                            floor: fanoutLast[n]))
         }
+        rows.append(Row(section: section, name: "of it: GetAll round trip (sent -> reply in hand) p50", value: t.getAll.p50,
+                        unit: "µs"))
+        rows.append(Row(section: section, name: "no fix going on: GetAll of the Location round trip p50", value: t.quietGetAll.p50,
+                        unit: "µs", floorName: "Peer.Ping round trip p50", floor: t.quietPing.p50))
+        rows.append(Row(section: section, name: "daemon time on CPU per fix (all rounds)",
+                        value: t.daemonCPUPerFix, unit: "ms"))
     }
     // The real GeoClue 2.6 alongside, where it can run (RealGeoClueLatency.swift).
     if let one = inHand[1] { rows += realGeoClueRows(facadeP50: one.last.p50, rounds: counts.fanoutRounds * 2, epoch: nextEpoch) }

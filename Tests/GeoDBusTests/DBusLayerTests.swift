@@ -214,6 +214,68 @@ final class DBusLayerTests: XCTestCase {
         }
     }
 
+    func testConstantObjectsServeTheirValuesToTheirOwnerAlone() throws {
+        let server = try peers.connect(bus.address)
+        let owner = try peers.connect(bus.address)
+        let other = try peers.connect(bus.address)
+        let iface = "org.geoconsent.Test.Fix", props = "org.freedesktop.DBus.Properties"
+        let interface = ConstantInterface(InterfaceDescription(name: iface, methods: [], signals: [], properties: [
+            .init(name: "Latitude", signature: "d", access: .read, emitsChanged: .const),
+            .init(name: "Time", signature: "(tt)", access: .read, emitsChanged: .const),
+        ]))
+        let first = ConstantValues(["Latitude": .double(52.5), "Time": .structure([.uint64(1), .uint64(2)])])
+        let second = ConstantValues(["Latitude": .double(-33.9), "Time": .structure([.uint64(3), .uint64(4)])])
+        // Two objects share `first`: each GetAll reply is a copy of one marshalled
+        // once, addressed to its own call.
+        server.server.export(constant: first, of: interface, at: "/fix/0", owner: owner.uniqueName)
+        server.server.export(constant: first, of: interface, at: "/fix/1", owner: owner.uniqueName)
+        server.server.export(constant: second, of: interface, at: "/fix/2", owner: owner.uniqueName)
+        func getAll(_ path: String) throws -> [String: DBusValue] {
+            try XCTUnwrap(owner.call(server.uniqueName, path, props, "GetAll", [.string(iface)]).get().first?.vardictValue)
+        }
+        for _ in 0..<2 {
+            XCTAssertEqual(try getAll("/fix/0"), ["Latitude": .double(52.5), "Time": .structure([.uint64(1), .uint64(2)])])
+            XCTAssertEqual(try getAll("/fix/1"), try getAll("/fix/0"))
+            XCTAssertEqual(try getAll("/fix/2"), ["Latitude": .double(-33.9), "Time": .structure([.uint64(3), .uint64(4)])])
+        }
+        // Pipelined: every call gets its own reply.
+        let pending = (0..<20).map { owner.callAsync(server.uniqueName, "/fix/\($0 % 3)", props, "GetAll", [.string(iface)]) }
+        peers.pump(timeout: 10) { pending.allSatisfy(\.isDone) }
+        for (i, p) in pending.enumerated() {
+            let lat = try XCTUnwrap(p.result?.get().first?.vardictValue?["Latitude"])
+            XCTAssertEqual(lat, .double(i % 3 == 2 ? -33.9 : 52.5))
+        }
+        XCTAssertEqual(try owner.call(server.uniqueName, "/fix/2", props, "Get", [.string(iface), .string("Latitude")]).get(),
+                       [.variant(.double(-33.9))])
+        XCTAssertEqual(try owner.call(server.uniqueName, "/fix/2", props, "Get", [.string(""), .string("Time")]).get(),
+                       [.variant(.structure([.uint64(3), .uint64(4)]))])
+        XCTAssertDBusErrorName(owner.call(server.uniqueName, "/fix/2", props, "Get", [.string(iface), .string("Nope")]),
+                               DBusError.unknownPropertyName)
+        XCTAssertDBusErrorName(owner.call(server.uniqueName, "/fix/2", props, "Set",
+                                          [.string(iface), .string("Latitude"), .variant(.double(0))]),
+                               DBusError.propertyReadOnlyName)
+        XCTAssertDBusErrorName(owner.call(server.uniqueName, "/fix/2", iface, "Anything"), DBusError.unknownMethodName)
+        XCTAssertEqual(try owner.call(server.uniqueName, "/fix/2", props, "GetAll", [.string("org.freedesktop.DBus.Peer")]).get(),
+                       [.vardict([:])])
+        // Owner only, for every call; gone once unexported.
+        for (member, args) in [("GetAll", [DBusValue.string(iface)]), ("Get", [.string(iface), .string("Latitude")])] {
+            XCTAssertDBusErrorName(other.call(server.uniqueName, "/fix/0", props, member, args), DBusError.accessDeniedName)
+        }
+        XCTAssertDBusErrorName(other.call(server.uniqueName, "/fix/0", "org.freedesktop.DBus.Introspectable", "Introspect"),
+                               DBusError.accessDeniedName)
+        server.server.unexport("/fix/0")
+        XCTAssertDBusErrorName(owner.call(server.uniqueName, "/fix/0", props, "GetAll", [.string(iface)]),
+                               DBusError.unknownObjectName)
+        XCTAssertEqual(try getAll("/fix/1")["Latitude"], .double(52.5))
+    }
+
+    /// Fails unless `result` is the error `name`.
+    func XCTAssertDBusErrorName(_ result: Result<[DBusValue], DBusError>, _ name: String,
+                                file: StaticString = #filePath, line: UInt = #line) {
+        guard case .failure(let e) = result else { return XCTFail("succeeded: \(result)", file: file, line: line) }
+        XCTAssertEqual(e.name, name, e.message, file: file, line: line)
+    }
+
     func testIntrospectionComesFromTheTable() {
         let xml = Introspection.xml(interfaces: [Echo.interface(["s", "a{sv}"]).description], children: ["child"])
         XCTAssertTrue(xml.hasPrefix("<!DOCTYPE node PUBLIC"))

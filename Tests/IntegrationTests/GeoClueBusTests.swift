@@ -117,6 +117,34 @@ final class GeoClueBusTests: GeoClueTestCase {
         XCTAssertEqual(try p.getAll(API.managerPath, API.managerInterfaceName).get()[ManagerProperty.inUse], .bool(true))
     }
 
+    func testFastFixesKeepSixteenEarlierObjectsAndAnnounceTheLatest() throws {
+        let p = try stack.peer()
+        startFeeding(interval: 0.04)
+        let c = try startedClient(p)
+        XCTAssertNotNil(waitForUpdate(p, c, count: 20))
+        stopFeeding()
+        stack.peers.settle(0.3)
+        // Well within 5 s of the first: the latest and the 16 before it are served, older ones are gone.
+        let paths = p.locationUpdates(of: c).map(\.new)
+        XCTAssertNotNil(try p.geoclueLocation(paths[paths.count - 17]).get())
+        XCTAssertDBusError(p.geoclueLocation(paths[paths.count - 18]), DBusError.unknownObjectName)
+        XCTAssertDBusError(p.geoclueLocation(paths[0]), DBusError.unknownObjectName)
+        // `Location` changes are announced (one announcement may cover several fixes): the
+        // latest last, and each after the LocationUpdated that named it.
+        let announced = p.signals.compactMap { m -> String? in
+            guard m.member == "PropertiesChanged", m.path == c else { return nil }
+            return m.arguments()[1].vardictValue?[ClientProperty.location]?.stringValue
+        }
+        XCTAssertEqual(announced.last, paths.last)
+        XCTAssertEqual(p.clientProperty(c, ClientProperty.location), .objectPath(paths.last!))
+        for path in announced {
+            let updated = p.signals.firstIndex { $0.member == "LocationUpdated" && $0.arguments().last?.stringValue == path }
+            let changed = p.signals.firstIndex { $0.member == "PropertiesChanged" && $0.path == c &&
+                $0.arguments()[1].vardictValue?[ClientProperty.location]?.stringValue == path }
+            XCTAssertLessThan(try XCTUnwrap(updated), try XCTUnwrap(changed), path)
+        }
+    }
+
     func testFirstFixComesFromTheCacheRightAfterStart() throws {
         let p = try stack.peer(), q = try stack.peer()
         startFeeding()
