@@ -219,13 +219,7 @@ final class LoginSessionTests: StackTestCase {
         XCTAssertDBusError(app.geo("RequestLocation", [OptionDictionary.encode(LocationOptions(maxAge: 60, timeout: 5))]),
                            GeoConsentAPI.ErrorName.sessionInactive)
         // The other user, in the foreground, taps and gets fixes.
-        let agentLog = work.file("other-agent.log")
-        let otherAgent = try ChildProcess(executable: "/usr/bin/setpriv",
-                                          arguments: ["--reuid=\(other)", "--regid=\(other)", "--clear-groups",
-                                                      TestPaths.binDir + "/geoconsentctl", "--bus", stack.bus.address,
-                                                      "agent", "--auto", "allow-once"], logPath: agentLog)
-        children.append(otherAgent)
-        XCTAssertNotNil(waitForLine(in: agentLog, timeout: 15) { $0.contains("registered for uid \(other)") }, tailOf(agentLog))
+        try startAllowOnceAgent(asUID: other)
         let locate = try stack.ctl(["--json", "locate"], asUID: other, timeout: 30)
         XCTAssertEqual(locate.status, 0, locate.output)
         XCTAssertTrue(locate.output.contains("latitude"), locate.output)
@@ -254,14 +248,19 @@ final class LoginSessionTests: StackTestCase {
         try logind.setLockedHint(Self.me, true)
         guard getuid() == 0 else { throw XCTSkip("acts as another uid with setpriv: needs root") }
         let other: UInt32 = 65534
-        let agentLog = work.file("other-agent.log")
-        let otherAgent = try ChildProcess(executable: "/usr/bin/setpriv",
-                                          arguments: ["--reuid=\(other)", "--regid=\(other)", "--clear-groups",
-                                                      TestPaths.binDir + "/geoconsentctl", "--bus", stack.bus.address,
-                                                      "agent", "--auto", "allow-once"], logPath: agentLog)
-        children.append(otherAgent)
-        XCTAssertNotNil(waitForLine(in: agentLog, timeout: 15) { $0.contains("registered for uid \(other)") }, tailOf(agentLog))
+        try startAllowOnceAgent(asUID: other)
         let locate = try stack.ctl(["--json", "locate"], asUID: other, timeout: 30)
         XCTAssertEqual(locate.status, 0, locate.output)
+    }
+
+    /// `geoconsentctl agent --auto allow-once` as `uid`, registered when this returns.
+    func startAllowOnceAgent(asUID uid: UInt32, file: StaticString = #filePath, line: UInt = #line) throws {
+        let agentLog = work.file("agent-\(uid).log")
+        children.append(try ChildProcess(executable: "/usr/bin/setpriv",
+                                         arguments: ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups",
+                                                     TestPaths.binDir + "/geoconsentctl", "--bus", stack.bus.address,
+                                                     "agent", "--auto", "allow-once"], logPath: agentLog))
+        XCTAssertNotNil(waitForLine(in: agentLog, timeout: 15) { $0.contains("registered for uid \(uid)") },
+                        tailOf(agentLog), file: file, line: line)
     }
 }
