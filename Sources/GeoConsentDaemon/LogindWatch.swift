@@ -11,9 +11,11 @@ import GeoDBus
 /// core: `GetSessionByPID` with the connection's PID, else its uid's session
 /// (apps started by the user's service manager are in no session of their
 /// own): the user's `Display`, else its first session on a seat. Each login session placed is
-/// followed while a connection is in it: one match rule for logind's signals
-/// on its object (`PropertiesChanged` of `Active` and `LockedHint`, `Lock`,
-/// `Unlock`), and its properties read once. Every call is asynchronous, and
+/// followed while a connection is in it: logind's signals on its object
+/// (`PropertiesChanged` of `Active` and `LockedHint`, `Lock`, `Unlock`),
+/// through one match rule for all sessions set at start (a rule per session
+/// would let a user with many logins exhaust the bus's rules per connection),
+/// and its properties read once. Every call is asynchronous, and
 /// nothing is polled: only logind's signals wake the daemon. Without logind
 /// on the bus, or for a caller it places in no session, nothing is known and
 /// the core behaves as it always did.
@@ -23,8 +25,11 @@ final class LogindWatch {
     static let managerInterface = "org.freedesktop.login1.Manager"
     static let sessionInterface = "org.freedesktop.login1.Session"
     static let userInterface = "org.freedesktop.login1.User"
-    /// Seconds a call to logind may take; a first call waits at most this long for it.
+    /// Seconds a call to logind may take. A first call waits for two to five
+    /// of them in a row (placement, then the session's first read).
     static let timeout = 2.0
+    /// logind's session objects, all under this path.
+    static let sessionPathPrefix = "/org/freedesktop/login1/session"
 
     private struct Followed {
         var connections: Set<String> = []
@@ -32,9 +37,10 @@ final class LogindWatch {
         var locked = false
         /// The properties have been read (else nothing is known yet).
         var known = false
-        /// Placements waiting for the first read.
-        var waiting: [() -> Void] = []
-        var rule: String
+        /// Placements waiting for the first read: the connection and its calls.
+        var waiting: [(name: String, bodies: [() -> Void])] = []
+        /// The state last told (`onState`): only a change is told again.
+        var told: LoginSessionState?
     }
 
     private let connection: Connection
@@ -58,6 +64,7 @@ final class LogindWatch {
         self.connection = connection
         try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                 "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.busName)'")
+        try connection.addMatch("type='signal',sender='\(Self.busName)',path_namespace='\(Self.sessionPathPrefix)'")
         let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                        interface: "org.freedesktop.DBus", member: "GetNameOwner")
         try m.append([.string(Self.busName)])
@@ -128,21 +135,16 @@ final class LogindWatch {
             onPlaced(name, path)
             bodies.forEach { $0() }
         } else {
-            followed[path]!.waiting.append { [weak self] in
-                self?.onPlaced(name, path)
-                bodies.forEach { $0() }
-            }
+            followed[path]!.waiting.append((name, bodies))
         }
     }
 
     /// Adds `name` to the login session at `path`, following it from its first connection on.
     private func follow(_ path: String, _ name: String) {
         if followed[path] != nil { followed[path]!.connections.insert(name); return }
-        let rule = "type='signal',sender='\(Self.busName)',path='\(path)'"
-        followed[path] = Followed(connections: [name], rule: rule)
-        // The bus handles our messages in order: the rule is in place before
-        // logind is asked, so no change between the two is missed.
-        call("/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch", [.string(rule)], to: "org.freedesktop.DBus") { _ in }
+        followed[path] = Followed(connections: [name])
+        // The match rule (set at start) is in place before logind is asked,
+        // so no change between the two is missed.
         read(path)
     }
 
@@ -150,17 +152,26 @@ final class LogindWatch {
     private func read(_ path: String) {
         call(path, "org.freedesktop.DBus.Properties", "GetAll", [.string(Self.sessionInterface)]) { [weak self] reply in
             guard let self, self.followed[path] != nil else { return }
-            let props = reply?.arguments().first?.vardictValue
-            if let props {
-                self.update(path, props)
-            } else {
-                Log.info("cannot read the login session \(path) from logind: its grants do not pause")
-            }
-            self.followed[path]!.known = true
             let waiting = self.followed[path]!.waiting
             self.followed[path]!.waiting = []
-            if props != nil { self.changed(path) }
-            waiting.forEach { $0() }
+            // Only connections still on the bus go on (one may have left while
+            // logind was asked; the core has forgotten it).
+            let present = waiting.filter { self.placed[$0.name] != nil }
+            guard let props = reply?.arguments().first?.vardictValue else {
+                // Nothing known: no state is made up. The calls go on as if
+                // logind had placed them nowhere, until a later read of the
+                // session succeeds (at logind's next signal on it, or its
+                // return); those connections are not placed again.
+                Log.info("cannot read the login session \(path) from logind: its grants do not pause")
+                return present.forEach { $0.bodies.forEach { $0() } }
+            }
+            self.update(path, props)
+            self.followed[path]!.known = true
+            self.changed(path)
+            for p in present {
+                self.onPlaced(p.name, path)
+                p.bodies.forEach { $0() }
+            }
         }
     }
 
@@ -172,6 +183,10 @@ final class LogindWatch {
     private func changed(_ path: String) {
         guard let f = followed[path], f.known else { return }
         let state = LoginSessionState(active: f.active, locked: f.locked)
+        // IdleHint and the like come as PropertiesChanged too, as often as the
+        // session's owner likes: only a change of state is logged and told.
+        guard state != f.told else { return }
+        followed[path]!.told = state
         Log.info("login session \(path): \(state.pause.map { "paused (\($0.rawValue))" } ?? "in use")")
         onState(path, state)
     }
@@ -186,7 +201,6 @@ final class LogindWatch {
         f.connections.remove(name)
         guard f.connections.isEmpty else { followed[path] = f; return }
         followed[path] = nil
-        call("/org/freedesktop/DBus", "org.freedesktop.DBus", "RemoveMatch", [.string(f.rule)], to: "org.freedesktop.DBus") { _ in }
         onState(path, nil)
     }
 
@@ -200,6 +214,11 @@ final class LogindWatch {
             return true
         }
         guard let owner, m.sender == owner, let path = m.path, followed[path] != nil else { return false }
+        // Not read yet, or its read failed: what logind says now is read whole.
+        guard followed[path]!.known else {
+            if m.interface == "org.freedesktop.DBus.Properties" || m.interface == Self.sessionInterface { read(path) }
+            return true
+        }
         switch (m.interface, m.member) {
         case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
             let args = m.arguments()
@@ -210,7 +229,11 @@ final class LogindWatch {
         case (Self.sessionInterface, "Lock"):
             followed[path]?.locked = true
         case (Self.sessionInterface, "Unlock"):
-            followed[path]?.locked = false
+            // A request to the screen locker, which the session's owner may
+            // send too: it unlocks nothing by itself. What the locker says
+            // (LockedHint) decides.
+            read(path)
+            return true
         default:
             return true
         }
@@ -225,6 +248,7 @@ final class LogindWatch {
         for path in followed.keys.sorted() {
             if new == nil {
                 followed[path]!.known = false
+                followed[path]!.told = nil
                 onState(path, nil)
             } else {
                 read(path)
