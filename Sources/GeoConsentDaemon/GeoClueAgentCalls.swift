@@ -60,11 +60,13 @@ extension GeoClueFacade {
     func agentSignal(_ m: Message) -> Bool {
         guard m.type == .signal, m.path == GeoClueAPI.agentPath, m.interface == ObjectServer.properties,
               m.member == "PropertiesChanged", let sender = m.sender else { return false }
-        if let level = MaxAccuracyLevelProperty.changedLevel(signature: m.signature, m.arguments()) {
-            if agentLevels[sender] != nil { agentLevels[sender] = level }
-            daemon.feed(.geoclueAgentLevel(name: sender, maxAccuracy: GeoClueAccuracyLevel.accuracy(forLevel: level)))
-            availableLevelsChanged()
-        }
+        // Only a registered agent's own change counts: any peer may send this
+        // signal, and each change walks every reader of the level.
+        guard let level = MaxAccuracyLevelProperty.changedLevel(signature: m.signature, m.arguments()),
+              let known = agentLevels[sender], known != level else { return true }
+        agentLevels[sender] = level
+        daemon.feed(.geoclueAgentLevel(name: sender, maxAccuracy: GeoClueAccuracyLevel.accuracy(forLevel: level)))
+        availableLevelsChanged()
         return true
     }
 

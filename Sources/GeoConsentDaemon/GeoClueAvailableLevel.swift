@@ -10,8 +10,9 @@ import GeoConsentAPI
 extension GeoClueFacade {
     /// `AvailableAccuracyLevel` for `uid` (nil: a caller whose uid is not known).
     func availableLevel(uid: UInt32?) -> UInt32 {
-        guard daemon.core.enabled else { return GeoClueAccuracyLevel.none }
-        guard let uid, let agent = daemon.core.geoclueAgent(forUID: uid) else { return GeoClueAccuracyLevel.exact }
+        // A reader whose uid is not known is told nothing is available (fail closed).
+        guard daemon.core.enabled, let uid else { return GeoClueAccuracyLevel.none }
+        guard let agent = daemon.core.geoclueAgent(forUID: uid) else { return GeoClueAccuracyLevel.exact }
         guard let cap = agent.maxAccuracy else { return GeoClueAccuracyLevel.none }
         let level = agentLevels[agent.name] ?? (cap == .full ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.city)
         return min(level, GeoClueAccuracyLevel.exact)

@@ -45,8 +45,6 @@ final class GeoClueFacade {
         c.retired.removeFirst()
         self.server.unexport(path)
     }
-    /// Fixes delivered: where the next fan-out starts, so no client is always last.
-    private var fanouts = 0
     /// `Start` calls the consent core is deciding on, by its call id.
     private var starting: [CallID: GeoClueClientObject] = [:]
     private var nextClient: UInt32 = 1
@@ -261,15 +259,16 @@ final class GeoClueFacade {
     /// then the `PropertiesChanged` of its `Location` (so that with many clients
     /// the last signal a `GetAll` waits for is not behind the others' second
     /// one), then the bookkeeping: the new objects exist before this returns,
-    /// so before any `GetAll` naming them can be read. The fan-out starts at
-    /// another client each fix, so that none is always served last.
+    /// so before any `GetAll` naming them can be read. `sessions` come in the
+    /// location core's order, which starts at another session each fix, so
+    /// that no client is always served last.
     func deliver(_ sessions: [String], _ fix: Fix) {
         var delivered: [(client: GeoClueClientObject, old: String)] = []
         delivered.reserveCapacity(sessions.count)
-        let start = sessions.isEmpty ? 0 : fanouts % sessions.count
-        fanouts &+= 1
-        for k in 0..<sessions.count {
-            guard let c = bySession[sessions[(start + k) % sessions.count]], c.active else { continue }
+        // In the core's order, which starts one session further along at every
+        // fix (LocationCore.fanOutOrder): rotating here again would undo it.
+        for session in sessions {
+            guard let c = bySession[session], c.active else { continue }
             let old = c.location
             c.location = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
             c.nextLocation &+= 1

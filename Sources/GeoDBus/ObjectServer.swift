@@ -92,15 +92,8 @@ public final class ObjectServer {
         return connection.send(m)
     }
 
-    /// Sends the same signal unicast to each of `destinations`, in that order, each
-    /// as soon as it is ready, marshalling its arguments once (each destination
-    /// still gets its own message).
-    public func emit(path: String, interface: String, member: String, _ args: [DBusValue], destinations: [String]) {
-        let signal = unicastSignal(path: path, interface: interface, member: member, args)
-        for d in destinations { signal.send(to: d) }
-    }
-
-    /// A signal to send unicast to destinations one at a time (`UnicastSignal`).
+    /// A signal to send unicast to destinations one at a time (`UnicastSignal`):
+    /// marshalled once, each destination gets its own copy as soon as it is sent.
     public func unicastSignal(path: String, interface: String, member: String, _ args: [DBusValue]) -> UnicastSignal {
         UnicastSignal(connection: connection, path: path, interface: interface, member: member, args)
     }
