@@ -30,7 +30,7 @@ final class GeoClueClientTests: GeoClueTestCase {
         XCTAssertGreaterThanOrEqual(fixes.count, 5, r.output)
         for f in fixes {
             // Each one a position of the track, as printed (%f: 6 decimals).
-            XCTAssertTrue(feed.sent.contains { abs($0.latitude - f.latitude) < 2e-6 && abs($0.longitude - f.longitude) < 2e-6 },
+            XCTAssertTrue(feed.sentPosition(latitude: f.latitude, longitude: f.longitude),
                           "\(f) is not on the track")
             XCTAssertGreaterThan(f.accuracy, 0)
             XCTAssertLessThan(f.accuracy, 100)
@@ -88,14 +88,8 @@ final class GeoClueClientTests: GeoClueTestCase {
     /// only shown. Root stages the scope: a wrapper waits until it is in it, then
     /// execs where-am-i, so the process connects from inside.
     func testWhereAmIInAnAppScopeIsAskedUnderTheUnitsID() throws {
-        guard let hierarchy = LocalUserForgedIdentityTests.unifiedCgroupMount() else {
-            throw XCTSkip("no cgroup2 hierarchy mounted")
-        }
         let scope = "app-org.example.Foo-\(getpid()).scope"
-        let dir = hierarchy + "/" + scope
-        guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
-            throw XCTSkip("cannot create the cgroup \(dir): \(String(cString: strerror(errno)))")
-        }
+        let (hierarchy, dir) = try makeCgroup(scope)
         defer { rmdir(dir) }
         let wrapper = "until grep -qx '0::/\(scope)' /proc/self/cgroup; do sleep 0.05; done; exec \"$0\" \"$@\""
         startFeeding(interval: 0.5)

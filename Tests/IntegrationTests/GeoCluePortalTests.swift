@@ -108,8 +108,7 @@ final class GeoCluePortalTests: GeoClueTestCase {
         let fixes = updates(r.lines)
         XCTAssertGreaterThanOrEqual(fixes.count, 3, r.output)
         for f in fixes {
-            // NMEA carries 1/10000 of a minute: about 2e-6 degrees.
-            XCTAssertTrue(feed.sent.contains { abs($0.latitude - f.latitude) < 2e-6 && abs($0.longitude - f.longitude) < 2e-6 },
+            XCTAssertTrue(feed.sentPosition(latitude: f.latitude, longitude: f.longitude),
                           "\(f) is not on the track")
             XCTAssertGreaterThan(f.accuracy, 0)
             XCTAssertLessThan(f.accuracy, 100)

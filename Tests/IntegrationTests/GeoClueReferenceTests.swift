@@ -167,14 +167,8 @@ final class GeoClueReferenceTests: GeoClueReferenceTestCase {
     /// So in GeoClue's own mount namespace the client's `/proc/PID/cgroup` is
     /// shown as that single line (a bind mount), what a pure v2 machine shows.
     func testAnAppInAFlatpakNamedScope() throws {
-        guard let hierarchy = LocalUserForgedIdentityTests.unifiedCgroupMount() else {
-            throw XCTSkip("no cgroup2 hierarchy mounted")
-        }
         let scope = "app-flatpak-org.example.Foo-\(getpid()).scope"
-        let dir = hierarchy + "/" + scope
-        guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
-            throw XCTSkip("cannot create the cgroup \(dir): \(String(cString: strerror(errno)))")
-        }
+        let (hierarchy, dir) = try makeCgroup(scope)
         defer { rmdir(dir) }
         let flags = try TempDir()
         defer { flags.remove() }

@@ -121,11 +121,25 @@ class GeoClueTestCase: XCTestCase {
         return all.count >= n ? all[n - 1] : nil
     }
 
+    /// Creates the cgroup `name` at the top of the cgroup2 hierarchy (a scope a
+    /// client is then moved into): the hierarchy's root and the new cgroup's
+    /// path. Skips the test where that cannot be.
+    func makeCgroup(_ name: String) throws -> (hierarchy: String, dir: String) {
+        guard let hierarchy = LocalUserForgedIdentityTests.unifiedCgroupMount() else {
+            throw XCTSkip("no cgroup2 hierarchy mounted")
+        }
+        let dir = hierarchy + "/" + name
+        guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
+            throw XCTSkip("cannot create the cgroup \(dir): \(String(cString: strerror(errno)))")
+        }
+        return (hierarchy, dir)
+    }
+
     /// A full-accuracy fix: a position of the fed track (NMEA carries 1/10000
     /// of a minute, about 2e-6 degrees), with its altitude.
     func isOnTheTrack(_ loc: GeoClueLocation) -> Bool {
         loc.altitude != nil && (loc.accuracy ?? 0) > 0 && (loc.accuracy ?? .infinity) < 100
-            && feed.sent.contains { abs($0.latitude - loc.latitude) < 2e-6 && abs($0.longitude - loc.longitude) < 2e-6 }
+            && feed.sentPosition(latitude: loc.latitude, longitude: loc.longitude)
     }
 
     /// A reduced fix: the grid cell of a fed position (its centre, its

@@ -37,6 +37,12 @@ final class LocationFeed {
         self.step = step
     }
 
+    /// Whether a position was fed, as a client prints or reads it back: NMEA
+    /// carries 1/10000 of a minute, about 2e-6 degrees.
+    func sentPosition(latitude: Double, longitude: Double) -> Bool {
+        sent.contains { abs($0.latitude - latitude) < 2e-6 && abs($0.longitude - longitude) < 2e-6 }
+    }
+
     /// The timestamp gpsd (and the daemon) should report for an epoch at `centis`.
     static func timestamp(centis: Int) -> UInt64 {
         UInt64(day) * 86_400_000_000 + UInt64(centis) * 10_000
