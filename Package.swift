@@ -48,7 +48,8 @@ let package = Package(
         .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
         .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
         // The bench's floors in plain C on libdbus: receivers, a sender of prebuilt
-        // signals, an echo service and a churn loop (the daemon is measured with the same).
+        // signals, an echo service, a churn loop, and GeoClue2 clients with a sender
+        // of the GeoClue2 protocol (the daemon is measured with the same).
         .target(name: "CBenchFloor", dependencies: ["CDBus"]),
         // make bench: the real stack against floors measured in the same run.
         .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "CBenchFloor"]),

@@ -2,7 +2,7 @@
 // Plain libdbus the way a lean C client uses it: private connections, messages
 // built with iterators, dbus_connection_send (which writes at once when the
 // socket takes it), dbus_connection_read_write + pop_message to receive.
-#include "bench_floor.h"
+#include "bench_floor_private.h"
 
 #include <dbus/dbus.h>
 #include <errno.h>
@@ -21,20 +21,19 @@ uint64_t bf_now(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void set_error(char *error, int len, const char *what, DBusError *e) {
+void bf_set_error(char *error, int len, const char *what, DBusError *e) {
     if (error && len > 0) snprintf(error, (size_t)len, "%s: %s", what, e && e->message ? e->message : "failed");
     if (e && dbus_error_is_set(e)) dbus_error_free(e);
 }
 
-/// A private connection to `address`, registered with the bus; NULL on failure.
-static DBusConnection *open_registered(const char *address, char *error, int error_len) {
+DBusConnection *bf_open_registered(const char *address, char *error, int error_len) {
     DBusError e;
     dbus_error_init(&e);
     DBusConnection *c = dbus_connection_open_private(address, &e);
-    if (!c) { set_error(error, error_len, "connect", &e); return NULL; }
+    if (!c) { bf_set_error(error, error_len, "connect", &e); return NULL; }
     dbus_connection_set_exit_on_disconnect(c, FALSE);
     if (!dbus_bus_register(c, &e)) {
-        set_error(error, error_len, "Hello", &e);
+        bf_set_error(error, error_len, "Hello", &e);
         dbus_connection_close(c);
         dbus_connection_unref(c);
         return NULL;
@@ -42,7 +41,7 @@ static DBusConnection *open_registered(const char *address, char *error, int err
     return c;
 }
 
-static void close_connection(DBusConnection *c) {
+void bf_close_connection(DBusConnection *c) {
     dbus_connection_close(c);
     dbus_connection_unref(c);
 }
@@ -60,20 +59,13 @@ static DBusMessage *call_with_empty_options(const char *dest, const char *path, 
 
 // MARK: Receivers
 
-struct bf_receivers {
-    int n;
-    DBusConnection **c;
-    struct pollfd *fds;
-    char *got;
-};
-
 bf_receivers *bf_receivers_open(const char *address, int n, char *error, int error_len) {
     bf_receivers *r = calloc(1, sizeof *r);
     r->c = calloc((size_t)n, sizeof *r->c);
     r->fds = calloc((size_t)n, sizeof *r->fds);
     r->got = calloc((size_t)n, 1);
     for (int i = 0; i < n; i++) {
-        r->c[i] = open_registered(address, error, error_len);
+        r->c[i] = bf_open_registered(address, error, error_len);
         if (!r->c[i]) { bf_receivers_close(r); return NULL; }
         r->n = i + 1;
         int fd = -1;
@@ -85,7 +77,8 @@ bf_receivers *bf_receivers_open(const char *address, int n, char *error, int err
 
 void bf_receivers_close(bf_receivers *r) {
     if (!r) return;
-    for (int i = 0; i < r->n; i++) close_connection(r->c[i]);
+    bf_gc_state_free(r);
+    for (int i = 0; i < r->n; i++) bf_close_connection(r->c[i]);
     free(r->c);
     free(r->fds);
     free(r->got);
@@ -220,7 +213,7 @@ struct bf_sender {
     pthread_t thread;
 };
 
-static void put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value) {
+void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value) {
     DBusMessageIter entry, var;
     dbus_message_iter_open_container(dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
     dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
@@ -230,8 +223,8 @@ static void put_variant(DBusMessageIter *dict, const char *key, int type, const 
     dbus_message_iter_close_container(dict, &entry);
 }
 
-static void put_double(DBusMessageIter *dict, const char *key, double v) { put_variant(dict, key, DBUS_TYPE_DOUBLE, "d", &v); }
-static void put_string(DBusMessageIter *dict, const char *key, const char *v) { put_variant(dict, key, DBUS_TYPE_STRING, "s", &v); }
+static void put_double(DBusMessageIter *dict, const char *key, double v) { bf_put_variant(dict, key, DBUS_TYPE_DOUBLE, "d", &v); }
+static void put_string(DBusMessageIter *dict, const char *key, const char *v) { bf_put_variant(dict, key, DBUS_TYPE_STRING, "s", &v); }
 
 /// The signal for one destination: the same 13 keys, in the same order, as the daemon's location dictionary.
 static DBusMessage *location_signal(bf_sender *s, const char *destination, uint64_t stamp) {
@@ -253,7 +246,7 @@ static DBusMessage *location_signal(bf_sender *s, const char *destination, uint6
     put_double(&dict, "speed", 5.14);
     put_double(&dict, "speed-accuracy", 0.5);
     dbus_uint64_t t = stamp;
-    put_variant(&dict, "timestamp", DBUS_TYPE_UINT64, "t", &t);
+    bf_put_variant(&dict, "timestamp", DBUS_TYPE_UINT64, "t", &t);
     put_double(&dict, "vertical-accuracy", 8);
     dbus_message_iter_close_container(&it, &dict);
     return m;
@@ -284,7 +277,7 @@ static void *sender_main(void *arg) {
 bf_sender *bf_sender_start(const char *address, const char *const *destinations, int n,
                            const char *path, const char *iface, const char *member,
                            char *error, int error_len) {
-    DBusConnection *c = open_registered(address, error, error_len);
+    DBusConnection *c = bf_open_registered(address, error, error_len);
     if (!c) return NULL;
     bf_sender *s = calloc(1, sizeof *s);
     s->c = c;
@@ -325,7 +318,7 @@ void bf_sender_stop(bf_sender *s) {
         (void)!write(s->go, &v, sizeof v);
         pthread_join(s->thread, NULL);
     }
-    close_connection(s->c);
+    bf_close_connection(s->c);
     for (int i = 0; i < s->n; i++) free(s->destinations[i]);
     free(s->destinations);
     free(s->path);
@@ -368,14 +361,14 @@ static void *echo_main(void *arg) {
 }
 
 bf_echo *bf_echo_start(const char *address, char *error, int error_len) {
-    DBusConnection *c = open_registered(address, error, error_len);
+    DBusConnection *c = bf_open_registered(address, error, error_len);
     if (!c) return NULL;
     bf_echo *e = calloc(1, sizeof *e);
     e->c = c;
     e->stopfd = eventfd(0, EFD_CLOEXEC);
     if (pthread_create(&e->thread, NULL, echo_main, e) != 0) {
         if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the echo thread");
-        close_connection(c);
+        bf_close_connection(c);
         close(e->stopfd);
         free(e);
         return NULL;
@@ -390,7 +383,7 @@ void bf_echo_stop(bf_echo *e) {
     uint64_t v = 1;
     (void)!write(e->stopfd, &v, sizeof v);
     pthread_join(e->thread, NULL);
-    close_connection(e->c);
+    bf_close_connection(e->c);
     close(e->stopfd);
     free(e);
 }
@@ -400,12 +393,12 @@ void bf_echo_stop(bf_echo *e) {
 static int call_and_wait(DBusConnection *c, const char *dest, const char *path, const char *iface, const char *member,
                          char *error, int error_len) {
     DBusMessage *m = call_with_empty_options(dest, path, iface, member);
-    if (!m) { set_error(error, error_len, member, NULL); return 0; }
+    if (!m) { bf_set_error(error, error_len, member, NULL); return 0; }
     DBusError e;
     dbus_error_init(&e);
     DBusMessage *reply = dbus_connection_send_with_reply_and_block(c, m, 10000, &e);
     dbus_message_unref(m);
-    if (!reply) { set_error(error, error_len, member, &e); return 0; }
+    if (!reply) { bf_set_error(error, error_len, member, &e); return 0; }
     dbus_message_unref(reply);
     return 1;
 }
@@ -414,11 +407,11 @@ uint64_t bf_churn(const char *address, const char *dest, const char *path, const
                   const char *first, const char *second, int cycles, char *error, int error_len) {
     uint64_t t0 = bf_now();
     for (int i = 0; i < cycles; i++) {
-        DBusConnection *c = open_registered(address, error, error_len);
+        DBusConnection *c = bf_open_registered(address, error, error_len);
         if (!c) return 0;
         int ok = call_and_wait(c, dest, path, iface, first, error, error_len) &&
                  call_and_wait(c, dest, path, iface, second, error, error_len);
-        close_connection(c);
+        bf_close_connection(c);
         if (!ok) return 0;
     }
     return bf_now() - t0;

@@ -14,7 +14,8 @@ struct BenchFloorError: Error, CustomStringConvertible {
 
 /// `count` C connections on the bus that receive signals and time their arrival.
 final class CReceivers {
-    private let raw: OpaquePointer
+    /// The C receivers (bf_receivers), for the GeoClue clients' extension (CGeoClueFloor.swift).
+    let raw: OpaquePointer
     let count: Int
 
     init(address: String, count: Int) throws {

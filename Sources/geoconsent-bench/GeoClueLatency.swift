@@ -10,7 +10,8 @@ import GeoTestSupport
 //
 // The facade runs in a daemon of its own ([geoclue] serve = true) on a bus of
 // its own, fed by the same gpsd, so the other phases measure the daemon they
-// always did; the comparison is with our own API's rows of the same run.
+// always did; the comparison is with our own API's rows of the same run, and,
+// for C clients, with the protocol served from C (CGeoClueFloor.swift).
 
 /// Per round: when the first and the last client had the fix's properties in hand,
 /// and where that time went: when the first and the last `LocationUpdated` was
@@ -24,6 +25,9 @@ struct InHandTimes {
     var quietPing = Sample(), quietGetAll = Sample()
     /// The daemon's time on a CPU per fix, in ms, over all rounds.
     var daemonCPUPerFix = Double.nan
+    /// The same fix at C clients, from the facade and from the C floor of the
+    /// protocol, in alternating rounds (CGeoClueFloor.swift).
+    var c: (facade: CGeoClueTimes, floor: CGeoClueTimes)?
 }
 
 /// An agent that answers Allow While Using: the first `Start` prompts and
@@ -133,8 +137,18 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
             }
         }
         if times.last.count == 0 { throw HarnessError("GeoClue bench: no fix reached all \(n) clients\n\(daemon.log().suffix(3000))") }
-        out[n] = times
         for c in clients { c.peer.connection.close() }
+        peers.settle(0.2)
+        // The same client count in C, against the C floor of the protocol; the
+        // agent above has stored its answer, and runs if it is asked again.
+        print("bench: GeoClue2 facade, \(n) C client\(n == 1 ? "" : "s"), against the protocol served from C")
+        do {
+            times.c = try cGeoClueInHand(busAddress: bus.address, n: n, rounds: rounds, gpsd: gpsd,
+                                         pump: { peers.settle(0.005) }, epoch: epoch)
+        } catch {
+            throw HarnessError("GeoClue bench: \(error)\n\(daemon.log().suffix(3000))")
+        }
+        out[n] = times
         peers.settle(0.2)
     }
     return out

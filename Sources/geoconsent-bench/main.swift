@@ -379,6 +379,29 @@ if only != "calls" && only != "churn" {
                         unit: "µs", floorName: "Peer.Ping round trip p50", floor: t.quietPing.p50))
         rows.append(Row(section: section, name: "daemon time on CPU per fix (all rounds)",
                         value: t.daemonCPUPerFix, unit: "ms"))
+        // C clients against the protocol served from C (CGeoClueFloor.swift): the floor
+        // is the direct gpsd client plus the C sender's figure, as for the C fan-out.
+        if let c = t.c {
+            let floor = "gpsd client + C GeoClue-protocol floor"
+            let sides: [(String, KeyPath<FanoutTimes, Sample>)] =
+                n == 1 ? [("the client", \.last)] : [("first client", \.first), ("last client", \.last)]
+            func tag(_ who: String) -> String { n == 1 ? "" : " (\(who.split(separator: " ")[0]))" }
+            for (who, side) in sides {
+                rows.append(Row(section: section, name: "C receivers: \(who) has the properties in hand p50",
+                                value: c.facade.inHand[keyPath: side].p50, unit: "µs",
+                                floorName: floor + tag(who), floor: gpsdLatency.p50 + c.floor.inHand[keyPath: side].p50,
+                                target: .ratioAtMost(1.3)))
+            }
+            for (who, side) in sides {
+                rows.append(Row(section: section, name: "C receivers, of it: \(who)'s LocationUpdated p50",
+                                value: c.facade.signal[keyPath: side].p50, unit: "µs",
+                                floorName: "gpsd client + C floor's LocationUpdated" + tag(who), floor: gpsdLatency.p50 + c.floor.signal[keyPath: side].p50))
+            }
+            for (who, side) in sides {
+                rows.append(Row(section: section, name: "floor: C GeoClue protocol, \(who) has the properties in hand p50",
+                                value: c.floor.inHand[keyPath: side].p50, unit: "µs"))
+            }
+        }
     }
     // The real GeoClue 2.6 alongside, where it can run (RealGeoClueLatency.swift).
     if let one = inHand[1] { rows += realGeoClueRows(facadeP50: one.last.p50, rounds: counts.fanoutRounds * 2, epoch: nextEpoch) }

@@ -4,7 +4,8 @@
 // receivers that are as cheap as a libdbus client can be, a sender of prebuilt
 // unicast signals, an echo service and a churn loop. The daemon is measured with
 // the same receivers and the same churn loop, so only what stands in the middle
-// differs between a row and its floor.
+// differs between a row and its floor. The GeoClue2 protocol over the same
+// receivers is in geoclue_floor.h.
 #include <stdint.h>
 
 /// Monotonic nanoseconds (CLOCK_MONOTONIC, the clock the Swift bench uses).
