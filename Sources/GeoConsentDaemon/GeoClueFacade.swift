@@ -2,6 +2,7 @@ import GeoCore
 import GeoDBus
 import GeoSystem
 import GeoConsentAPI
+import Glibc
 
 /// GeoClue2's API (`org.freedesktop.GeoClue2`, docs/geoclue.md) on top of the
 /// same consent and location cores as our own: the Manager, its client objects
@@ -45,6 +46,12 @@ final class GeoClueFacade {
         c.retired.removeFirst()
         self.server.unexport(path)
     }
+    /// Clients whose `Location` changed and whose `PropertiesChanged` for it
+    /// is still to go (`sendNotices`), in the order of their fixes.
+    private var locationNotices: [GeoClueClientObject] = []
+    private var noticeTimer: EventLoop.Token?
+    /// `PropertiesChanged` sent per turn of the event loop, between `GetAll` replies.
+    static let noticeBatch = 16
     /// `Start` calls the consent core is deciding on, by its call id.
     private var starting: [CallID: GeoClueClientObject] = [:]
     private var nextClient: UInt32 = 1
@@ -255,13 +262,18 @@ final class GeoClueFacade {
     /// A fix for client sessions, as their grant shows it: a new location object
     /// for each, and `LocationUpdated(old, new)` to its owner.
     ///
-    /// What the clients wait for goes first: every client's `LocationUpdated`,
-    /// then the `PropertiesChanged` of its `Location` (so that with many clients
-    /// the last signal a `GetAll` waits for is not behind the others' second
-    /// one), then the bookkeeping: the new objects exist before this returns,
-    /// so before any `GetAll` naming them can be read. `sessions` come in the
-    /// location core's order, which starts at another session each fix, so
-    /// that no client is always served last.
+    /// What the clients wait for goes first: every client's `LocationUpdated`
+    /// (the first `signalsBeforeYield` one by one, then the processor is given
+    /// up once, as for our own API's fan-out, LocationService), then the new
+    /// objects are exported, before any `GetAll` naming them can be read. The
+    /// `PropertiesChanged` of each client's `Location` property goes later, in
+    /// batches between the `GetAll` calls the signals bring (`sendNotices`):
+    /// clients read the new object when `LocationUpdated` comes, and with many
+    /// clients 100 of those signals ahead of every reply doubled the wait for
+    /// the properties (docs/performance.md). GeoClue (GDBus) sends them from
+    /// an idle callback, later too. `sessions` come in the location core's
+    /// order, which starts at another session each fix, so that no client is
+    /// always served last.
     func deliver(_ sessions: [String], _ fix: Fix) {
         var delivered: [(client: GeoClueClientObject, old: String)] = []
         delivered.reserveCapacity(sessions.count)
@@ -275,16 +287,45 @@ final class GeoClueFacade {
             server.emit(path: c.path, interface: GeoClueAPI.clientInterfaceName, member: "LocationUpdated",
                         [.objectPath(old), .objectPath(c.location)], destination: c.owner)
             delivered.append((c, old))
+            if delivered.count == LocationService.signalsBeforeYield { sched_yield() }
         }
         guard !delivered.isEmpty else { return }
-        for d in delivered { clientChanged(d.client, [ClientProperty.location: .objectPath(d.client.location)]) }
         // One set of values (and `GetAll` reply) for every client of this fix.
         let values = ConstantValues(LocationProperties.encode(fix, receivedAt: GeoSystem.now()))
         let now = EventLoop.monotonicNanos()
         for (c, old) in delivered {
             server.export(constant: values, of: GeoClueLocationObject.interface, at: c.location, owner: c.owner)
             if old != GeoClueAPI.noLocation { retire(c, old, now: now) }
+            if !c.locationNoticeDue {
+                c.locationNoticeDue = true
+                locationNotices.append(c)
+            }
         }
+        scheduleNotices()
+    }
+
+    /// After the next `poll`: the calls read by then are answered first (their
+    /// dispatch is deferred work queued before this), then one batch of notices.
+    private func scheduleNotices() {
+        guard noticeTimer == nil, !locationNotices.isEmpty else { return }
+        noticeTimer = loop.schedule(after: 0) { [weak self] in
+            self?.noticeTimer = nil
+            self?.loop.later { [weak self] in self?.sendNotices() }
+        }
+    }
+
+    /// `PropertiesChanged` of `Location`, for up to `noticeBatch` clients, with
+    /// the path they hold now (a later fix's, if one came meanwhile).
+    private func sendNotices() {
+        let n = min(GeoClueFacade.noticeBatch, locationNotices.count)
+        for c in locationNotices[..<n] {
+            c.locationNoticeDue = false
+            guard clients[c.number] === c else { continue }   // deleted meanwhile
+            clientChanged(c, [ClientProperty.location: .objectPath(c.location)])
+        }
+        locationNotices.removeFirst(n)
+        if locationNotices.isEmpty { locationNotices = [] }   // give back a crowd's storage
+        scheduleNotices()
     }
 
     /// The previous location object stays a while for a client that reads it late.

@@ -25,6 +25,8 @@ final class GeoClueClientObject {
     /// Earlier location objects still served, oldest first (the facade's sweep
     /// removes them, `GeoClueFacade.retiredLifetime` after they were replaced).
     var retired: [String] = []
+    /// Its `PropertiesChanged` for `Location` is queued (GeoClueFacade.sendNotices).
+    var locationNoticeDue = false
     /// The consent core's id of the `Start` it is deciding on.
     var pendingStart: CallID?
     /// More `Start` calls made while that one waits: they get its answer.

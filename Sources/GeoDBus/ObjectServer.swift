@@ -87,6 +87,10 @@ public final class ObjectServer {
     /// Sends a signal; with `destination` it is unicast to that connection only.
     @discardableResult
     public func emit(path: String, interface: String, member: String, _ args: [DBusValue], destination: String? = nil) -> Bool {
+        // Written in one pass where it can be (WireEncoder: a third of the cost).
+        if let m = Message.signal(wire: path, interface: interface, member: member, destination: destination, args) {
+            return connection.send(m)
+        }
         guard let m = try? Message.signal(path: path, interface: interface, member: member, destination: destination),
               (try? m.append(args)) != nil else { return false }
         return connection.send(m)

@@ -46,7 +46,8 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
     let bus = try TestBus()
     defer { bus.stop() }
     let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port,
-                                    configText: "[daemon]\ngpsd-linger = 0.5\n[geoclue]\nserve = true\n")
+                                    configText: "[daemon]\ngpsd-linger = 0.5\n[geoclue]\nserve = true\n",
+                                    executable: ProcessInfo.processInfo.environment["BENCH_DAEMON"])
     defer { daemon.stop() }
     let peers = PeerLoop()
     func must(_ r: Result<[DBusValue], DBusError>, _ what: String) throws -> [DBusValue] {
