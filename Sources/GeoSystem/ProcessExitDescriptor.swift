@@ -40,4 +40,23 @@ public enum ProcessExitDescriptor {
         case let e: return .failure(.failed(errno: e))
         }
     }
+
+    /// Whether the process of `fd` (from `open`) is, right now, still running:
+    /// `poll` with no wait finds the descriptor not readable. False when it has
+    /// exited (a zombie too) or the poll fails.
+    ///
+    /// What a true proves: the process held its PID from when `fd` was opened
+    /// until now, because a PID goes to another process only after its process
+    /// has exited and been reaped, and its pidfd is readable from the exit on.
+    /// So whatever was read from `/proc/PID` in between (by this process or
+    /// another in the same PID namespace) was read from the process of `fd`.
+    public static func isRunning(_ fd: Int32) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let ready = poll(&p, 1, 0)
+            if ready == 0 { return true }
+            if ready < 0 && errno == EINTR { continue }
+            return false
+        }
+    }
 }
