@@ -29,7 +29,8 @@ public enum ProcessExitDescriptor {
     /// A close-on-exec descriptor for the process that holds `pid` now; the
     /// caller closes it. It refers to that process for good, even if the PID
     /// goes to another process later: check that it is the process meant
-    /// (its start time) after opening, not before.
+    /// (its start time) after opening, not before; or open it before the
+    /// process is read from `/proc` and find it running after (`isRunning`).
     public static func open(pid: UInt32) -> Result<Int32, Failure> {
         guard pid > 0, pid <= UInt32(Int32.max) else { return .failure(.exited) }
         let fd = geo_pidfd_open(Int32(pid))
