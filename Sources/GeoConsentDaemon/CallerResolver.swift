@@ -1,3 +1,4 @@
+import Glibc
 import GeoCore
 import GeoDBus
 import GeoSystem
@@ -13,6 +14,12 @@ import GeoSystem
 /// (the connection outlived the process that made it, and its PID may be
 /// another program's now) the connection is refused for good: it is never
 /// resolved afresh, so it cannot pick up whoever gets its PID next.
+///
+/// A pidfd is opened on the PID before it is resolved, and kept while the
+/// connection's first call is handled: if the process has not exited once the
+/// resolution is over, that descriptor is proven to be the process resolved
+/// (`ProcessExitDescriptor.isRunning`), and the process watch takes it over
+/// (`takeExitDescriptor`) with no second question to the identity helper.
 final class CallerResolver {
     /// A connection resolved once.
     private struct Known {
@@ -23,7 +30,20 @@ final class CallerResolver {
         var checkedAt: UInt64
         /// Set once the check failed: every later call gets this.
         var refusal: DBusError?
+        /// A pidfd on the process resolved, opened before it was resolved and
+        /// found running after: proven to be that process. Held only while the
+        /// connection's first call is handled (see `dropExitDescriptor`).
+        var exitDescriptor: Int32?
     }
+
+    /// The most pidfds held at once for first calls being handled. Why a bound:
+    /// a connection's first call holds one from its credentials to its end, which
+    /// may take a logind round trip (`LogindWatch.place`); a burst of new
+    /// connections must not take the descriptors the process watch, state writes
+    /// and gpsd need (this is part of `SessionProcessWatch.reserved`). Beyond it a
+    /// connection is resolved without one, and its process watch, if any, checks
+    /// its pidfd through the identity source as before (`isFirstProcess`).
+    static let heldDescriptorLimit = 32
 
     /// How long a successful check stands. Why not check every call: a check
     /// reads `/proc/PID/stat` (several system calls), which pipelined calls of one
@@ -41,6 +61,11 @@ final class CallerResolver {
     /// app then share two strings instead of holding two each.
     private var interned: Set<String> = []
     private var waiting: [String: [(Result<Caller, DBusError>) -> Void]] = [:]
+    /// Descriptors in `known` now.
+    private var heldDescriptors = 0
+    /// `pidfd_open` cannot work here (ENOSYS, EPERM): not tried again. The
+    /// process watch says so in the log when it finds the same.
+    private var pidfdUnavailable = false
 
     init(connection: Connection, identity: IdentitySource) {
         self.connection = connection
@@ -102,8 +127,41 @@ final class CallerResolver {
         return check(name, &k, at: EventLoop.monotonicNanos()) == nil
     }
 
+    /// The proven descriptor on the process of `name` (see `Known.exitDescriptor`),
+    /// handed over: the caller closes it. Nil when there is none (not opened,
+    /// the process had exited, the bound was reached, or it was handed or dropped
+    /// already): then a descriptor opened now needs `isFirstProcess`.
+    func takeExitDescriptor(_ name: String) -> Int32? {
+        guard let fd = known[name]?.exitDescriptor else { return nil }
+        known[name]!.exitDescriptor = nil
+        heldDescriptors -= 1
+        return fd
+    }
+
+    /// Closes the descriptor of `name` if nobody took it: called once a call of
+    /// the connection has been handled. Why not keep it for a later session
+    /// call: a connection whose first call starts no session (a status read, a
+    /// GeoClue `GetClient`) may stay for hours, and a descriptor each would
+    /// count against the process watch's bound; such a connection's later
+    /// session call opens its pidfd then and checks it through the identity
+    /// source (one more helper round trip, as before).
+    func dropExitDescriptor(_ name: String) {
+        if let fd = takeExitDescriptor(name) { close(fd) }
+    }
+
+    /// A pidfd on `pid`, opened before `pid` is resolved; nil when none may be
+    /// held or none opens (then the process watch falls back on `isFirstProcess`).
+    private func openBeforeResolving(_ pid: UInt32) -> Int32? {
+        guard !pidfdUnavailable, heldDescriptors < CallerResolver.heldDescriptorLimit else { return nil }
+        switch ProcessExitDescriptor.open(pid: pid) {
+        case .success(let fd): return fd
+        case .failure(.unsupported): pidfdUnavailable = true; return nil
+        case .failure: return nil   // gone already, or EMFILE and the like
+        }
+    }
+
     private func finish(_ name: String, _ reply: Result<Message, DBusError>) {
-        let result: Result<(caller: Caller, startTime: UInt64), DBusError>
+        let result: Result<(caller: Caller, startTime: UInt64, exitDescriptor: Int32?), DBusError>
         switch reply {
         case .failure(let e):
             Log.debug("credentials of \(name): \(e)")
@@ -112,12 +170,15 @@ final class CallerResolver {
             result = decode(name, m)
         }
         if case .success(let k) = result {
-            known[name] = Known(caller: k.caller, startTime: k.startTime, checkedAt: EventLoop.monotonicNanos())
+            known[name] = Known(caller: k.caller, startTime: k.startTime, checkedAt: EventLoop.monotonicNanos(),
+                                exitDescriptor: k.exitDescriptor)
+            if k.exitDescriptor != nil { heldDescriptors += 1 }
         }
         for done in waiting.removeValue(forKey: name) ?? [] { done(result.map { $0.caller }) }
     }
 
-    private func decode(_ name: String, _ m: Message) -> Result<(caller: Caller, startTime: UInt64), DBusError> {
+    private func decode(_ name: String, _ m: Message)
+        -> Result<(caller: Caller, startTime: UInt64, exitDescriptor: Int32?), DBusError> {
         guard let creds = m.arguments().first?.vardictValue,
               let uid = creds["UnixUserID"]?.uint32Value,
               let pid = creds["ProcessID"]?.uint32Value else {
@@ -129,7 +190,20 @@ final class CallerResolver {
         if let items = creds["LinuxSecurityLabel"]?.arrayValue, items.count <= 4096 {
             label = items.compactMap { if case .byte(let b) = $0 { return b } else { return nil } }
         }
-        switch identity.resolve(pid: pid, uid: uid, firstStart: nil, securityLabel: label) {
+        // Opened before the resolution, checked after it: the proof in
+        // `ProcessExitDescriptor.isRunning` needs the descriptor to exist
+        // before the first read of /proc/PID.
+        var descriptor = openBeforeResolving(pid)
+        let resolved = identity.resolve(pid: pid, uid: uid, firstStart: nil, securityLabel: label)
+        if let fd = descriptor, case .success = resolved, ProcessExitDescriptor.isRunning(fd) {
+            // Proven: the process of `fd` is the one whose start time was read.
+        } else if let fd = descriptor {
+            // Not proven (it has exited, or was not resolved): not kept. A session
+            // call then opens its own pidfd and checks it as before.
+            close(fd)
+            descriptor = nil
+        }
+        switch resolved {
         case .success(let app):
             let caller = Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
                                 identity: app.identity, executable: intern(app.executable))
@@ -138,7 +212,7 @@ final class CallerResolver {
                 Log.info("\(name) (pid \(pid), uid \(uid)) claims the Flatpak \(app.appID), not verified: \(why); " +
                          "treated as sandboxed, and config naming it does not apply")
             }
-            return .success((caller, app.startTime))
+            return .success((caller, app.startTime, descriptor))
         case .failure(let e):
             Log.info("could not resolve the app of \(name) (pid \(pid), uid \(uid)): \(e)")
             return .failure(CallerResolver.denied(e))
@@ -161,6 +235,7 @@ final class CallerResolver {
 
     /// Forgets a peer that left the bus.
     func forget(_ name: String) {
+        dropExitDescriptor(name)
         known[name] = nil
         // Dictionaries keep their largest capacity: once nobody is known, start afresh.
         if known.isEmpty { known = [:] }

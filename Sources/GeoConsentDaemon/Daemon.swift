@@ -215,18 +215,26 @@ public final class Daemon {
             switch result {
             case .success(let c):
                 guard let self else { return }
-                self.logind.place(c) { body(c) }
+                self.logind.place(c) { [weak self] in
+                    body(c)
+                    // Handled: a descriptor the call's session did not take is closed.
+                    self?.callers.dropExitDescriptor(call.sender)
+                }
             case .failure(let e): call.fail(e)
             }
         }
     }
 
     /// After a client call: a connection whose first session has just started
-    /// gets its process watched (the one its first call was resolved to,
-    /// checked by start time). Client objects' sessions share their connection's.
+    /// gets its process watched (the one its first call was resolved to): with
+    /// the pidfd the resolver proved during this first call, else with one
+    /// opened now and checked by start time. Client objects' sessions share their
+    /// connection's.
     private func watchProcess(of caller: Caller) {
         guard core.hasSession(caller.name) else { return }
-        processes.watch(connection: caller.connection, pid: caller.pid) { callers.isFirstProcess(caller.connection) }
+        processes.watch(connection: caller.connection, pid: caller.pid,
+                        provenDescriptor: { callers.takeExitDescriptor(caller.connection) },
+                        isFirstProcess: { callers.isFirstProcess(caller.connection) })
     }
 
     func feed(_ event: CoreEvent) {

@@ -26,6 +26,8 @@ extension GeoClueFacade {
             guard case .success(let caller) = result else { return done(.uint32(self.availableLevel(uid: nil))) }
             let level = self.availableLevel(uid: caller.uid)
             self.levelReaders[sender] = (caller.uid, level)
+            // A property read starts no session: no pidfd is kept for it.
+            self.daemon.callers.dropExitDescriptor(sender)
             done(.uint32(level))
         }
     }

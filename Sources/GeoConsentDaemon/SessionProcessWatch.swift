@@ -36,7 +36,9 @@ final class SessionProcessWatch {
     var onProcessExited: (String) -> Void = { _ in }
 
     /// The descriptors the daemon keeps for everything else (bus, gpsd, the
-    /// identity helper, state writes, `/proc` handles, libdbus): about ten.
+    /// identity helper, state writes, `/proc` handles, libdbus): about ten; and
+    /// the pidfds `CallerResolver` holds while first calls are handled, at most
+    /// `CallerResolver.heldDescriptorLimit`.
     static let reserved = 64
 
     /// `limit`: at most so many descriptors at once; by default the soft
@@ -55,18 +57,26 @@ final class SessionProcessWatch {
     }
 
     /// Starts watching the process (`pid`) of the connection `name` unless it
-    /// was seen already. `isFirstProcess` says whether the PID still is the
-    /// process first seen for the connection (start time,
+    /// was seen already. `provenDescriptor` hands over a pidfd already proven to
+    /// be the process first seen for the connection (`CallerResolver.takeExitDescriptor`:
+    /// opened before that process was resolved and found running after), which
+    /// this then owns; asked only once the watch is to start. Without one, a
+    /// pidfd is opened here and `isFirstProcess` says whether the PID still is
+    /// the process first seen for the connection (start time,
     /// `CallerResolver.isFirstProcess`); asked after the descriptor is open, a
     /// yes proves the descriptor is that process's, whatever happened to the
     /// PID before.
-    func watch(connection name: String, pid: UInt32, isFirstProcess: () -> Bool) {
+    func watch(connection name: String, pid: UInt32, provenDescriptor: () -> Int32? = { nil },
+               isFirstProcess: () -> Bool) {
         guard !unavailable, watched[name] == nil else { return }
         guard descriptors < limit else {
             watched[name] = .some(nil)
             return unwatched(name, pid: pid, "\(limit) connections are watched already, the most the daemon's " +
                              "descriptor limit leaves room for")
         }
+        // A process that exits after its descriptor was proven makes it readable:
+        // the loop reports that at once, as it would an exit after the watch began.
+        if let fd = provenDescriptor() { return start(name, pid: pid, fd) }
         switch ProcessExitDescriptor.open(pid: pid) {
         case .success(let fd):
             guard isFirstProcess() else {
@@ -74,11 +84,7 @@ final class SessionProcessWatch {
                 watched[name] = .some(nil)
                 return exited(name, pid: pid)
             }
-            let token = loop.watch(fd: fd, events: .readable) { [weak self] _ in
-                self?.readable(name, pid: pid)
-            }
-            watched[name] = (fd, token)
-            descriptors += 1
+            start(name, pid: pid, fd)
         case .failure(.exited):
             watched[name] = .some(nil)
             exited(name, pid: pid)
@@ -91,6 +97,14 @@ final class SessionProcessWatch {
             watched[name] = .some(nil)
             unwatched(name, pid: pid, "\(e)")
         }
+    }
+
+    private func start(_ name: String, pid: UInt32, _ fd: Int32) {
+        let token = loop.watch(fd: fd, events: .readable) { [weak self] _ in
+            self?.readable(name, pid: pid)
+        }
+        watched[name] = (fd, token)
+        descriptors += 1
     }
 
     private func unwatched(_ name: String, pid: UInt32, _ why: String) {

@@ -29,7 +29,8 @@ public enum ProcessExitDescriptor {
     /// A close-on-exec descriptor for the process that holds `pid` now; the
     /// caller closes it. It refers to that process for good, even if the PID
     /// goes to another process later: check that it is the process meant
-    /// (its start time) after opening, not before.
+    /// (its start time) after opening, not before; or open it before the
+    /// process is read from `/proc` and find it running after (`isRunning`).
     public static func open(pid: UInt32) -> Result<Int32, Failure> {
         guard pid > 0, pid <= UInt32(Int32.max) else { return .failure(.exited) }
         let fd = geo_pidfd_open(Int32(pid))
@@ -38,6 +39,25 @@ public enum ProcessExitDescriptor {
         case ESRCH: return .failure(.exited)
         case ENOSYS, EPERM: return .failure(.unsupported(errno: errno))
         case let e: return .failure(.failed(errno: e))
+        }
+    }
+
+    /// Whether the process of `fd` (from `open`) is, right now, still running:
+    /// `poll` with no wait finds the descriptor not readable. False when it has
+    /// exited (a zombie too) or the poll fails.
+    ///
+    /// What a true proves: the process held its PID from when `fd` was opened
+    /// until now, because a PID goes to another process only after its process
+    /// has exited and been reaped, and its pidfd is readable from the exit on.
+    /// So whatever was read from `/proc/PID` in between (by this process or
+    /// another in the same PID namespace) was read from the process of `fd`.
+    public static func isRunning(_ fd: Int32) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let ready = poll(&p, 1, 0)
+            if ready == 0 { return true }
+            if ready < 0 && errno == EINTR { continue }
+            return false
         }
     }
 }

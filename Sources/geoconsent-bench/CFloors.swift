@@ -117,11 +117,31 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
     return (daemon, floor, fixes > 0 ? cpu / Double(fixes) / 1000 : .nan)
 }
 
+/// The child processes of `pid` (found by their parent PID in /proc/*/stat).
+func childPIDs(of pid: pid_t) -> [pid_t] {
+    guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+    return entries.compactMap { entry -> pid_t? in
+        guard let child = pid_t(entry),
+              let stat = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // After "comm)": state, then the parent PID.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 1 && pid_t(fields[1]) == pid ? child : nil
+    }
+}
+
 /// Churn per client in µs: connect + Hello + tap + StartUpdates + disconnect against
 /// the daemon, and the floor: connect + Hello + two round trips to a C echo service
 /// (a thread of this process with its own connection) + disconnect. The same C loop
 /// runs both, in alternating batches.
-func cChurn(busAddress: String, cycles: Int) throws -> (daemon: Double, floor: Double) {
+/// `cpuPerCycle`: on-CPU time (µs) of the daemon and of its children (the identity
+/// helper, when it runs one) per cycle, over the daemon's batches only: what a new
+/// connection costs the service, free of the wall-clock noise of a shared machine.
+func cChurn(busAddress: String, cycles: Int, daemonPID: pid_t) throws
+    -> (daemon: Double, floor: Double, cpuPerCycle: Double) {
+    // The helper is started with the daemon and lives as long: found once.
+    let measured = [daemonPID] + childPIDs(of: daemonPID)
+    func cpu() -> Double { measured.reduce(0) { $0 + cpuNanos($1) } }
     var error = [CChar](repeating: 0, count: 256)
     guard let echo = bf_echo_start(busAddress, &error, Int32(error.count)) else {
         throw BenchFloorError(description: "C echo service: " + String(cString: error))
@@ -129,11 +149,13 @@ func cChurn(busAddress: String, cycles: Int) throws -> (daemon: Double, floor: D
     defer { bf_echo_stop(echo) }
     let echoName = String(cString: bf_echo_name(echo))
     let batches = 10, each = max(1, cycles / batches)
-    var daemonNanos: UInt64 = 0, floorNanos: UInt64 = 0
+    var daemonNanos: UInt64 = 0, floorNanos: UInt64 = 0, cpuNanosUsed = 0.0
     for _ in 0..<batches {
+        let cpu0 = cpu()
         let d = bf_churn(busAddress, GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
                          "RequestOneTimeAuthorization", "StartUpdates", Int32(each), &error, Int32(error.count))
         if d == 0 { throw BenchFloorError(description: "churn against the daemon: " + String(cString: error)) }
+        cpuNanosUsed += cpu() - cpu0
         let f = bf_churn(busAddress, echoName, "/bench/Echo", "org.geoconsent.BenchEcho", "Echo", "Echo",
                          Int32(each), &error, Int32(error.count))
         if f == 0 { throw BenchFloorError(description: "churn floor: " + String(cString: error)) }
@@ -141,7 +163,7 @@ func cChurn(busAddress: String, cycles: Int) throws -> (daemon: Double, floor: D
         floorNanos += f
     }
     let total = Double(batches * each)
-    return (Double(daemonNanos) / total / 1000, Double(floorNanos) / total / 1000)
+    return (Double(daemonNanos) / total / 1000, Double(floorNanos) / total / 1000, cpuNanosUsed / total / 1000)
 }
 
 extension Array where Element == String {

@@ -151,4 +151,73 @@ final class TappingProcessTests: StackTestCase {
         }
         XCTAssertFalse(stack.daemon.log().contains(exitLogLine), stack.daemon.log())
     }
+
+    /// The daemon opens a pidfd on a new connection's process before resolving
+    /// it; a first call that starts no session (here `ListSessions`) must not
+    /// leave it open, however long the connection stays. More connections than
+    /// the resolver may hold at once, so a leak shows whatever its bound.
+    func testAConnectionWhoseFirstCallStartsNoSessionKeepsNoDescriptor() throws {
+        let pid = stack.daemon.pid
+        let root = try stack.peer()
+        _ = try root.authorization()
+        _ = try root.authorization()   // root's session descriptor is open (see above)
+        let baseline = Hostile.fdCount(pid)
+        let count = 50
+        var peers: [BusPeer] = []
+        for _ in 0..<count {
+            let p = try stack.peer()
+            XCTAssertNoThrow(try p.sessions())
+            peers.append(p)
+        }
+        _ = try root.authorization()
+        XCTAssertEqual(Hostile.fdCount(pid), baseline, "a descriptor is left per connection without a session")
+        // Their later session calls are watched all the same (a pidfd opened then).
+        for p in peers { XCTAssertNoThrow(try p.authorization()) }
+        _ = try root.authorization()
+        XCTAssertEqual(Hostile.fdCount(pid), baseline + count)
+        peers.removeAll()
+        XCTAssertTrue(stack.peers.pump(timeout: 10) { ((try? root.sessions()) ?? []).count == 1 })
+        XCTAssertEqual(Hostile.fdCount(pid), baseline)
+    }
+
+    /// A connection whose first call starts a session costs the identity helper
+    /// what one whose first call starts none costs: the resolution, and no second
+    /// request to check the pidfd of the process watch (the pidfd, opened before
+    /// the resolution and found running after it, is proven already). Counted as
+    /// the helper's read system calls (`/proc/PID/io` syscr: its `/proc` reads;
+    /// its socket is read with `recv`, not counted): every connection here is of
+    /// this test process, so each resolution reads the same files.
+    func testASessionsFirstCallAsksTheIdentityHelperOnce() throws {
+        guard getuid() == 0 else { throw XCTSkip("the daemon runs an identity helper when started as root") }
+        let helper = try XCTUnwrap(PrivilegeSeparationTests.helper(of: stack.daemon.pid), stack.daemon.log())
+        func reads() throws -> Int {
+            let io = try String(contentsOfFile: "/proc/\(helper)/io", encoding: .utf8)
+            let line = try XCTUnwrap(io.split(separator: "\n").first { $0.hasPrefix("syscr:") }, io)
+            return try XCTUnwrap(Int(line.dropFirst("syscr:".count).trimmingCharacters(in: .whitespaces)), io)
+        }
+        let root = try stack.peer()
+        _ = try root.authorization()
+        let count = 20
+        // One call per connection, each a new connection: no later check of a
+        // known connection (at most every 100 ms) comes into it.
+        func perConnection(_ first: (BusPeer) throws -> Void) throws -> (reads: Double, descriptors: Int) {
+            let before = try reads(), fds = Hostile.fdCount(stack.daemon.pid)
+            var peers: [BusPeer] = []
+            for _ in 0..<count {
+                let p = try stack.peer()
+                try first(p)
+                peers.append(p)
+            }
+            let after = try reads()
+            _ = try root.authorization()   // answered after the last session's descriptor is open
+            return (Double(after - before) / Double(count), Hostile.fdCount(stack.daemon.pid) - fds)
+        }
+        let noSession = try perConnection { _ = try $0.sessions() }
+        let session = try perConnection { _ = try $0.authorization() }
+        XCTAssertGreaterThan(noSession.reads, 0, "the helper resolved nothing: not the helper the daemon asks")
+        XCTAssertEqual(noSession.descriptors, 0)
+        XCTAssertEqual(session.descriptors, count, "each session's process is watched")
+        XCTAssertEqual(session.reads, noSession.reads, "a session's first call asked the helper again")
+        XCTAssertFalse(stack.daemon.log().contains("not watching"), stack.daemon.log())
+    }
 }
