@@ -365,23 +365,28 @@ static void floor_round(bf_gc_floor *f) {
     dbus_connection_get_unix_fd(f->c, &fd);
 
     f->started = bf_now();
-    // As the facade: every LocationUpdated first, then every PropertiesChanged.
+    // As the facade: every LocationUpdated first; then, turn by turn, the GetAll
+    // calls read by then are answered, and up to 16 PropertiesChanged follow
+    // (the facade's GeoClueFacade.noticeBatch) until all are out.
     for (int i = 0; i < f->n; i++) {
         if (f->updated[i]) { dbus_connection_send(f->c, f->updated[i], NULL); dbus_message_unref(f->updated[i]); }
     }
-    for (int i = 0; i < f->n; i++) {
-        if (f->changed[i]) { dbus_connection_send(f->c, f->changed[i], NULL); dbus_message_unref(f->changed[i]); }
-    }
-    int answered = 0;
+    int answered = 0, changed = 0;
     uint64_t deadline = f->started + 5000000000u;
     for (;;) {
+        dbus_connection_read_write(f->c, 0);
         answered += answer(f->c, reply);
+        for (int k = 0; k < 16 && changed < f->n; k++, changed++) {
+            if (f->changed[changed]) { dbus_connection_send(f->c, f->changed[changed], NULL); dbus_message_unref(f->changed[changed]); }
+        }
         uint64_t now = bf_now();
-        if (answered >= f->n || now >= deadline) break;
+        if ((answered >= f->n && changed >= f->n) || now >= deadline) break;
+        if (changed < f->n) continue;   // more to send: read what came, without waiting
         short events = POLLIN | (dbus_connection_has_messages_to_send(f->c) ? POLLOUT : 0);
         struct pollfd p = { .fd = fd, .events = events };
         if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) > 0 && !dbus_connection_read_write(f->c, 0)) break;
     }
+    for (; changed < f->n; changed++) if (f->changed[changed]) dbus_message_unref(f->changed[changed]);
     dbus_connection_flush(f->c);
     f->all_answered = answered >= f->n;
     if (reply) dbus_message_unref(reply);

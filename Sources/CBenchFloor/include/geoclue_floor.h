@@ -40,9 +40,10 @@ typedef struct bf_gc_floor bf_gc_floor;
 bf_gc_floor *bf_gc_floor_start(const char *address, const char *const *destinations, int n,
                                char *error, int error_len);
 /// Fires one round: the thread prebuilds the round's messages (Timestamp
-/// `stamp_micros`), takes its start time, sends every LocationUpdated, then
-/// every PropertiesChanged, then answers the clients' GetAll calls until all
-/// `n` are answered. Returns at once.
+/// `stamp_micros`), takes its start time, sends every LocationUpdated, then,
+/// as the facade does, answers the GetAll calls read by then and sends up to
+/// 16 PropertiesChanged, turn after turn, until all `n` are answered and every
+/// PropertiesChanged is out. Returns at once.
 void bf_gc_floor_fire(bf_gc_floor *f, uint64_t stamp_micros);
 /// Waits for the round to end; returns its start time (bf_now()), or 0 when
 /// not every GetAll came within 5 s.
