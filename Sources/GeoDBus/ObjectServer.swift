@@ -87,7 +87,8 @@ public final class ObjectServer {
     /// Sends a signal; with `destination` it is unicast to that connection only.
     @discardableResult
     public func emit(path: String, interface: String, member: String, _ args: [DBusValue], destination: String? = nil) -> Bool {
-        // Written in one pass where it can be (WireEncoder: a third of the cost).
+        // Written in one pass where it can be (WireEncoder: a PropertiesChanged then
+        // costs some 60 % of what appending its arguments one by one does).
         if let m = Message.signal(wire: path, interface: interface, member: member, destination: destination, args) {
             return connection.send(m)
         }
