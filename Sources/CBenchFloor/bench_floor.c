@@ -207,11 +207,58 @@ struct bf_sender {
     int n;
     char **destinations;
     char *path, *iface, *member;
-    int go, done;          // eventfds: main -> thread, thread -> main
+    DBusMessage **batch;   // the round's signals
     uint64_t stamp, started;
-    int stop;
-    pthread_t thread;
+    bf_rounds rounds;
 };
+
+static void *rounds_main(void *arg) {
+    bf_rounds *r = arg;
+    for (;;) {
+        uint64_t v;
+        if (read(r->go, &v, sizeof v) != sizeof v) { if (errno == EINTR) continue; break; }
+        if (r->stop) break;
+        r->round(r->arg);
+        v = 1;
+        (void)!write(r->done, &v, sizeof v);
+    }
+    return NULL;
+}
+
+int bf_rounds_start(bf_rounds *r, void (*round)(void *), void *arg, char *error, int error_len) {
+    r->round = round;
+    r->arg = arg;
+    r->go = eventfd(0, EFD_CLOEXEC);
+    r->done = eventfd(0, EFD_CLOEXEC);
+    if (r->go < 0 || r->done < 0 || pthread_create(&r->thread, NULL, rounds_main, r) != 0) {
+        if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start a floor thread");
+        r->thread = 0;
+        return -1;
+    }
+    return 0;
+}
+
+void bf_rounds_fire(bf_rounds *r) {
+    uint64_t v = 1;
+    (void)!write(r->go, &v, sizeof v);
+}
+
+void bf_rounds_wait(bf_rounds *r) {
+    uint64_t v;
+    while (read(r->done, &v, sizeof v) != sizeof v && errno == EINTR) {}
+}
+
+void bf_rounds_stop(bf_rounds *r) {
+    if (r->thread) {
+        r->stop = 1;
+        bf_rounds_fire(r);
+        pthread_join(r->thread, NULL);
+        r->thread = 0;
+    }
+    if (r->go >= 0) close(r->go);
+    if (r->done >= 0) close(r->done);
+    r->go = r->done = -1;
+}
 
 void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value) {
     DBusMessageIter entry, var;
@@ -252,26 +299,16 @@ static DBusMessage *location_signal(bf_sender *s, const char *destination, uint6
     return m;
 }
 
-static void *sender_main(void *arg) {
+static void sender_round(void *arg) {
     bf_sender *s = arg;
-    DBusMessage **batch = calloc((size_t)s->n, sizeof *batch);
-    for (;;) {
-        uint64_t v;
-        if (read(s->go, &v, sizeof v) != sizeof v) { if (errno == EINTR) continue; break; }
-        if (s->stop) break;
-        for (int i = 0; i < s->n; i++) batch[i] = location_signal(s, s->destinations[i], s->stamp);
-        s->started = bf_now();
-        for (int i = 0; i < s->n; i++) {
-            if (batch[i]) { dbus_connection_send(s->c, batch[i], NULL); dbus_message_unref(batch[i]); }
-        }
-        dbus_connection_flush(s->c);
-        DBusMessage *m;
-        while ((m = dbus_connection_pop_message(s->c))) dbus_message_unref(m);
-        v = 1;
-        (void)!write(s->done, &v, sizeof v);
+    for (int i = 0; i < s->n; i++) s->batch[i] = location_signal(s, s->destinations[i], s->stamp);
+    s->started = bf_now();
+    for (int i = 0; i < s->n; i++) {
+        if (s->batch[i]) { dbus_connection_send(s->c, s->batch[i], NULL); dbus_message_unref(s->batch[i]); }
     }
-    free(batch);
-    return NULL;
+    dbus_connection_flush(s->c);
+    DBusMessage *m;
+    while ((m = dbus_connection_pop_message(s->c))) dbus_message_unref(m);
 }
 
 bf_sender *bf_sender_start(const char *address, const char *const *destinations, int n,
@@ -284,14 +321,11 @@ bf_sender *bf_sender_start(const char *address, const char *const *destinations,
     s->n = n;
     s->destinations = calloc((size_t)n, sizeof *s->destinations);
     for (int i = 0; i < n; i++) s->destinations[i] = strdup(destinations[i]);
+    s->batch = calloc((size_t)n, sizeof *s->batch);
     s->path = strdup(path);
     s->iface = strdup(iface);
     s->member = strdup(member);
-    s->go = eventfd(0, EFD_CLOEXEC);
-    s->done = eventfd(0, EFD_CLOEXEC);
-    if (pthread_create(&s->thread, NULL, sender_main, s) != 0) {
-        if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the sender thread");
-        s->thread = 0;
+    if (bf_rounds_start(&s->rounds, sender_round, s, error, error_len) != 0) {
         bf_sender_stop(s);
         return NULL;
     }
@@ -300,32 +334,24 @@ bf_sender *bf_sender_start(const char *address, const char *const *destinations,
 
 void bf_sender_fire(bf_sender *s, uint64_t stamp) {
     s->stamp = stamp;
-    uint64_t v = 1;
-    (void)!write(s->go, &v, sizeof v);
+    bf_rounds_fire(&s->rounds);
 }
 
 uint64_t bf_sender_finish(bf_sender *s) {
-    uint64_t v;
-    while (read(s->done, &v, sizeof v) != sizeof v && errno == EINTR) {}
+    bf_rounds_wait(&s->rounds);
     return s->started;
 }
 
 void bf_sender_stop(bf_sender *s) {
     if (!s) return;
-    if (s->thread) {
-        s->stop = 1;
-        uint64_t v = 1;
-        (void)!write(s->go, &v, sizeof v);
-        pthread_join(s->thread, NULL);
-    }
+    bf_rounds_stop(&s->rounds);
     bf_close_connection(s->c);
     for (int i = 0; i < s->n; i++) free(s->destinations[i]);
     free(s->destinations);
+    free(s->batch);
     free(s->path);
     free(s->iface);
     free(s->member);
-    close(s->go);
-    close(s->done);
     free(s);
 }
 

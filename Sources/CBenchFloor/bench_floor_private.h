@@ -6,6 +6,7 @@
 
 #include <dbus/dbus.h>
 #include <poll.h>
+#include <pthread.h>
 
 /// A receiver's GeoClue client state (geoclue_floor.c); NULL until set up.
 typedef struct bf_gc_state bf_gc_state;
@@ -27,5 +28,24 @@ void bf_close_connection(DBusConnection *c);
 void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value);
 /// Frees the receivers' GeoClue state (geoclue_floor.c).
 void bf_gc_state_free(bf_receivers *r);
+
+/// A thread with its own work that runs one round each time it is fired and
+/// says when the round is over: the floor senders of both files.
+typedef struct {
+    int go, done;          // eventfds: main -> thread, thread -> main
+    volatile int stop;
+    pthread_t thread;      // 0 when not started
+    void (*round)(void *arg);
+    void *arg;
+} bf_rounds;
+
+/// Starts the thread; 0 on success, else -1 with the reason in `error`.
+int bf_rounds_start(bf_rounds *r, void (*round)(void *), void *arg, char *error, int error_len);
+/// Runs one round on the thread; returns at once.
+void bf_rounds_fire(bf_rounds *r);
+/// Waits until the round fired last is over.
+void bf_rounds_wait(bf_rounds *r);
+/// Ends the thread (if it runs) and closes the eventfds.
+void bf_rounds_stop(bf_rounds *r);
 
 #endif

@@ -1,16 +1,12 @@
 // The GeoClue2 protocol in plain C on libdbus-1; see include/geoclue_floor.h.
 // The clients are bench_floor.c's receivers with a little state each; the floor
-// sender is a thread with its own connection, like bench_floor.c's sender.
+// sender is a thread with its own connection (bf_rounds), like bench_floor.c's sender.
 #include "geoclue_floor.h"
 #include "bench_floor_private.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 static const char *const MANAGER_PATH = "/org/freedesktop/GeoClue2/Manager";
 static const char *const MANAGER_IFACE = "org.freedesktop.GeoClue2.Manager";
@@ -248,10 +244,9 @@ struct bf_gc_floor {
     char **locations;      // each client's current Location path ("/" before the first)
     DBusMessage **updated, **changed;   // the round's prebuilt signals
     unsigned round;
-    int go, done;          // eventfds: main -> thread, thread -> main
     uint64_t stamp, started;
-    int all_answered, stop;
-    pthread_t thread;
+    int all_answered;
+    bf_rounds rounds;
 };
 
 /// A unicast signal; the destination is set before the body, as the daemon does.
@@ -348,7 +343,8 @@ static int answer(DBusConnection *c, DBusMessage *reply) {
     return answered;
 }
 
-static void floor_round(bf_gc_floor *f) {
+static void floor_round(void *arg) {
+    bf_gc_floor *f = arg;
     // Prebuilt before the clock starts: every client's LocationUpdated and
     // PropertiesChanged, and the GetAll reply's template.
     f->round++;
@@ -397,19 +393,6 @@ static void floor_round(bf_gc_floor *f) {
     free(fresh);
 }
 
-static void *floor_main(void *arg) {
-    bf_gc_floor *f = arg;
-    for (;;) {
-        uint64_t v;
-        if (read(f->go, &v, sizeof v) != sizeof v) { if (errno == EINTR) continue; break; }
-        if (f->stop) break;
-        floor_round(f);
-        v = 1;
-        (void)!write(f->done, &v, sizeof v);
-    }
-    return NULL;
-}
-
 bf_gc_floor *bf_gc_floor_start(const char *address, const char *const *destinations, int n,
                                char *error, int error_len) {
     DBusConnection *c = bf_open_registered(address, error, error_len);
@@ -429,11 +412,7 @@ bf_gc_floor *bf_gc_floor_start(const char *address, const char *const *destinati
         f->clients[i] = strdup(path);
         f->locations[i] = strdup("/");
     }
-    f->go = eventfd(0, EFD_CLOEXEC);
-    f->done = eventfd(0, EFD_CLOEXEC);
-    if (pthread_create(&f->thread, NULL, floor_main, f) != 0) {
-        if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the GeoClue floor thread");
-        f->thread = 0;
+    if (bf_rounds_start(&f->rounds, floor_round, f, error, error_len) != 0) {
         bf_gc_floor_stop(f);
         return NULL;
     }
@@ -442,24 +421,17 @@ bf_gc_floor *bf_gc_floor_start(const char *address, const char *const *destinati
 
 void bf_gc_floor_fire(bf_gc_floor *f, uint64_t stamp_micros) {
     f->stamp = stamp_micros;
-    uint64_t v = 1;
-    (void)!write(f->go, &v, sizeof v);
+    bf_rounds_fire(&f->rounds);
 }
 
 uint64_t bf_gc_floor_finish(bf_gc_floor *f) {
-    uint64_t v;
-    while (read(f->done, &v, sizeof v) != sizeof v && errno == EINTR) {}
+    bf_rounds_wait(&f->rounds);
     return f->all_answered ? f->started : 0;
 }
 
 void bf_gc_floor_stop(bf_gc_floor *f) {
     if (!f) return;
-    if (f->thread) {
-        f->stop = 1;
-        uint64_t v = 1;
-        (void)!write(f->go, &v, sizeof v);
-        pthread_join(f->thread, NULL);
-    }
+    bf_rounds_stop(&f->rounds);
     bf_close_connection(f->c);
     for (int i = 0; i < f->n; i++) {
         free(f->destinations[i]);
@@ -471,7 +443,5 @@ void bf_gc_floor_stop(bf_gc_floor *f) {
     free(f->locations);
     free(f->updated);
     free(f->changed);
-    close(f->go);
-    close(f->done);
     free(f);
 }
