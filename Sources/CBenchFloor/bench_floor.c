@@ -170,10 +170,7 @@ static int take(bf_receivers *r, int i, const char *member, uint64_t stamp, uint
     return found;
 }
 
-int bf_receivers_wait(bf_receivers *r, const char *member, uint64_t stamp, uint64_t *arrivals, int timeout_ms) {
-    int left = r->n;
-    memset(r->got, 0, (size_t)r->n);
-    for (int i = 0; i < r->n; i++) left -= take(r, i, member, stamp, arrivals);
+int bf_receivers_poll(bf_receivers *r, int left, int timeout_ms, int (*take)(bf_receivers *, int, void *), void *ctx) {
     struct pollfd *p = calloc((size_t)r->n, sizeof *p);
     int *index = calloc((size_t)r->n, sizeof *index);
     uint64_t deadline = bf_now() + (uint64_t)timeout_ms * 1000000u;
@@ -192,12 +189,28 @@ int bf_receivers_wait(bf_receivers *r, const char *member, uint64_t stamp, uint6
             if (!p[j].revents) continue;
             int i = index[j];
             dbus_connection_read_write(r->c[i], 0);
-            left -= take(r, i, member, stamp, arrivals);
+            left -= take(r, i, ctx);
         }
     }
     free(p);
     free(index);
     return left == 0 ? 0 : -1;
+}
+
+/// What `bf_receivers_wait` looks for.
+struct awaited { const char *member; uint64_t stamp; uint64_t *arrivals; };
+
+static int take_awaited(bf_receivers *r, int i, void *ctx) {
+    struct awaited *a = ctx;
+    return take(r, i, a->member, a->stamp, a->arrivals);
+}
+
+int bf_receivers_wait(bf_receivers *r, const char *member, uint64_t stamp, uint64_t *arrivals, int timeout_ms) {
+    int left = r->n;
+    memset(r->got, 0, (size_t)r->n);
+    for (int i = 0; i < r->n; i++) left -= take(r, i, member, stamp, arrivals);
+    struct awaited a = { member, stamp, arrivals };
+    return bf_receivers_poll(r, left, timeout_ms, take_awaited, &a);
 }
 
 // MARK: Sender

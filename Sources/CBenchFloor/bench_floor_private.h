@@ -29,6 +29,11 @@ void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char
 /// Frees the receivers' GeoClue state (geoclue_floor.c).
 void bf_gc_state_free(bf_receivers *r);
 
+/// Polls the receivers not done yet (`got` unset) and calls `take(r, i, ctx)` for
+/// each one with something to read, until `left` are done (each `take` returns
+/// how many it finished, 0 or 1) or `timeout_ms` have passed. 0 when all are done.
+int bf_receivers_poll(bf_receivers *r, int left, int timeout_ms, int (*take)(bf_receivers *, int, void *), void *ctx);
+
 /// A thread with its own work that runs one round each time it is fired and
 /// says when the round is over: the floor senders of both files.
 typedef struct {

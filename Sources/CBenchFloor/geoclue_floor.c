@@ -203,35 +203,22 @@ static int take(bf_receivers *r, int i, uint64_t stamp, uint64_t *signal_at, uin
     return done;
 }
 
+/// What `bf_gc_clients_wait` looks for.
+struct awaited { uint64_t stamp; uint64_t *signal_at, *in_hand_at; };
+
+static int take_awaited(bf_receivers *r, int i, void *ctx) {
+    struct awaited *a = ctx;
+    return take(r, i, a->stamp, a->signal_at, a->in_hand_at);
+}
+
 int bf_gc_clients_wait(bf_receivers *r, uint64_t stamp_micros, uint64_t *signal_at, uint64_t *in_hand_at,
                        int timeout_ms) {
     int left = r->n;
     memset(r->got, 0, (size_t)r->n);
     for (int i = 0; i < r->n; i++) r->gc[i].getall_serial = 0;
     for (int i = 0; i < r->n; i++) left -= take(r, i, stamp_micros, signal_at, in_hand_at);
-    struct pollfd *p = calloc((size_t)r->n, sizeof *p);
-    int *index = calloc((size_t)r->n, sizeof *index);
-    uint64_t deadline = bf_now() + (uint64_t)timeout_ms * 1000000u;
-    while (left > 0) {
-        uint64_t now = bf_now();
-        if (now >= deadline) break;
-        int k = 0;
-        for (int i = 0; i < r->n; i++) {
-            if (r->got[i]) continue;
-            p[k] = (struct pollfd){ .fd = r->fds[i].fd, .events = POLLIN };
-            index[k++] = i;
-        }
-        if (poll(p, (nfds_t)k, (int)((deadline - now) / 1000000u) + 1) <= 0) continue;
-        for (int j = 0; j < k; j++) {
-            if (!p[j].revents) continue;
-            int i = index[j];
-            dbus_connection_read_write(r->c[i], 0);
-            left -= take(r, i, stamp_micros, signal_at, in_hand_at);
-        }
-    }
-    free(p);
-    free(index);
-    return left == 0 ? 0 : -1;
+    struct awaited a = { stamp_micros, signal_at, in_hand_at };
+    return bf_receivers_poll(r, left, timeout_ms, take_awaited, &a);
 }
 
 // MARK: The floor sender
