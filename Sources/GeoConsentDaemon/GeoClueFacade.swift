@@ -49,7 +49,8 @@ final class GeoClueFacade {
     /// Clients whose `Location` changed and whose `PropertiesChanged` for it
     /// is still to go (`sendNotices`), in the order of their fixes.
     private var locationNotices: [GeoClueClientObject] = []
-    private var noticeTimer: EventLoop.Token?
+    /// A batch of `locationNotices` is on its way (`scheduleNotices`).
+    private var noticesScheduled = false
     /// `PropertiesChanged` sent per turn of the event loop, between `GetAll` replies.
     static let noticeBatch = 16
     /// `Start` calls the consent core is deciding on, by its call id.
@@ -306,11 +307,20 @@ final class GeoClueFacade {
 
     /// After the next `poll`: the calls read by then are answered first (their
     /// dispatch is deferred work queued before this), then one batch of notices.
+    /// The timer is armed from deferred work: a fix is handled in a ready
+    /// handler, and a timer armed there would already be due in this same turn,
+    /// before any `GetAll` its signals bring could be read.
     private func scheduleNotices() {
-        guard noticeTimer == nil, !locationNotices.isEmpty else { return }
-        noticeTimer = loop.schedule(after: 0) { [weak self] in
-            self?.noticeTimer = nil
-            self?.loop.later { [weak self] in self?.sendNotices() }
+        guard !noticesScheduled, !locationNotices.isEmpty else { return }
+        noticesScheduled = true
+        loop.later { [weak self] in
+            guard let self else { return }
+            _ = self.loop.schedule(after: 0) { [weak self] in
+                self?.loop.later { [weak self] in
+                    self?.noticesScheduled = false
+                    self?.sendNotices()
+                }
+            }
         }
     }
 

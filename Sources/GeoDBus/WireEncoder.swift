@@ -80,15 +80,17 @@ struct WireEncoder {
         case .signature(let s): return signature(s)
         case .unixFD: return false
         case .array(let element, let items):
+            // Items of another type than the array's are refused, as libdbus's appending refuses them.
             return array(elementAlignment: WireEncoder.alignment(of: Substring(element))) {
-                for item in items where !$0.value(item) { return false }
+                for item in items where item.signature != element || !$0.value(item) { return false }
                 return true
             }
-        case .dict(_, _, let entries):
+        case .dict(let key, let valueType, let entries):
             return array(elementAlignment: 8) {
                 for e in entries {
                     $0.align(8)
-                    guard $0.value(e.key), $0.value(e.value) else { return false }
+                    guard e.key.signature == key, e.value.signature == valueType,
+                          $0.value(e.key), $0.value(e.value) else { return false }
                 }
                 return true
             }
@@ -109,11 +111,15 @@ struct WireEncoder {
         let lengthAt = bytes.count - 4
         align(elementAlignment)
         let start = bytes.count
-        guard body(&self) else { return false }
+        guard body(&self), bytes.count - start <= WireEncoder.maxArrayBytes else { return false }
         let length = UInt32(bytes.count - start)
         withUnsafeBytes(of: length.littleEndian) { bytes.replaceSubrange(lengthAt..<lengthAt + 4, with: $0) }
         return true
     }
+
+    /// The largest array and message the specification allows (64 and 128 MiB).
+    static let maxArrayBytes = 1 << 26
+    static let maxMessageBytes = 1 << 27
 
     /// Header field codes (the D-Bus specification, "Header Fields").
     enum Field: UInt8 {
@@ -127,7 +133,7 @@ struct WireEncoder {
         var body = WireEncoder()
         var signature = ""
         for a in args {
-            guard body.value(a) else { return nil }
+            guard body.value(a), body.bytes.count <= maxMessageBytes else { return nil }
             signature += a.signature
         }
         var m = WireEncoder(capacity: 128 + body.bytes.count)
@@ -151,6 +157,6 @@ struct WireEncoder {
         // The body starts 8-aligned; its own alignment was counted from 0, which is the same.
         m.align(8)
         m.bytes.append(contentsOf: body.bytes)
-        return m.bytes
+        return m.bytes.count <= maxMessageBytes ? m.bytes : nil
     }
 }

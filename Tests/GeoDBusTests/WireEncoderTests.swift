@@ -51,5 +51,13 @@ final class WireEncoderTests: XCTestCase {
         XCTAssertNil(Message.signal(wire: "/a", interface: "x.y", member: "M", destination: nil, [.string("nul\0inside")]))
         XCTAssertNil(Message.signal(wire: "not a path", interface: "x.y", member: "M", destination: nil, []))
         XCTAssertNil(Message.signal(wire: "/a", interface: "x.y", member: "M", destination: nil, [.unixFD(0)]))
+        // Items of another type than their array's or dict's, which appending refuses too.
+        for wrong: DBusValue in [.array(element: "u", [.int32(-1)]),
+                                 .dict(key: "s", value: "v", [.init(.string("k"), .string("not a variant"))]),
+                                 .dict(key: "s", value: "v", [.init(.uint32(1), .variant(.bool(true)))])] {
+            XCTAssertNil(Message.signal(wire: "/a", interface: "x.y", member: "M", destination: nil, [wrong]), "\(wrong)")
+            let m = try Message.signal(path: "/a", interface: "x.y", member: "M")
+            XCTAssertThrowsError(try m.append([wrong]), "\(wrong)")
+        }
     }
 }
