@@ -69,12 +69,7 @@ final class GeoClueAgentTests: GeoClueTestCase {
         startFeeding(interval: 0.5, north: 10)
         let r = try whereAmI()
         XCTAssertEqual(r.status, 0, r.output)
-        let fixes = printedFixes(r.output)
-        XCTAssertGreaterThanOrEqual(fixes.count, 3, r.output)
-        for f in fixes {
-            XCTAssertTrue(feed.sentPosition(latitude: f.latitude, longitude: f.longitude),
-                          "\(f) is not on the track")
-        }
+        assertFullFixesOnTrack(printedFixes(r.output), atLeast: 3, r.output)
         XCTAssertEqual(authorizations(agentRun), [["geoclue-where-am-i", "8"]], "asked once, under its DesktopId")
         XCTAssertEqual(agent.confirms.count, 0)
         let consents = try agentPeer.consents()

@@ -26,15 +26,7 @@ final class GeoClueClientTests: GeoClueTestCase {
         startFeeding(interval: 0.5, north: 10)
         let r = try runClient(Self.whereAmI, ["-t", "10", "-a", "8"])
         XCTAssertEqual(r.status, 0, r.output)
-        let fixes = printedFixes(r.output)
-        XCTAssertGreaterThanOrEqual(fixes.count, 5, r.output)
-        for f in fixes {
-            // Each one a position of the track, as printed (%f: 6 decimals).
-            XCTAssertTrue(feed.sentPosition(latitude: f.latitude, longitude: f.longitude),
-                          "\(f) is not on the track")
-            XCTAssertGreaterThan(f.accuracy, 0)
-            XCTAssertLessThan(f.accuracy, 100)
-        }
+        assertFullFixesOnTrack(printedFixes(r.output), atLeast: 5, r.output)
         XCTAssertTrue(r.output.contains("Altitude:") && r.output.contains("Heading:"), r.output)
         let confirm = try XCTUnwrap(agent.confirms.first)
         XCTAssertEqual(confirm.kind, .whenInUse)

@@ -106,14 +106,8 @@ final class GeoCluePortalTests: GeoClueTestCase {
         XCTAssertEqual(r.status, 0, r.output)
         XCTAssertEqual(r.lines.filter { $0.first == "response" }, [["response", "0"]], r.output)
         let fixes = updates(r.lines)
-        XCTAssertGreaterThanOrEqual(fixes.count, 3, r.output)
-        for f in fixes {
-            XCTAssertTrue(feed.sentPosition(latitude: f.latitude, longitude: f.longitude),
-                          "\(f) is not on the track")
-            XCTAssertGreaterThan(f.accuracy, 0)
-            XCTAssertLessThan(f.accuracy, 100)
-            XCTAssertGreaterThan(f.altitude, -1e300, "full accuracy: the altitude is known")
-        }
+        assertFullFixesOnTrack(fixes.map { ($0.latitude, $0.longitude, $0.accuracy) }, atLeast: 3, r.output)
+        for f in fixes { XCTAssertGreaterThan(f.altitude, -1e300, "full accuracy: the altitude is known: \(f)") }
         XCTAssertEqual(Set(fixes.map(\.latitude)).count, fixes.count, "each update a new fix of the track")
 
         // The portal is one app to us: the prompt names its executable, and its DesktopId.

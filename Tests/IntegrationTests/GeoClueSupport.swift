@@ -135,6 +135,19 @@ class GeoClueTestCase: XCTestCase {
         return (hierarchy, dir)
     }
 
+    /// Asserts there are at least `minimum` fixes, each a position of the fed
+    /// track, as printed (6 decimals), with an accuracy of gpsd's (0 to 100 m).
+    func assertFullFixesOnTrack(_ fixes: [(latitude: Double, longitude: Double, accuracy: Double)], atLeast minimum: Int,
+                                _ output: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertGreaterThanOrEqual(fixes.count, minimum, output, file: file, line: line)
+        for f in fixes {
+            XCTAssertTrue(feed.sentPosition(latitude: f.latitude, longitude: f.longitude),
+                          "\(f) is not on the track", file: file, line: line)
+            XCTAssertGreaterThan(f.accuracy, 0, "\(f)", file: file, line: line)
+            XCTAssertLessThan(f.accuracy, 100, "\(f)", file: file, line: line)
+        }
+    }
+
     /// A full-accuracy fix: a position of the fed track (NMEA carries 1/10000
     /// of a minute, about 2e-6 degrees), with its altitude.
     func isOnTheTrack(_ loc: GeoClueLocation) -> Bool {
