@@ -286,11 +286,11 @@ void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char
 static void put_double(DBusMessageIter *dict, const char *key, double v) { bf_put_variant(dict, key, DBUS_TYPE_DOUBLE, "d", &v); }
 static void put_string(DBusMessageIter *dict, const char *key, const char *v) { bf_put_variant(dict, key, DBUS_TYPE_STRING, "s", &v); }
 
-/// The signal for one destination: the same 13 keys, in the same order, as the daemon's location dictionary.
-static DBusMessage *location_signal(bf_sender *s, const char *destination, uint64_t stamp) {
-    DBusMessage *m = dbus_message_new_signal(s->path, s->iface, s->member);
+DBusMessage *bf_location_signal(const char *path, const char *iface, const char *member,
+                                const char *destination, uint64_t stamp) {
+    DBusMessage *m = dbus_message_new_signal(path, iface, member);
     if (!m) return NULL;
-    dbus_message_set_destination(m, destination);   // before the body, as the daemon does
+    if (destination) dbus_message_set_destination(m, destination);   // before the body, as the daemon does
     DBusMessageIter it, dict;
     dbus_message_iter_init_append(m, &it);
     dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "{sv}", &dict);
@@ -314,7 +314,7 @@ static DBusMessage *location_signal(bf_sender *s, const char *destination, uint6
 
 static void sender_round(void *arg) {
     bf_sender *s = arg;
-    for (int i = 0; i < s->n; i++) s->batch[i] = location_signal(s, s->destinations[i], s->stamp);
+    for (int i = 0; i < s->n; i++) s->batch[i] = bf_location_signal(s->path, s->iface, s->member, s->destinations[i], s->stamp);
     s->started = bf_now();
     for (int i = 0; i < s->n; i++) {
         if (s->batch[i]) { dbus_connection_send(s->c, s->batch[i], NULL); dbus_message_unref(s->batch[i]); }
@@ -370,11 +370,40 @@ void bf_sender_stop(bf_sender *s) {
 
 // MARK: Echo service
 
+enum { BF_ECHO_SEEN = 64 };
+
 struct bf_echo {
     DBusConnection *c;
     int stopfd;
     pthread_t thread;
+    int identify;                         // ask the bus for each new caller's credentials first
+    char *seen[BF_ECHO_SEEN];             // the last callers asked about (a ring)
+    int next_seen;
+    volatile long identified;             // credentials replies received
 };
+
+/// What a service that must know its caller does before answering a new
+/// connection's first call, at the least: one GetConnectionCredentials round
+/// trip to the bus (dbus-daemon puts no credentials in the message itself).
+static int identify_once(bf_echo *e, const char *sender) {
+    if (!sender) return 0;
+    for (int i = 0; i < BF_ECHO_SEEN; i++) if (e->seen[i] && strcmp(e->seen[i], sender) == 0) return 1;
+    DBusMessage *q = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
+                                                  "GetConnectionCredentials");
+    if (!q) return 0;
+    dbus_message_append_args(q, DBUS_TYPE_STRING, &sender, DBUS_TYPE_INVALID);
+    DBusError err;
+    dbus_error_init(&err);
+    DBusMessage *r = dbus_connection_send_with_reply_and_block(e->c, q, 10000, &err);
+    dbus_message_unref(q);
+    if (!r) { dbus_error_free(&err); return 0; }
+    dbus_message_unref(r);
+    e->identified++;
+    free(e->seen[e->next_seen]);
+    e->seen[e->next_seen] = strdup(sender);
+    e->next_seen = (e->next_seen + 1) % BF_ECHO_SEEN;
+    return 1;
+}
 
 static void *echo_main(void *arg) {
     bf_echo *e = arg;
@@ -389,7 +418,9 @@ static void *echo_main(void *arg) {
         DBusMessage *m;
         while ((m = dbus_connection_pop_message(e->c))) {
             if (dbus_message_get_type(m) == DBUS_MESSAGE_TYPE_METHOD_CALL && !dbus_message_get_no_reply(m)) {
-                DBusMessage *reply = dbus_message_new_method_return(m);
+                DBusMessage *reply = !e->identify || identify_once(e, dbus_message_get_sender(m))
+                    ? dbus_message_new_method_return(m)
+                    : dbus_message_new_error(m, DBUS_ERROR_FAILED, "no credentials");
                 if (reply) { dbus_connection_send(e->c, reply, NULL); dbus_message_unref(reply); }
             }
             dbus_message_unref(m);
@@ -399,11 +430,12 @@ static void *echo_main(void *arg) {
     return NULL;
 }
 
-bf_echo *bf_echo_start(const char *address, char *error, int error_len) {
+bf_echo *bf_echo_start(const char *address, int identify, char *error, int error_len) {
     DBusConnection *c = bf_open_registered(address, error, error_len);
     if (!c) return NULL;
     bf_echo *e = calloc(1, sizeof *e);
     e->c = c;
+    e->identify = identify;
     e->stopfd = eventfd(0, EFD_CLOEXEC);
     if (pthread_create(&e->thread, NULL, echo_main, e) != 0) {
         if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the echo thread");
@@ -417,6 +449,8 @@ bf_echo *bf_echo_start(const char *address, char *error, int error_len) {
 
 const char *bf_echo_name(bf_echo *e) { return dbus_bus_get_unique_name(e->c); }
 
+long bf_echo_identified(bf_echo *e) { return e->identified; }
+
 void bf_echo_stop(bf_echo *e) {
     if (!e) return;
     uint64_t v = 1;
@@ -424,6 +458,7 @@ void bf_echo_stop(bf_echo *e) {
     pthread_join(e->thread, NULL);
     bf_close_connection(e->c);
     close(e->stopfd);
+    for (int i = 0; i < BF_ECHO_SEEN; i++) free(e->seen[i]);
     free(e);
 }
 

@@ -26,6 +26,10 @@ DBusConnection *bf_open_registered(const char *address, char *error, int error_l
 void bf_close_connection(DBusConnection *c);
 /// Appends the entry {key: variant of `sig`} to an open a{sv}.
 void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value);
+/// A location signal with the same 13 keys, in the same order, as the daemon's
+/// location dictionary, and "timestamp" = `stamp`; no destination if NULL.
+DBusMessage *bf_location_signal(const char *path, const char *iface, const char *member,
+                                const char *destination, uint64_t stamp);
 /// Frees the receivers' GeoClue state (geoclue_floor.c).
 void bf_gc_state_free(bf_receivers *r);
 

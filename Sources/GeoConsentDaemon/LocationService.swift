@@ -280,8 +280,10 @@ final class LocationService {
 
     private func readable() {
         guard let c = client else { return }
-        let r = c.readAvailable()
-        for f in r.fixes { received(f) }
-        if r.closed { feed(.gpsdClosed) }
+        // Each fix goes out as soon as libgps has decoded it, before the read that
+        // finds the socket empty. A fix's effects may close the client (`client`
+        // is then another or nil): that is no gpsd going away.
+        let closed = c.readAvailable { received($0) }
+        if closed, client === c { feed(.gpsdClosed) }
     }
 }

@@ -138,11 +138,18 @@ public final class GPSDClient {
     /// `Fix.init?(tpv:)`); other reports (SKY, DEVICES, WATCH, …) are skipped.
     public func readAvailable() -> ReadResult {
         var result = ReadResult()
-        guard isOpen, !isClosed else {
-            result.closed = true
-            return result
-        }
-        while true {
+        result.closed = readAvailable { result.fixes.append($0) }
+        return result
+    }
+
+    /// The same, streamed: `each` gets every fix as soon as it is decoded, before
+    /// the next `gps_read` (the one that ends a burst is a `recv` that finds
+    /// nothing), so a fix goes out without waiting for the read that follows it.
+    /// `each` may close this client; reading then stops. Returns true when the
+    /// connection is gone, as `ReadResult.closed`.
+    public func readAvailable(_ each: (Fix) -> Void) -> Bool {
+        guard isOpen, !isClosed else { return true }
+        while isOpen {
             errno = 0
             // libgps copies the line it just decoded into `head` (truncated,
             // NUL-terminated); only its start is needed, to know the report's class.
@@ -150,19 +157,16 @@ public final class GPSDClient {
             if n < 0 {
                 // -1: gpsd closed the connection (errno 0) or a socket error.
                 isClosed = true
-                result.closed = true
-                break
+                return true
             }
             if n == 0 { break }   // nothing (complete) left to read
             // `set` is no good for telling a TPV apart: only a TPV resets it, so
             // after a TPV a SKY report still shows LATLON_SET. libgps itself
             // dispatches on the class tag, so do the same with the line's start.
             guard Self.isTPV(UnsafeBufferPointer(head)) else { continue }
-            if let fix = Fix(tpv: currentTPV()) {
-                result.fixes.append(fix)
-            }
+            if let fix = Fix(tpv: currentTPV()) { each(fix) }
         }
-        return result
+        return !isOpen
     }
 
     private static let tpvTag: [UInt8] = Array(#"{"class":"TPV""#.utf8)

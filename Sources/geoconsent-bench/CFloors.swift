@@ -65,11 +65,15 @@ func cpuNanos(_ pid: pid_t) -> Double {
 
 /// The daemon's fan-out to `n` subscribed C receivers, and the floor: a C thread
 /// sending `n` prebuilt unicast signals of the same size to the same receivers.
-/// Rounds alternate between the two so that the machine's load hits both alike.
+/// With `relay` (a second gpsd, and how to start the C relay for the receivers'
+/// names), also the C relay's fan-out from that gpsd to the same receivers: the
+/// third process alone, without the daemon's work. Rounds alternate so that the
+/// machine's load hits all alike.
 /// `cpuPerFix`: the daemon's CPU time per fix over its rounds (µs).
 func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: GpsdInstance,
+             relay: (gpsd: GpsdInstance, start: ([String]) throws -> ChildProcess)? = nil,
              epoch: () -> (sentences: [String], micros: UInt64, iso: String)) throws
-    -> (daemon: FanoutTimes, floor: FanoutTimes, cpuPerFix: Double) {
+    -> (daemon: FanoutTimes, floor: FanoutTimes, relay: FanoutTimes?, cpuPerFix: Double) {
     let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
     let member = LocationUpdatedSignal.member
     let receivers = try CReceivers(address: busAddress, count: n)
@@ -87,8 +91,10 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
         return s
     }
     defer { bf_sender_stop(sender) }
+    let relayProcess = try relay.map { try $0.start(names) }
+    defer { relayProcess?.stop() }
 
-    var daemon = FanoutTimes(), floor = FanoutTimes()
+    var daemon = FanoutTimes(), floor = FanoutTimes(), relayed = FanoutTimes()
     var cpu = 0.0, fixes = 0
     for round in 0..<(rounds + 2) {
         let measured = round >= 2   // two warm-up rounds
@@ -112,9 +118,20 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
         let start = bf_sender_finish(sender)
         if let arrivals, measured { floor.add(arrivals, since: start) }
         usleep(10_000)
+        // The C relay: NMEA to its own gpsd (the daemon does not hear it).
+        if let relay {
+            let e = epoch()
+            receivers.drain()
+            let t0 = nowNanos()
+            relay.gpsd.send(e.sentences)
+            if let arrivals = receivers.wait(member: member, stamp: e.micros, timeout: 5), measured {
+                relayed.add(arrivals, since: t0)
+            }
+            usleep(10_000)
+        }
     }
     _ = receivers.callAll(dest, path, iface, "StopUpdates")
-    return (daemon, floor, fixes > 0 ? cpu / Double(fixes) / 1000 : .nan)
+    return (daemon, floor, relay == nil ? nil : relayed, fixes > 0 ? cpu / Double(fixes) / 1000 : .nan)
 }
 
 /// The child processes of `pid` (found by their parent PID in /proc/*/stat).
@@ -133,23 +150,30 @@ func childPIDs(of pid: pid_t) -> [pid_t] {
 /// Churn per client in µs: connect + Hello + tap + StartUpdates + disconnect against
 /// the daemon, and the floor: connect + Hello + two round trips to a C echo service
 /// (a thread of this process with its own connection) + disconnect. The same C loop
-/// runs both, in alternating batches.
+/// runs both, in alternating batches, and a third: the same against a C echo that
+/// asks the bus for each new caller's credentials before its first reply
+/// (`identifying`), the least a service that knows its callers pays.
 /// `cpuPerCycle`: on-CPU time (µs) of the daemon and of its children (the identity
 /// helper, when it runs one) per cycle, over the daemon's batches only: what a new
 /// connection costs the service, free of the wall-clock noise of a shared machine.
 func cChurn(busAddress: String, cycles: Int, daemonPID: pid_t) throws
-    -> (daemon: Double, floor: Double, cpuPerCycle: Double) {
+    -> (daemon: Double, floor: Double, identifying: Double, cpuPerCycle: Double) {
     // The helper is started with the daemon and lives as long: found once.
     let measured = [daemonPID] + childPIDs(of: daemonPID)
     func cpu() -> Double { measured.reduce(0) { $0 + cpuNanos($1) } }
     var error = [CChar](repeating: 0, count: 256)
-    guard let echo = bf_echo_start(busAddress, &error, Int32(error.count)) else {
+    guard let echo = bf_echo_start(busAddress, 0, &error, Int32(error.count)) else {
         throw BenchFloorError(description: "C echo service: " + String(cString: error))
     }
     defer { bf_echo_stop(echo) }
     let echoName = String(cString: bf_echo_name(echo))
+    guard let identifyingEcho = bf_echo_start(busAddress, 1, &error, Int32(error.count)) else {
+        throw BenchFloorError(description: "C identifying echo service: " + String(cString: error))
+    }
+    defer { bf_echo_stop(identifyingEcho) }
+    let identifyingName = String(cString: bf_echo_name(identifyingEcho))
     let batches = 10, each = max(1, cycles / batches)
-    var daemonNanos: UInt64 = 0, floorNanos: UInt64 = 0, cpuNanosUsed = 0.0
+    var daemonNanos: UInt64 = 0, floorNanos: UInt64 = 0, identifyingNanos: UInt64 = 0, cpuNanosUsed = 0.0
     for _ in 0..<batches {
         let cpu0 = cpu()
         let d = bf_churn(busAddress, GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
@@ -159,11 +183,21 @@ func cChurn(busAddress: String, cycles: Int, daemonPID: pid_t) throws
         let f = bf_churn(busAddress, echoName, "/bench/Echo", "org.geoconsent.BenchEcho", "Echo", "Echo",
                          Int32(each), &error, Int32(error.count))
         if f == 0 { throw BenchFloorError(description: "churn floor: " + String(cString: error)) }
+        let i = bf_churn(busAddress, identifyingName, "/bench/Echo", "org.geoconsent.BenchEcho", "Echo", "Echo",
+                         Int32(each), &error, Int32(error.count))
+        if i == 0 { throw BenchFloorError(description: "churn against the identifying echo: " + String(cString: error)) }
         daemonNanos += d
         floorNanos += f
+        identifyingNanos += i
+    }
+    // Each cycle is a new connection: the reference must have asked about every one.
+    if bf_echo_identified(identifyingEcho) < batches * each {
+        throw BenchFloorError(description: "the identifying echo asked about \(bf_echo_identified(identifyingEcho)) " +
+                                           "callers in \(batches * each) cycles")
     }
     let total = Double(batches * each)
-    return (Double(daemonNanos) / total / 1000, Double(floorNanos) / total / 1000, cpuNanosUsed / total / 1000)
+    return (Double(daemonNanos) / total / 1000, Double(floorNanos) / total / 1000, Double(identifyingNanos) / total / 1000,
+            cpuNanosUsed / total / 1000)
 }
 
 extension Array where Element == String {

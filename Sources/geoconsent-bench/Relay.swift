@@ -1,3 +1,4 @@
+import CBenchFloor
 import Foundation
 import GeoDBus
 import GeoConsentAPI
@@ -66,6 +67,29 @@ func runRelay(_ args: ArraySlice<String>) -> Never {
     loop.run()
     exit(0)
 }
+
+/// `geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,...`: the C relay
+/// (Sources/CBenchFloor/relay_floor.c), the reference for the fan-out rows:
+/// what a process in the daemon's place costs when it does nothing but relay.
+func runCRelay(_ args: ArraySlice<String>) -> Never {
+    let a = Array(args)
+    guard a.count == 3, let port = UInt16(a[1]) else {
+        FileHandle.standardError.write("usage: geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,...\n".data(using: .utf8)!)
+        exit(2)
+    }
+    guard let fd = openGpsdWatch(port: port) else { exit(1) }
+    let destinations = a[2].split(separator: ",").map(String.init)
+    var error = [CChar](repeating: 0, count: 256)
+    let r = destinations.withCStrings { list in
+        bf_relay_run(a[0], fd, list, Int32(list.count), GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
+                     LocationUpdatedSignal.member, Int32(cRelayYieldAfter), &error, Int32(error.count))
+    }
+    exit(r == 0 ? 0 : 1)
+}
+
+/// The daemon's own number (LocationService.signalsBeforeYield), kept equal so
+/// that the relay sends in the same order.
+let cRelayYieldAfter = 8
 
 /// A raw TCP connection to gpsd on 127.0.0.1:`port` that has asked for JSON
 /// reports (`?WATCH`), without libgps: the benchmark's floor client and the relay.

@@ -11,6 +11,9 @@ setvbuf(stdout, nil, _IOLBF, 0)
 if let i = CommandLine.arguments.firstIndex(of: "--relay") {
     runRelay(CommandLine.arguments[(i + 1)...])
 }
+if let i = CommandLine.arguments.firstIndex(of: "--relay-c") {
+    runCRelay(CommandLine.arguments[(i + 1)...])
+}
 let quick = CommandLine.arguments.contains("--quick")
 let jsonPath: String = {
     if let i = CommandLine.arguments.firstIndex(of: "--json"), i + 1 < CommandLine.arguments.count {
@@ -124,6 +127,14 @@ func timestamp(of m: Message) -> UInt64? {
     m.member == LocationUpdatedSignal.member ? LocationBody.decode(m.arguments())?.timestamp : nil
 }
 
+/// This benchmark's own executable, for the relays it starts as child processes.
+func ownExecutable() -> String {
+    var exe = [CChar](repeating: 0, count: Int(PATH_MAX))
+    let len = readlink("/proc/self/exe", &exe, exe.count - 1)
+    guard len > 0 else { fail("cannot find my own executable for the relay") }
+    return String(cString: exe)
+}
+
 // The direct gpsd client's latency: the floor of the fix latency and fan-out rows.
 var gpsdLatency = Sample()
 if only != "calls" && only != "churn" {
@@ -234,10 +245,7 @@ if only != "calls" && only != "churn" {
     // Reference: the cheapest relay process in the daemon's place (Relay.swift).
     func relayLatency() -> Sample {
         let dir = try! TempDir()
-        var exe = [CChar](repeating: 0, count: Int(PATH_MAX))
-        let len = readlink("/proc/self/exe", &exe, exe.count - 1)
-        guard len > 0 else { fail("cannot find my own executable for the relay") }
-        let relay = try! ChildProcess(executable: String(cString: exe), arguments: ["--relay", bus.address, String(gpsd.port), client.uniqueName],
+        let relay = try! ChildProcess(executable: ownExecutable(), arguments: ["--relay", bus.address, String(gpsd.port), client.uniqueName],
                                       logPath: dir.file("relay.log"))
         defer { relay.stop() }
         return timeFixes("the relay") { m, _, iso in
@@ -314,10 +322,23 @@ if only != "calls" && only != "churn" {
 
     for n in counts.fanout where n > 1 && n <= 100 {
         print("bench: fan-out to \(n) C receivers, against \(n) prebuilt signals from C")
-        let c: (daemon: FanoutTimes, floor: FanoutTimes, cpuPerFix: Double)
+        let c: (daemon: FanoutTimes, floor: FanoutTimes, relay: FanoutTimes?, cpuPerFix: Double)
         do {
-            c = try cFanout(busAddress: bus.address, n: n, rounds: counts.fanoutRounds, daemonPID: daemon.pid, gpsd: gpsd,
-                            epoch: nextEpoch)
+            // Three times the Swift fan-out's rounds: these are cheap, and a p50 of
+            // 20 moved by a third from run to run. The C relay reads its own gpsd,
+            // so the daemon does not hear its fixes.
+            let relayGpsd = try GpsdInstance()
+            defer { relayGpsd.stop() }
+            let relayDir = try TempDir()
+            func startRelay(_ names: [String]) throws -> ChildProcess {
+                let p = try ChildProcess(executable: ownExecutable(),
+                                         arguments: ["--relay-c", bus.address, String(relayGpsd.port), names.joined(separator: ",")],
+                                         logPath: relayDir.file("relay-c.log"))
+                usleep(200_000)   // connected to gpsd and the bus; the warm-up rounds absorb the rest
+                return p
+            }
+            c = try cFanout(busAddress: bus.address, n: n, rounds: counts.fanoutRounds * 3, daemonPID: daemon.pid, gpsd: gpsd,
+                            relay: (relayGpsd, startRelay), epoch: nextEpoch)
         } catch {
             fail("\(error)")
         }
@@ -331,6 +352,17 @@ if only != "calls" && only != "churn" {
         rows.append(Row(section: section, name: "floor: first of \(n) C signals p50", value: c.floor.first.p50, unit: "µs"))
         rows.append(Row(section: section, name: "floor: last of \(n) C signals p50", value: c.floor.last.p50, unit: "µs"))
         rows.append(Row(section: section, name: "daemon CPU per fix", value: c.cpuPerFix, unit: "µs"))
+        if let r = c.relay {
+            // Reference, no target: the third process alone (Sources/CBenchFloor/relay_floor.c).
+            rows.append(Row(section: section, name: "reference: C relay, first has the fix p50", value: r.first.p50, unit: "µs",
+                            floorName: "gpsd client + first of \(n) C signals", floor: gpsdLatency.p50 + c.floor.first.p50))
+            rows.append(Row(section: section, name: "reference: C relay, last has the fix p50", value: r.last.p50, unit: "µs",
+                            floorName: "gpsd client + last of \(n) C signals", floor: gpsdLatency.p50 + c.floor.last.p50))
+            rows.append(Row(section: section, name: "first has the fix, daemon vs C relay p50", value: c.daemon.first.p50,
+                            unit: "µs", floorName: "C relay: first has the fix p50", floor: r.first.p50))
+            rows.append(Row(section: section, name: "last has the fix, daemon vs C relay p50", value: c.daemon.last.p50,
+                            unit: "µs", floorName: "C relay: last has the fix p50", floor: r.last.p50))
+        }
     }
 
     if only == "fanout" {
@@ -528,6 +560,13 @@ do {
     rows.append(Row(section: "churn", name: "C client: connect+tap+StartUpdates+disconnect", value: c.daemon, unit: "µs",
                     floorName: "C: connect+Hello+2 calls to a C echo thread+disconnect", floor: c.floor,
                     target: .ratioAtMost(1.3)))
+    // Reference, no target: a service that knows its callers asks the bus who each
+    // new one is (one more round trip) before its first reply; the daemon must.
+    rows.append(Row(section: "churn", name: "C client: connect+tap+StartUpdates+disconnect, vs an identifying echo",
+                    value: c.daemon, unit: "µs",
+                    floorName: "C: the same, the echo asking the bus for each new caller's credentials", floor: c.identifying))
+    rows.append(Row(section: "churn", name: "reference: C echo that asks for credentials, per client", value: c.identifying,
+                    unit: "µs", floorName: "C: connect+Hello+2 calls to a C echo thread+disconnect", floor: c.floor))
     // Informational, no target: the figure a change to the per-connection work shows
     // even when other load on the machine blurs the wall-clock row above.
     rows.append(Row(section: "churn", name: "daemon + identity helper CPU per churn cycle", value: c.cpuPerCycle,

@@ -156,6 +156,47 @@ final class GPSDClientTests: XCTestCase {
         XCTAssertEqual(fcntl(fd2, F_GETFD), -1, "deinit closed the socket")
     }
 
+    /// The streamed read hands over each fix as soon as it is decoded, and stops
+    /// when the handler closes the client (the daemon's effects can), instead of
+    /// reading on through a closed libgps handle.
+    func testStreamedReadStopsWhenTheHandlerClosesTheClient() throws {
+        let gpsd = try GpsdInstance()
+        defer { gpsd.stop() }
+        let client = try GPSDClient.connect(host: "127.0.0.1", port: gpsd.port)
+        defer { client.close() }
+        XCTAssertFalse(fixes(from: gpsd, client).isEmpty, "no fix from gpsd to start with")
+        // Three more epochs, a second apart, buffered before anything is read.
+        var c = DateComponents()
+        c.year = 2026; c.month = 12; c.day = 2; c.hour = 12; c.minute = 40
+        for second in 0..<3 {
+            c.second = second
+            gpsd.send(NMEA.epoch(at: c, lat: latitude, lon: longitude, altitude: altitude, speedKnots: knots, course: course))
+        }
+        usleep(300_000)
+        var p = pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)
+        XCTAssertEqual(poll(&p, 1, 5000), 1, "gpsd sent nothing")
+        var all: [Fix] = []
+        XCTAssertFalse(client.readAvailable { all.append($0) })
+        XCTAssertEqual(all.compactMap(\.timestamp).suffix(3).map { Int($0 / 1_000_000 % 60) }, [0, 1, 2],
+                       "every buffered fix is handed over, in order")
+        // The same again, but the first fix's handler closes the client.
+        for second in 3..<6 {
+            c.second = second
+            gpsd.send(NMEA.epoch(at: c, lat: latitude, lon: longitude, altitude: altitude, speedKnots: knots, course: course))
+        }
+        usleep(300_000)
+        XCTAssertEqual(poll(&p, 1, 5000), 1, "gpsd sent nothing")
+        var handed: [Fix] = []
+        let closed = client.readAvailable { fix in
+            handed.append(fix)
+            client.close()
+        }
+        XCTAssertEqual(handed.count, 1, "reading went on after the handler closed the client")
+        XCTAssertTrue(closed, "a closed client reads as closed")
+        XCTAssertEqual(client.fd, -1)
+        XCTAssertTrue(client.readAvailable().closed)
+    }
+
     func testConnectToClosedPortThrows() throws {
         let port = try FreePort.pick()   // free: nothing listens there
         let started = Date()

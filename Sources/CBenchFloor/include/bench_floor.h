@@ -53,11 +53,16 @@ void bf_sender_stop(bf_sender *s);
 // MARK: Echo service and churn
 
 /// A thread with its own connection answering every method call at once with an
-/// empty reply: the cheapest service a call can reach through the bus.
+/// empty reply: the cheapest service a call can reach through the bus. With
+/// `identify`, it first asks the bus for the credentials of a caller it has not
+/// seen (GetConnectionCredentials, one round trip, blocking): the cheapest
+/// service that knows who calls it, as ours must.
 typedef struct bf_echo bf_echo;
 
-bf_echo *bf_echo_start(const char *address, char *error, int error_len);
+bf_echo *bf_echo_start(const char *address, int identify, char *error, int error_len);
 const char *bf_echo_name(bf_echo *e);
+/// How many callers an identifying echo has asked the bus about so far.
+long bf_echo_identified(bf_echo *e);
 void bf_echo_stop(bf_echo *e);
 
 /// `cycles` times: open a private connection, Hello, call `first` then `second`
@@ -65,5 +70,18 @@ void bf_echo_stop(bf_echo *e);
 /// the total nanoseconds, or 0 on failure (the reason in `error`).
 uint64_t bf_churn(const char *address, const char *dest, const char *path, const char *iface,
                   const char *first, const char *second, int cycles, char *error, int error_len);
+
+// MARK: Relay
+
+/// The loop of the C relay process (`geoconsent-bench --relay-c`): the least a
+/// process in the daemon's place can do for a fan-out. It reads gpsd's JSON on
+/// `gpsd_fd`, and for each TPV builds one location signal (13 keys, the TPV's
+/// time as "timestamp" in µs) without a destination, then sends a copy to each of
+/// the `n` destinations, giving up the processor once after the first
+/// `yield_after` (as the daemon does). No libgps, no consent, no filters.
+/// Returns when gpsd or the bus goes away: 0, or -1 with the reason in `error`.
+int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinations, int n,
+                 const char *path, const char *iface, const char *member, int yield_after,
+                 char *error, int error_len);
 
 #endif
