@@ -130,28 +130,34 @@ void bf_receivers_drain(bf_receivers *r) {
     }
 }
 
-/// The "timestamp" (uint64) of a location a{sv} that is the message's first argument; 0 if none.
-static uint64_t location_timestamp(DBusMessage *m) {
+/// The value of `key` in the a{sv} that is the message's first argument, when it
+/// is a basic value of `type`: stored at `out`, and 1; else 0.
+static int first_dict_value(DBusMessage *m, const char *key, int type, void *out) {
     DBusMessageIter it, dict;
     if (!dbus_message_iter_init(m, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY) return 0;
     dbus_message_iter_recurse(&it, &dict);
     while (dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY) {
         DBusMessageIter entry, var;
-        const char *key = NULL;
+        const char *k = NULL;
         dbus_message_iter_recurse(&dict, &entry);
         if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) return 0;
-        dbus_message_iter_get_basic(&entry, &key);
-        if (strcmp(key, "timestamp") == 0 && dbus_message_iter_next(&entry) &&
+        dbus_message_iter_get_basic(&entry, &k);
+        if (strcmp(k, key) == 0 && dbus_message_iter_next(&entry) &&
             dbus_message_iter_get_arg_type(&entry) == DBUS_TYPE_VARIANT) {
             dbus_message_iter_recurse(&entry, &var);
-            if (dbus_message_iter_get_arg_type(&var) != DBUS_TYPE_UINT64) return 0;
-            dbus_uint64_t t = 0;
-            dbus_message_iter_get_basic(&var, &t);
-            return t;
+            if (dbus_message_iter_get_arg_type(&var) != type) return 0;
+            dbus_message_iter_get_basic(&var, out);
+            return 1;
         }
         dbus_message_iter_next(&dict);
     }
     return 0;
+}
+
+/// The "timestamp" (uint64) of a location a{sv} that is the message's first argument; 0 if none.
+static uint64_t location_timestamp(DBusMessage *m) {
+    dbus_uint64_t t = 0;
+    return first_dict_value(m, "timestamp", DBUS_TYPE_UINT64, &t) ? t : 0;
 }
 
 /// Pops what receiver `i` has; records the arrival of the awaited signal.
@@ -376,15 +382,25 @@ struct bf_echo {
     DBusConnection *c;
     int stopfd;
     pthread_t thread;
-    int identify;                         // ask the bus for each new caller's credentials first
+    int identify;                         // 1: ask the bus for each new caller's credentials first;
+                                          // 2: and read its /proc through a helper thread
+    bf_proc_helper *helper;               // with identify = 2
     char *seen[BF_ECHO_SEEN];             // the last callers asked about (a ring)
     int next_seen;
     volatile long identified;             // credentials replies received
 };
 
+/// The caller's PID from a GetConnectionCredentials reply (its a{sv}); 0 if none.
+static uint32_t credentials_pid(DBusMessage *reply) {
+    dbus_uint32_t pid = 0;
+    return first_dict_value(reply, "ProcessID", DBUS_TYPE_UINT32, &pid) ? pid : 0;
+}
+
 /// What a service that must know its caller does before answering a new
 /// connection's first call, at the least: one GetConnectionCredentials round
-/// trip to the bus (dbus-daemon puts no credentials in the message itself).
+/// trip to the bus (dbus-daemon puts no credentials in the message itself),
+/// and with identify = 2 the /proc reads an app's identity takes, through a
+/// helper (one more round trip), as the daemon's privilege separation does.
 static int identify_once(bf_echo *e, const char *sender) {
     if (!sender) return 0;
     for (int i = 0; i < BF_ECHO_SEEN; i++) if (e->seen[i] && strcmp(e->seen[i], sender) == 0) return 1;
@@ -397,7 +413,9 @@ static int identify_once(bf_echo *e, const char *sender) {
     DBusMessage *r = dbus_connection_send_with_reply_and_block(e->c, q, 10000, &err);
     dbus_message_unref(q);
     if (!r) { dbus_error_free(&err); return 0; }
+    uint32_t pid = credentials_pid(r);
     dbus_message_unref(r);
+    if (e->helper && (pid == 0 || !bf_proc_helper_ask(e->helper, pid))) return 0;
     e->identified++;
     free(e->seen[e->next_seen]);
     e->seen[e->next_seen] = strdup(sender);
@@ -436,6 +454,12 @@ bf_echo *bf_echo_start(const char *address, int identify, char *error, int error
     bf_echo *e = calloc(1, sizeof *e);
     e->c = c;
     e->identify = identify;
+    if (identify >= 2 && !(e->helper = bf_proc_helper_start())) {
+        if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the /proc helper thread");
+        bf_close_connection(c);
+        free(e);
+        return NULL;
+    }
     e->stopfd = eventfd(0, EFD_CLOEXEC);
     if (pthread_create(&e->thread, NULL, echo_main, e) != 0) {
         if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the echo thread");
@@ -458,6 +482,7 @@ void bf_echo_stop(bf_echo *e) {
     pthread_join(e->thread, NULL);
     bf_close_connection(e->c);
     close(e->stopfd);
+    bf_proc_helper_stop(e->helper);
     for (int i = 0; i < BF_ECHO_SEEN; i++) free(e->seen[i]);
     free(e);
 }

@@ -30,6 +30,13 @@ void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char
 /// location dictionary, and "timestamp" = `stamp`; no destination if NULL.
 DBusMessage *bf_location_signal(const char *path, const char *iface, const char *member,
                                 const char *destination, uint64_t stamp);
+/// A thread behind a socketpair that reads a caller's /proc identity
+/// (proc_helper_floor.c): the identity helper's part of the churn reference.
+typedef struct bf_proc_helper bf_proc_helper;
+bf_proc_helper *bf_proc_helper_start(void);
+/// One round trip: the thread reads /proc/`pid`; 1 if the process was there.
+int bf_proc_helper_ask(bf_proc_helper *h, uint32_t pid);
+void bf_proc_helper_stop(bf_proc_helper *h);
 /// Frees the receivers' GeoClue state (geoclue_floor.c).
 void bf_gc_state_free(bf_receivers *r);
 

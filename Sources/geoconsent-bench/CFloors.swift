@@ -150,14 +150,16 @@ func childPIDs(of pid: pid_t) -> [pid_t] {
 /// Churn per client in µs: connect + Hello + tap + StartUpdates + disconnect against
 /// the daemon, and the floor: connect + Hello + two round trips to a C echo service
 /// (a thread of this process with its own connection) + disconnect. The same C loop
-/// runs both, in alternating batches, and a third: the same against a C echo that
-/// asks the bus for each new caller's credentials before its first reply
-/// (`identifying`), the least a service that knows its callers pays.
+/// runs both, in alternating batches, and two more against C echoes that know
+/// their callers: one asks the bus for each new caller's credentials before its
+/// first reply (`identifying`), the least a service that knows its callers pays;
+/// the other also has a helper thread read the caller's /proc over a socketpair
+/// (`separated`), as the daemon's identity helper does.
 /// `cpuPerCycle`: on-CPU time (µs) of the daemon and of its children (the identity
 /// helper, when it runs one) per cycle, over the daemon's batches only: what a new
 /// connection costs the service, free of the wall-clock noise of a shared machine.
 func cChurn(busAddress: String, cycles: Int, daemonPID: pid_t) throws
-    -> (daemon: Double, floor: Double, identifying: Double, cpuPerCycle: Double) {
+    -> (daemon: Double, floor: Double, identifying: Double, separated: Double, cpuPerCycle: Double) {
     // The helper is started with the daemon and lives as long: found once.
     let measured = [daemonPID] + childPIDs(of: daemonPID)
     func cpu() -> Double { measured.reduce(0) { $0 + cpuNanos($1) } }
@@ -172,8 +174,14 @@ func cChurn(busAddress: String, cycles: Int, daemonPID: pid_t) throws
     }
     defer { bf_echo_stop(identifyingEcho) }
     let identifyingName = String(cString: bf_echo_name(identifyingEcho))
+    guard let separatedEcho = bf_echo_start(busAddress, 2, &error, Int32(error.count)) else {
+        throw BenchFloorError(description: "C echo service with a /proc helper: " + String(cString: error))
+    }
+    defer { bf_echo_stop(separatedEcho) }
+    let separatedName = String(cString: bf_echo_name(separatedEcho))
     let batches = 10, each = max(1, cycles / batches)
-    var daemonNanos: UInt64 = 0, floorNanos: UInt64 = 0, identifyingNanos: UInt64 = 0, cpuNanosUsed = 0.0
+    var daemonNanos: UInt64 = 0, floorNanos: UInt64 = 0, identifyingNanos: UInt64 = 0, separatedNanos: UInt64 = 0,
+        cpuNanosUsed = 0.0
     for _ in 0..<batches {
         let cpu0 = cpu()
         let d = bf_churn(busAddress, GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
@@ -186,18 +194,22 @@ func cChurn(busAddress: String, cycles: Int, daemonPID: pid_t) throws
         let i = bf_churn(busAddress, identifyingName, "/bench/Echo", "org.geoconsent.BenchEcho", "Echo", "Echo",
                          Int32(each), &error, Int32(error.count))
         if i == 0 { throw BenchFloorError(description: "churn against the identifying echo: " + String(cString: error)) }
+        let h = bf_churn(busAddress, separatedName, "/bench/Echo", "org.geoconsent.BenchEcho", "Echo", "Echo",
+                         Int32(each), &error, Int32(error.count))
+        if h == 0 { throw BenchFloorError(description: "churn against the echo with a /proc helper: " + String(cString: error)) }
         daemonNanos += d
         floorNanos += f
         identifyingNanos += i
+        separatedNanos += h
     }
-    // Each cycle is a new connection: the reference must have asked about every one.
-    if bf_echo_identified(identifyingEcho) < batches * each {
-        throw BenchFloorError(description: "the identifying echo asked about \(bf_echo_identified(identifyingEcho)) " +
-                                           "callers in \(batches * each) cycles")
+    // Each cycle is a new connection: the references must have identified every one.
+    for (echo, what) in [(identifyingEcho, "identifying echo"), (separatedEcho, "echo with a /proc helper")]
+    where bf_echo_identified(echo) < batches * each {
+        throw BenchFloorError(description: "the \(what) identified \(bf_echo_identified(echo)) callers in \(batches * each) cycles")
     }
     let total = Double(batches * each)
     return (Double(daemonNanos) / total / 1000, Double(floorNanos) / total / 1000, Double(identifyingNanos) / total / 1000,
-            cpuNanosUsed / total / 1000)
+            Double(separatedNanos) / total / 1000, cpuNanosUsed / total / 1000)
 }
 
 extension Array where Element == String {

@@ -567,6 +567,12 @@ do {
                     floorName: "C: the same, the echo asking the bus for each new caller's credentials", floor: c.identifying))
     rows.append(Row(section: "churn", name: "reference: C echo that asks for credentials, per client", value: c.identifying,
                     unit: "µs", floorName: "C: connect+Hello+2 calls to a C echo thread+disconnect", floor: c.floor))
+    rows.append(Row(section: "churn", name: "C client: connect+tap+StartUpdates+disconnect, vs an echo with a /proc helper",
+                    value: c.daemon, unit: "µs",
+                    floorName: "C: the same, the echo asking for credentials, then a helper thread for /proc", floor: c.separated))
+    rows.append(Row(section: "churn", name: "reference: C echo with credentials and a /proc helper, per client",
+                    value: c.separated, unit: "µs",
+                    floorName: "C: connect+Hello+2 calls to a C echo thread+disconnect", floor: c.floor))
     // Informational, no target: the figure a change to the per-connection work shows
     // even when other load on the machine blurs the wall-clock row above.
     rows.append(Row(section: "churn", name: "daemon + identity helper CPU per churn cycle", value: c.cpuPerCycle,

@@ -54,9 +54,11 @@ void bf_sender_stop(bf_sender *s);
 
 /// A thread with its own connection answering every method call at once with an
 /// empty reply: the cheapest service a call can reach through the bus. With
-/// `identify`, it first asks the bus for the credentials of a caller it has not
-/// seen (GetConnectionCredentials, one round trip, blocking): the cheapest
-/// service that knows who calls it, as ours must.
+/// `identify` 1, it first asks the bus for the credentials of a caller it has
+/// not seen (GetConnectionCredentials, one round trip, blocking): the cheapest
+/// service that knows who calls it, as ours must. With 2, it also has a helper
+/// thread read that caller's /proc (stat, exe, root/.flatpak-info, cgroup) over
+/// a socketpair: the cheapest that also separates the reading, as ours does.
 typedef struct bf_echo bf_echo;
 
 bf_echo *bf_echo_start(const char *address, int identify, char *error, int error_len);
