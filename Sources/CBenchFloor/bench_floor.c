@@ -387,7 +387,7 @@ struct bf_echo {
     bf_proc_helper *helper;               // with identify = 2
     char *seen[BF_ECHO_SEEN];             // the last callers asked about (a ring)
     int next_seen;
-    volatile long identified;             // credentials replies received
+    long identified;                      // callers identified (atomic: read by another thread)
 };
 
 /// The caller's PID from a GetConnectionCredentials reply (its a{sv}); 0 if none.
@@ -416,7 +416,7 @@ static int identify_once(bf_echo *e, const char *sender) {
     uint32_t pid = credentials_pid(r);
     dbus_message_unref(r);
     if (e->helper && (pid == 0 || !bf_proc_helper_ask(e->helper, pid))) return 0;
-    e->identified++;
+    __atomic_fetch_add(&e->identified, 1, __ATOMIC_RELAXED);
     free(e->seen[e->next_seen]);
     e->seen[e->next_seen] = strdup(sender);
     e->next_seen = (e->next_seen + 1) % BF_ECHO_SEEN;
@@ -473,7 +473,7 @@ bf_echo *bf_echo_start(const char *address, int identify, char *error, int error
 
 const char *bf_echo_name(bf_echo *e) { return dbus_bus_get_unique_name(e->c); }
 
-long bf_echo_identified(bf_echo *e) { return e->identified; }
+long bf_echo_identified(bf_echo *e) { return __atomic_load_n(&e->identified, __ATOMIC_RELAXED); }
 
 void bf_echo_stop(bf_echo *e) {
     if (!e) return;

@@ -52,24 +52,31 @@ static void relay_fix(DBusConnection *c, uint64_t stamp, const char *const *dest
 int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinations, int n,
                  const char *path, const char *iface, const char *member, int yield_after,
                  char *error, int error_len) {
-    DBusConnection *c = bf_open_registered(address, error, error_len);
-    if (!c) return -1;
-    int bus_fd = -1;
-    dbus_connection_get_unix_fd(c, &bus_fd);
-    static const char tpv[] = "{\"class\":\"TPV\"";
     enum { CAPACITY = 1 << 16 };
     char *buf = malloc(CAPACITY + 1);
+    if (!buf) {
+        if (error && error_len > 0) snprintf(error, (size_t)error_len, "out of memory");
+        return -1;
+    }
+    DBusConnection *c = bf_open_registered(address, error, error_len);
+    if (!c) { free(buf); return -1; }
+    int bus_fd = -1;
+    dbus_connection_get_unix_fd(c, &bus_fd);
+    printf("ready\n");
+    fflush(stdout);
+    static const char tpv[] = "{\"class\":\"TPV\"";
     size_t have = 0;
-    int result = 0;
+    const char *failed = NULL;   // why the loop ended, when not because gpsd closed
     for (;;) {
         struct pollfd p[2] = { { .fd = gpsd_fd, .events = POLLIN }, { .fd = bus_fd, .events = POLLIN } };
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR) continue;
+            failed = "poll failed";
             break;
         }
         if (p[1].revents) {
             // Whatever the bus sends (NameAcquired, errors for gone receivers) is dropped.
-            if (!dbus_connection_read_write(c, 0)) break;
+            if (!dbus_connection_read_write(c, 0)) { failed = "the bus went away"; break; }
             DBusMessage *m;
             while ((m = dbus_connection_pop_message(c))) dbus_message_unref(m);
         }
@@ -77,7 +84,8 @@ int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinatio
         if (have == CAPACITY) have = 0;   // a line longer than gpsd ever writes: start over
         ssize_t r = read(gpsd_fd, buf + have, CAPACITY - have);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
+        if (r < 0) { failed = "reading gpsd failed"; break; }
+        if (r == 0) break;   // gpsd closed: the normal end
         have += (size_t)r;
         buf[have] = 0;
         char *line = buf, *nl;
@@ -92,8 +100,8 @@ int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinatio
         have -= (size_t)(line - buf);
         memmove(buf, line, have);
     }
-    if (error && error_len > 0) snprintf(error, (size_t)error_len, "gpsd or the bus went away");
+    if (failed && error && error_len > 0) snprintf(error, (size_t)error_len, "%s", failed);
     free(buf);
     bf_close_connection(c);
-    return result;
+    return failed ? -1 : 0;
 }

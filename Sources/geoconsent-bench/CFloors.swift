@@ -124,8 +124,10 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
             receivers.drain()
             let t0 = nowNanos()
             relay.gpsd.send(e.sentences)
-            if let arrivals = receivers.wait(member: member, stamp: e.micros, timeout: 5), measured {
-                relayed.add(arrivals, since: t0)
+            let arrivals = receivers.wait(member: member, stamp: e.micros, timeout: 5)
+            if let arrivals, measured { relayed.add(arrivals, since: t0) }
+            if arrivals == nil, relayProcess?.isRunning == false {
+                throw BenchFloorError(description: "the C relay exited (status \(relayProcess?.exitCode ?? -1))")
             }
             usleep(10_000)
         }

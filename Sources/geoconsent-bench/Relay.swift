@@ -77,13 +77,17 @@ func runCRelay(_ args: ArraySlice<String>) -> Never {
         FileHandle.standardError.write("usage: geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,...\n".data(using: .utf8)!)
         exit(2)
     }
-    guard let fd = openGpsdWatch(port: port) else { exit(1) }
+    guard let fd = openGpsdWatch(port: port) else {
+        FileHandle.standardError.write("relay-c: cannot connect to gpsd on port \(port)\n".data(using: .utf8)!)
+        exit(1)
+    }
     let destinations = a[2].split(separator: ",").map(String.init)
     var error = [CChar](repeating: 0, count: 256)
     let r = destinations.withCStrings { list in
         bf_relay_run(a[0], fd, list, Int32(list.count), GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
                      LocationUpdatedSignal.member, Int32(cRelayYieldAfter), &error, Int32(error.count))
     }
+    if r != 0 { FileHandle.standardError.write("relay-c: \(String(cString: error))\n".data(using: .utf8)!) }
     exit(r == 0 ? 0 : 1)
 }
 

@@ -331,10 +331,16 @@ if only != "calls" && only != "churn" {
             defer { relayGpsd.stop() }
             let relayDir = try TempDir()
             func startRelay(_ names: [String]) throws -> ChildProcess {
+                let log = relayDir.file("relay-c.log")
                 let p = try ChildProcess(executable: ownExecutable(),
                                          arguments: ["--relay-c", bus.address, String(relayGpsd.port), names.joined(separator: ",")],
-                                         logPath: relayDir.file("relay-c.log"))
-                usleep(200_000)   // connected to gpsd and the bus; the warm-up rounds absorb the rest
+                                         logPath: log, captureStdout: true)
+                // On the bus and connected to gpsd; the warm-up rounds absorb gpsd's side.
+                guard p.readStdoutLine(timeout: 10) == "ready" else {
+                    p.stop()
+                    throw BenchFloorError(description: "the C relay did not start: " +
+                                          ((try? String(contentsOfFile: log, encoding: .utf8)) ?? ""))
+                }
                 return p
             }
             c = try cFanout(busAddress: bus.address, n: n, rounds: counts.fanoutRounds * 3, daemonPID: daemon.pid, gpsd: gpsd,
