@@ -37,6 +37,16 @@ bf_proc_helper *bf_proc_helper_start(void);
 /// One round trip: the thread reads /proc/`pid`; 1 if the process was there.
 int bf_proc_helper_ask(bf_proc_helper *h, uint32_t pid);
 void bf_proc_helper_stop(bf_proc_helper *h);
+/// The GeoClue floor without its thread (geoclue_floor.c), for the C relay's
+/// GeoClue mode: opened on its own connection, then served one fix at a time on
+/// the caller's thread (the same round as a fired one, messages built after the
+/// fix came); 1 when every client's GetAll was answered. Freed by bf_gc_floor_stop.
+typedef struct bf_gc_floor bf_gc_floor;
+bf_gc_floor *bf_gc_floor_open(const char *address, const char *const *destinations, int n,
+                              char *error, int error_len);
+DBusConnection *bf_gc_floor_connection(bf_gc_floor *f);
+int bf_gc_floor_serve(bf_gc_floor *f, uint64_t stamp_micros);
+void bf_gc_floor_stop(bf_gc_floor *f);
 /// Frees the receivers' GeoClue state (geoclue_floor.c).
 void bf_gc_state_free(bf_receivers *r);
 

@@ -382,9 +382,20 @@ static void floor_round(void *arg) {
 
 bf_gc_floor *bf_gc_floor_start(const char *address, const char *const *destinations, int n,
                                char *error, int error_len) {
+    bf_gc_floor *f = bf_gc_floor_open(address, destinations, n, error, error_len);
+    if (f && bf_rounds_start(&f->rounds, floor_round, f, error, error_len) != 0) {
+        bf_gc_floor_stop(f);
+        return NULL;
+    }
+    return f;
+}
+
+bf_gc_floor *bf_gc_floor_open(const char *address, const char *const *destinations, int n,
+                              char *error, int error_len) {
     DBusConnection *c = bf_open_registered(address, error, error_len);
     if (!c) return NULL;
     bf_gc_floor *f = calloc(1, sizeof *f);
+    f->rounds.go = f->rounds.done = -1;   // no thread until bf_gc_floor_start starts one
     f->c = c;
     f->n = n;
     f->destinations = calloc((size_t)n, sizeof *f->destinations);
@@ -399,11 +410,15 @@ bf_gc_floor *bf_gc_floor_start(const char *address, const char *const *destinati
         f->clients[i] = strdup(path);
         f->locations[i] = strdup("/");
     }
-    if (bf_rounds_start(&f->rounds, floor_round, f, error, error_len) != 0) {
-        bf_gc_floor_stop(f);
-        return NULL;
-    }
     return f;
+}
+
+DBusConnection *bf_gc_floor_connection(bf_gc_floor *f) { return f->c; }
+
+int bf_gc_floor_serve(bf_gc_floor *f, uint64_t stamp_micros) {
+    f->stamp = stamp_micros;
+    floor_round(f);
+    return f->all_answered;
 }
 
 void bf_gc_floor_fire(bf_gc_floor *f, uint64_t stamp_micros) {

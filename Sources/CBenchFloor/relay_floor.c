@@ -50,7 +50,7 @@ static void relay_fix(DBusConnection *c, uint64_t stamp, const char *const *dest
 }
 
 int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinations, int n,
-                 const char *path, const char *iface, const char *member, int yield_after,
+                 const char *path, const char *iface, const char *member, int yield_after, int geoclue,
                  char *error, int error_len) {
     enum { CAPACITY = 1 << 16 };
     char *buf = malloc(CAPACITY + 1);
@@ -58,7 +58,9 @@ int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinatio
         if (error && error_len > 0) snprintf(error, (size_t)error_len, "out of memory");
         return -1;
     }
-    DBusConnection *c = bf_open_registered(address, error, error_len);
+    // GeoClue mode: the GeoClue floor's round, served from here for each fix.
+    bf_gc_floor *gc = geoclue ? bf_gc_floor_open(address, destinations, n, error, error_len) : NULL;
+    DBusConnection *c = geoclue ? (gc ? bf_gc_floor_connection(gc) : NULL) : bf_open_registered(address, error, error_len);
     if (!c) { free(buf); return -1; }
     int bus_fd = -1;
     dbus_connection_get_unix_fd(c, &bus_fd);
@@ -93,7 +95,11 @@ int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinatio
             *nl = 0;
             if (strncmp(line, tpv, sizeof tpv - 1) == 0) {
                 uint64_t stamp = tpv_micros(line);
-                if (stamp) relay_fix(c, stamp, destinations, n, path, iface, member, yield_after);
+                if (stamp && gc) {
+                    if (!bf_gc_floor_serve(gc, stamp)) fprintf(stderr, "relay-c: a GetAll did not come within 5 s\n");
+                } else if (stamp) {
+                    relay_fix(c, stamp, destinations, n, path, iface, member, yield_after);
+                }
             }
             line = nl + 1;
         }
@@ -102,6 +108,6 @@ int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinatio
     }
     if (failed && error && error_len > 0) snprintf(error, (size_t)error_len, "%s", failed);
     free(buf);
-    bf_close_connection(c);
+    if (gc) bf_gc_floor_stop(gc); else bf_close_connection(c);
     return failed ? -1 : 0;
 }

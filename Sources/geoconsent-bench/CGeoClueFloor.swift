@@ -49,11 +49,14 @@ extension CReceivers {
 }
 
 /// `n` C GeoClue clients of the facade at `busAddress`, and the floor: a C
-/// thread serving the same clients the same protocol. `rounds` measured fixes
-/// (after 2 warm-up ones) of each, alternating.
-func cGeoClueInHand(busAddress: String, n: Int, rounds: Int, gpsd: GpsdInstance, pump: () -> Void,
+/// thread serving the same clients the same protocol. With `relay` (a second
+/// gpsd, and how to start the C relay in GeoClue mode for the clients' names),
+/// also the C relay serving them each fix from that gpsd. `rounds` measured
+/// fixes (after 2 warm-up ones) of each, alternating.
+func cGeoClueInHand(busAddress: String, n: Int, rounds: Int, gpsd: GpsdInstance,
+                    relay: (gpsd: GpsdInstance, start: ([String]) throws -> ChildProcess)? = nil, pump: () -> Void,
                     epoch: () -> (sentences: [String], micros: UInt64, iso: String)) throws
-    -> (facade: CGeoClueTimes, floor: CGeoClueTimes) {
+    -> (facade: CGeoClueTimes, floor: CGeoClueTimes, relay: CGeoClueTimes?) {
     let receivers = try CReceivers(address: busAddress, count: n)
     try receivers.becomeGeoClueClients(desktopID: "geoconsent-bench", level: GeoClueAccuracyLevel.exact, pump: pump)
     var error = [CChar](repeating: 0, count: 256)
@@ -64,8 +67,10 @@ func cGeoClueInHand(busAddress: String, n: Int, rounds: Int, gpsd: GpsdInstance,
         return s
     }
     defer { bf_gc_floor_stop(sender) }
+    let relayProcess = try relay.map { try $0.start(receivers.names) }
+    defer { relayProcess?.stop() }
 
-    var facade = CGeoClueTimes(), floor = CGeoClueTimes()
+    var facade = CGeoClueTimes(), floor = CGeoClueTimes(), relayed = CGeoClueTimes()
     for round in 0..<(rounds + 2) {
         let measured = round >= 2   // two warm-up rounds
         // The facade: NMEA to gpsd, a fix at every client.
@@ -85,10 +90,23 @@ func cGeoClueInHand(busAddress: String, n: Int, rounds: Int, gpsd: GpsdInstance,
         let start = bf_gc_floor_finish(sender)
         if let t, start != 0, measured { floor.add(signalAt: t.signalAt, inHandAt: t.inHandAt, since: start) }
         usleep(10_000)
+        // The C relay: NMEA to its own gpsd, the same clients served from C.
+        if let relay {
+            let e = epoch()
+            receivers.drain()
+            let t0 = nowNanos()
+            relay.gpsd.send(e.sentences)
+            let t = receivers.waitGeoClueFix(stamp: e.micros, timeout: 5)
+            if let t, measured { relayed.add(signalAt: t.signalAt, inHandAt: t.inHandAt, since: t0) }
+            if t == nil, relayProcess?.isRunning == false {
+                throw BenchFloorError(description: "the C GeoClue relay exited (status \(relayProcess?.exitCode ?? -1))")
+            }
+            usleep(10_000)
+        }
     }
     if facade.inHand.last.count == 0 || floor.inHand.last.count == 0 {
         throw BenchFloorError(description: "C GeoClue clients: no fix reached all \(n) (facade \(facade.inHand.last.count), "
                               + "floor \(floor.inHand.last.count) rounds)")
     }
-    return (facade, floor)
+    return (facade, floor, relay == nil ? nil : relayed)
 }

@@ -27,7 +27,7 @@ struct InHandTimes {
     var daemonCPUPerFix = Double.nan
     /// The same fix at C clients, from the facade and from the C floor of the
     /// protocol, in alternating rounds (CGeoClueFloor.swift).
-    var c: (facade: CGeoClueTimes, floor: CGeoClueTimes)?
+    var c: (facade: CGeoClueTimes, floor: CGeoClueTimes, relay: CGeoClueTimes?)?
 }
 
 /// An agent that answers Allow While Using: the first `Start` prompts and
@@ -144,7 +144,15 @@ func geoClueInHandLatency(gpsd: GpsdInstance, clientCounts: [Int], rounds: Int,
         // agent above has stored its answer, and runs if it is asked again.
         print("bench: GeoClue2 facade, \(n) C client\(n == 1 ? "" : "s"), against the protocol served from C")
         do {
+            // The C relay serves the protocol from its own gpsd: the facade does not hear it.
+            let relayGpsd = try GpsdInstance()
+            defer { relayGpsd.stop() }
+            let relayDir = try TempDir()
             times.c = try cGeoClueInHand(busAddress: bus.address, n: n, rounds: rounds, gpsd: gpsd,
+                                         relay: (relayGpsd, { names in
+                                             try startCRelay(bus: bus.address, gpsd: relayGpsd, destinations: names,
+                                                             geoclue: true, log: relayDir.file("relay-c.log"))
+                                         }),
                                          pump: { peers.settle(0.005) }, epoch: epoch)
         } catch {
             throw HarnessError("GeoClue bench: \(error)\n\(daemon.log().suffix(3000))")

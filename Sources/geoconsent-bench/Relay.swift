@@ -2,6 +2,7 @@ import CBenchFloor
 import Foundation
 import GeoDBus
 import GeoConsentAPI
+import GeoTestSupport
 
 // `geoconsent-bench --relay BUS GPSD_PORT DESTINATION`: the cheapest process that
 // can stand where the daemon stands. It reads gpsd's JSON on a raw socket and, for
@@ -68,13 +69,16 @@ func runRelay(_ args: ArraySlice<String>) -> Never {
     exit(0)
 }
 
-/// `geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,...`: the C relay
-/// (Sources/CBenchFloor/relay_floor.c), the reference for the fan-out rows:
-/// what a process in the daemon's place costs when it does nothing but relay.
+/// `geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,... [--geoclue]`: the C
+/// relay (Sources/CBenchFloor/relay_floor.c), the reference for the fan-out
+/// rows, and with `--geoclue` for the facade's C rows (the destinations then
+/// GeoClue clients): what a process in the daemon's place costs when it does
+/// nothing but relay.
 func runCRelay(_ args: ArraySlice<String>) -> Never {
     let a = Array(args)
-    guard a.count == 3, let port = UInt16(a[1]) else {
-        FileHandle.standardError.write("usage: geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,...\n".data(using: .utf8)!)
+    guard a.count == 3 || (a.count == 4 && a[3] == "--geoclue"), let port = UInt16(a[1]) else {
+        FileHandle.standardError.write("usage: geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,... [--geoclue]\n"
+            .data(using: .utf8)!)
         exit(2)
     }
     guard let fd = openGpsdWatch(port: port) else {
@@ -85,7 +89,7 @@ func runCRelay(_ args: ArraySlice<String>) -> Never {
     var error = [CChar](repeating: 0, count: 256)
     let r = destinations.withCStrings { list in
         bf_relay_run(a[0], fd, list, Int32(list.count), GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
-                     LocationUpdatedSignal.member, Int32(cRelayYieldAfter), &error, Int32(error.count))
+                     LocationUpdatedSignal.member, Int32(cRelayYieldAfter), a.count == 4 ? 1 : 0, &error, Int32(error.count))
     }
     if r != 0 { FileHandle.standardError.write("relay-c: \(String(cString: error))\n".data(using: .utf8)!) }
     exit(r == 0 ? 0 : 1)
@@ -94,6 +98,23 @@ func runCRelay(_ args: ArraySlice<String>) -> Never {
 /// The daemon's own number (LocationService.signalsBeforeYield), kept equal so
 /// that the relay sends in the same order.
 let cRelayYieldAfter = 8
+
+/// Starts the C relay (`--relay-c`) on `bus` for `destinations`, fed by
+/// `gpsd`, and waits until it is on the bus; its log goes to `log`.
+func startCRelay(bus: String, gpsd: GpsdInstance, destinations: [String], geoclue: Bool = false,
+                 log: String) throws -> ChildProcess {
+    let p = try ChildProcess(executable: ownExecutable(),
+                             arguments: ["--relay-c", bus, String(gpsd.port), destinations.joined(separator: ",")]
+                                 + (geoclue ? ["--geoclue"] : []),
+                             logPath: log, captureStdout: true)
+    // On the bus and connected to gpsd; the warm-up rounds absorb gpsd's side.
+    guard p.readStdoutLine(timeout: 10) == "ready" else {
+        p.stop()
+        throw BenchFloorError(description: "the C relay did not start: " +
+                              ((try? String(contentsOfFile: log, encoding: .utf8)) ?? ""))
+    }
+    return p
+}
 
 /// A raw TCP connection to gpsd on 127.0.0.1:`port` that has asked for JSON
 /// reports (`?WATCH`), without libgps: the benchmark's floor client and the relay.

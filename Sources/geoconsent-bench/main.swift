@@ -331,17 +331,7 @@ if only != "calls" && only != "churn" {
             defer { relayGpsd.stop() }
             let relayDir = try TempDir()
             func startRelay(_ names: [String]) throws -> ChildProcess {
-                let log = relayDir.file("relay-c.log")
-                let p = try ChildProcess(executable: ownExecutable(),
-                                         arguments: ["--relay-c", bus.address, String(relayGpsd.port), names.joined(separator: ",")],
-                                         logPath: log, captureStdout: true)
-                // On the bus and connected to gpsd; the warm-up rounds absorb gpsd's side.
-                guard p.readStdoutLine(timeout: 10) == "ready" else {
-                    p.stop()
-                    throw BenchFloorError(description: "the C relay did not start: " +
-                                          ((try? String(contentsOfFile: log, encoding: .utf8)) ?? ""))
-                }
-                return p
+                try startCRelay(bus: bus.address, gpsd: relayGpsd, destinations: names, log: relayDir.file("relay-c.log"))
             }
             c = try cFanout(busAddress: bus.address, n: n, rounds: counts.fanoutRounds * 3, daemonPID: daemon.pid, gpsd: gpsd,
                             relay: (relayGpsd, startRelay), epoch: nextEpoch)
@@ -438,6 +428,20 @@ if only != "calls" && only != "churn" {
             for (who, side) in sides {
                 rows.append(Row(section: section, name: "floor: C GeoClue protocol, \(who) has the properties in hand p50",
                                 value: c.floor.inHand[keyPath: side].p50, unit: "µs"))
+            }
+            // Reference, no target: the same protocol served by a C relay from its own
+            // gpsd (Sources/CBenchFloor/relay_floor.c, GeoClue mode): the third process alone.
+            if let r = c.relay {
+                for (who, side) in sides {
+                    rows.append(Row(section: section, name: "reference: C GeoClue relay, \(who) has the properties in hand p50",
+                                    value: r.inHand[keyPath: side].p50, unit: "µs",
+                                    floorName: floor + tag(who), floor: gpsdLatency.p50 + c.floor.inHand[keyPath: side].p50))
+                }
+                for (who, side) in sides {
+                    rows.append(Row(section: section, name: "C receivers: \(who) has the properties in hand, facade vs C relay p50",
+                                    value: c.facade.inHand[keyPath: side].p50, unit: "µs",
+                                    floorName: "C GeoClue relay" + tag(who), floor: r.inHand[keyPath: side].p50))
+                }
             }
         }
     }

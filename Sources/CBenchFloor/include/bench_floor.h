@@ -81,10 +81,14 @@ uint64_t bf_churn(const char *address, const char *dest, const char *path, const
 /// time as "timestamp" in µs) without a destination, then sends a copy to each of
 /// the `n` destinations, giving up the processor once after the first
 /// `yield_after` (as the daemon does). No libgps, no consent, no filters.
+/// With `geoclue`, the destinations are GeoClue clients (geoclue_floor.h) and
+/// each fix is served to them as the GeoClue floor serves one (four messages a
+/// client), the messages built after the fix came; `path`, `iface`, `member`
+/// and `yield_after` are then unused.
 /// Prints "ready" on stdout once registered on the bus. Returns 0 when gpsd
 /// closes the connection, -1 with the reason in `error` on any other end.
 int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinations, int n,
-                 const char *path, const char *iface, const char *member, int yield_after,
+                 const char *path, const char *iface, const char *member, int yield_after, int geoclue,
                  char *error, int error_len);
 
 #endif
