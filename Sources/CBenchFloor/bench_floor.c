@@ -461,10 +461,11 @@ bf_echo *bf_echo_start(const char *address, int identify, char *error, int error
         return NULL;
     }
     e->stopfd = eventfd(0, EFD_CLOEXEC);
-    if (pthread_create(&e->thread, NULL, echo_main, e) != 0) {
+    if (e->stopfd < 0 || pthread_create(&e->thread, NULL, echo_main, e) != 0) {
         if (error && error_len > 0) snprintf(error, (size_t)error_len, "cannot start the echo thread");
         bf_close_connection(c);
-        close(e->stopfd);
+        if (e->stopfd >= 0) close(e->stopfd);
+        bf_proc_helper_stop(e->helper);
         free(e);
         return NULL;
     }

@@ -67,6 +67,8 @@ static void *helper_main(void *arg) {
         unsigned char answer = (unsigned char)read_identity(pid);
         if (send(h->fds[1], &answer, 1, MSG_NOSIGNAL) != 1) break;
     }
+    // Whatever ended the loop, a later question must not wait for an answer.
+    shutdown(h->fds[1], SHUT_RDWR);
     return NULL;
 }
 

@@ -133,6 +133,9 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
         }
     }
     _ = receivers.callAll(dest, path, iface, "StopUpdates")
+    if relay != nil && relayed.last.count == 0 {
+        throw BenchFloorError(description: "the C relay's fix reached no round's \(n) receivers")
+    }
     return (daemon, floor, relay == nil ? nil : relayed, fixes > 0 ? cpu / Double(fixes) / 1000 : .nan)
 }
 

@@ -104,9 +104,9 @@ func cGeoClueInHand(busAddress: String, n: Int, rounds: Int, gpsd: GpsdInstance,
             usleep(10_000)
         }
     }
-    if facade.inHand.last.count == 0 || floor.inHand.last.count == 0 {
+    if facade.inHand.last.count == 0 || floor.inHand.last.count == 0 || (relay != nil && relayed.inHand.last.count == 0) {
         throw BenchFloorError(description: "C GeoClue clients: no fix reached all \(n) (facade \(facade.inHand.last.count), "
-                              + "floor \(floor.inHand.last.count) rounds)")
+                              + "floor \(floor.inHand.last.count), relay \(relayed.inHand.last.count) rounds)")
     }
     return (facade, floor, relay == nil ? nil : relayed)
 }
