@@ -8,10 +8,9 @@
 /// 13-entry dictionary: ~70,000 instructions in libdbus's iterators, callgrind)
 /// and a copy with its destination set ~6,000: the first destination pays
 /// about what a message built with its destination would, and the others
-/// share the one marshalling (building the first with its destination and a
-/// template for the rest marshalled twice). Replacing the destination of a
-/// copy that had one would make libdbus re-marshal the rest of the header at
-/// every copy, hence a template without.
+/// share the one marshalling. Replacing the destination of a copy that had one
+/// would make libdbus re-marshal the rest of the header at every copy, hence a
+/// template without.
 ///
 /// `dbus_connection_send` writes a message at once when the socket takes it
 /// (libdbus queues only what the socket refuses, and the connection's write
