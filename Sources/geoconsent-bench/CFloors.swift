@@ -91,8 +91,8 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
         return s
     }
     defer { bf_sender_stop(sender) }
-    let relayProcess = try relay.map { try $0.start(names) }
-    defer { relayProcess?.stop() }
+    let relayRounds = try relay.map { CRelayRounds(gpsd: $0.gpsd, process: try $0.start(names)) }
+    defer { relayRounds?.process.stop() }
 
     var daemon = FanoutTimes(), floor = FanoutTimes(), relayed = FanoutTimes()
     var cpu = 0.0, fixes = 0
@@ -119,16 +119,10 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
         if let arrivals, measured { floor.add(arrivals, since: start) }
         usleep(10_000)
         // The C relay: NMEA to its own gpsd (the daemon does not hear it).
-        if let relay {
-            let e = epoch()
+        if let relayRounds {
             receivers.drain()
-            let t0 = nowNanos()
-            relay.gpsd.send(e.sentences)
-            let arrivals = receivers.wait(member: member, stamp: e.micros, timeout: 5)
-            if let arrivals, measured { relayed.add(arrivals, since: t0) }
-            if arrivals == nil, relayProcess?.isRunning == false {
-                throw BenchFloorError(description: "the C relay exited (status \(relayProcess?.exitCode ?? -1))")
-            }
+            let r = try relayRounds.round(epoch) { receivers.wait(member: member, stamp: $0, timeout: 5) }
+            if let r, measured { relayed.add(r.result, since: r.start) }
             usleep(10_000)
         }
     }

@@ -67,8 +67,8 @@ func cGeoClueInHand(busAddress: String, n: Int, rounds: Int, gpsd: GpsdInstance,
         return s
     }
     defer { bf_gc_floor_stop(sender) }
-    let relayProcess = try relay.map { try $0.start(receivers.names) }
-    defer { relayProcess?.stop() }
+    let relayRounds = try relay.map { CRelayRounds(gpsd: $0.gpsd, process: try $0.start(receivers.names)) }
+    defer { relayRounds?.process.stop() }
 
     var facade = CGeoClueTimes(), floor = CGeoClueTimes(), relayed = CGeoClueTimes()
     for round in 0..<(rounds + 2) {
@@ -91,16 +91,10 @@ func cGeoClueInHand(busAddress: String, n: Int, rounds: Int, gpsd: GpsdInstance,
         if let t, start != 0, measured { floor.add(signalAt: t.signalAt, inHandAt: t.inHandAt, since: start) }
         usleep(10_000)
         // The C relay: NMEA to its own gpsd, the same clients served from C.
-        if let relay {
-            let e = epoch()
+        if let relayRounds {
             receivers.drain()
-            let t0 = nowNanos()
-            relay.gpsd.send(e.sentences)
-            let t = receivers.waitGeoClueFix(stamp: e.micros, timeout: 5)
-            if let t, measured { relayed.add(signalAt: t.signalAt, inHandAt: t.inHandAt, since: t0) }
-            if t == nil, relayProcess?.isRunning == false {
-                throw BenchFloorError(description: "the C GeoClue relay exited (status \(relayProcess?.exitCode ?? -1))")
-            }
+            let r = try relayRounds.round(epoch) { receivers.waitGeoClueFix(stamp: $0, timeout: 5) }
+            if let r, measured { relayed.add(signalAt: r.result.signalAt, inHandAt: r.result.inHandAt, since: r.start) }
             usleep(10_000)
         }
     }

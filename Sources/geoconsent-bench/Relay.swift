@@ -99,6 +99,27 @@ func runCRelay(_ args: ArraySlice<String>) -> Never {
 /// that the relay sends in the same order.
 let cRelayYieldAfter = 8
 
+/// A running C relay and the gpsd that feeds it, measured one fix at a time.
+struct CRelayRounds {
+    let gpsd: GpsdInstance
+    let process: ChildProcess
+
+    /// One fix through the relay: the next epoch's NMEA to its gpsd, then `wait`
+    /// for that fix (by its timestamp) at the receivers. The result and the
+    /// round's start, or nil if it did not come; throws if the relay has exited.
+    func round<T>(_ epoch: () -> (sentences: [String], micros: UInt64, iso: String),
+                  wait: (UInt64) -> T?) throws -> (result: T, start: UInt64)? {
+        let e = epoch()
+        let t0 = nowNanos()
+        gpsd.send(e.sentences)
+        if let r = wait(e.micros) { return (r, t0) }
+        if !process.isRunning {
+            throw BenchFloorError(description: "the C relay exited (status \(process.exitCode ?? -1))")
+        }
+        return nil
+    }
+}
+
 /// Starts the C relay (`--relay-c`) on `bus` for `destinations`, fed by
 /// `gpsd`, and waits until it is on the bus; its log goes to `log`.
 func startCRelay(bus: String, gpsd: GpsdInstance, destinations: [String], geoclue: Bool = false,
