@@ -130,28 +130,33 @@ void bf_receivers_drain(bf_receivers *r) {
     }
 }
 
-/// The value of `key` in the a{sv} that is the message's first argument, when it
-/// is a basic value of `type`: stored at `out`, and 1; else 0.
-static int first_dict_value(DBusMessage *m, const char *key, int type, void *out) {
+int bf_dict_variant(DBusMessage *m, const char *key, DBusMessageIter *var) {
     DBusMessageIter it, dict;
     if (!dbus_message_iter_init(m, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY) return 0;
     dbus_message_iter_recurse(&it, &dict);
     while (dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY) {
-        DBusMessageIter entry, var;
+        DBusMessageIter entry;
         const char *k = NULL;
         dbus_message_iter_recurse(&dict, &entry);
         if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) return 0;
         dbus_message_iter_get_basic(&entry, &k);
         if (strcmp(k, key) == 0 && dbus_message_iter_next(&entry) &&
             dbus_message_iter_get_arg_type(&entry) == DBUS_TYPE_VARIANT) {
-            dbus_message_iter_recurse(&entry, &var);
-            if (dbus_message_iter_get_arg_type(&var) != type) return 0;
-            dbus_message_iter_get_basic(&var, out);
+            dbus_message_iter_recurse(&entry, var);
             return 1;
         }
         dbus_message_iter_next(&dict);
     }
     return 0;
+}
+
+/// The value of `key` in the a{sv} that is the message's first argument, when it
+/// is a basic value of `type`: stored at `out`, and 1; else 0.
+static int first_dict_value(DBusMessage *m, const char *key, int type, void *out) {
+    DBusMessageIter var;
+    if (!bf_dict_variant(m, key, &var) || dbus_message_iter_get_arg_type(&var) != type) return 0;
+    dbus_message_iter_get_basic(&var, out);
+    return 1;
 }
 
 /// The "timestamp" (uint64) of a location a{sv} that is the message's first argument; 0 if none.

@@ -24,6 +24,9 @@ void bf_set_error(char *error, int len, const char *what, DBusError *e);
 /// A private connection to `address`, registered with the bus; NULL on failure.
 DBusConnection *bf_open_registered(const char *address, char *error, int error_len);
 void bf_close_connection(DBusConnection *c);
+/// Finds `key` in the a{sv} that is the message's first argument: 1 with `var`
+/// inside its variant, else 0 (no such key, or not an a{sv} of string keys).
+int bf_dict_variant(DBusMessage *m, const char *key, DBusMessageIter *var);
 /// Appends the entry {key: variant of `sig`} to an open a{sv}.
 void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value);
 /// A location signal with the same 13 keys, in the same order, as the daemon's

@@ -131,30 +131,15 @@ int bf_gc_clients_started(bf_receivers *r, int timeout_ms, char *error, int erro
 /// The Location's Timestamp (seconds, microseconds) in a GetAll reply, as
 /// microseconds; 0 if it has none.
 static uint64_t location_timestamp(DBusMessage *m) {
-    DBusMessageIter it, dict;
-    if (!dbus_message_iter_init(m, &it) || dbus_message_iter_get_arg_type(&it) != DBUS_TYPE_ARRAY) return 0;
-    dbus_message_iter_recurse(&it, &dict);
-    while (dbus_message_iter_get_arg_type(&dict) == DBUS_TYPE_DICT_ENTRY) {
-        DBusMessageIter entry, var, tt;
-        const char *key = NULL;
-        dbus_message_iter_recurse(&dict, &entry);
-        if (dbus_message_iter_get_arg_type(&entry) != DBUS_TYPE_STRING) return 0;
-        dbus_message_iter_get_basic(&entry, &key);
-        if (strcmp(key, "Timestamp") == 0 && dbus_message_iter_next(&entry) &&
-            dbus_message_iter_get_arg_type(&entry) == DBUS_TYPE_VARIANT) {
-            dbus_message_iter_recurse(&entry, &var);
-            if (dbus_message_iter_get_arg_type(&var) != DBUS_TYPE_STRUCT) return 0;
-            dbus_message_iter_recurse(&var, &tt);
-            dbus_uint64_t s = 0, us = 0;
-            if (dbus_message_iter_get_arg_type(&tt) != DBUS_TYPE_UINT64) return 0;
-            dbus_message_iter_get_basic(&tt, &s);
-            if (!dbus_message_iter_next(&tt) || dbus_message_iter_get_arg_type(&tt) != DBUS_TYPE_UINT64) return 0;
-            dbus_message_iter_get_basic(&tt, &us);
-            return s * 1000000u + us;
-        }
-        dbus_message_iter_next(&dict);
-    }
-    return 0;
+    DBusMessageIter var, tt;
+    if (!bf_dict_variant(m, "Timestamp", &var) || dbus_message_iter_get_arg_type(&var) != DBUS_TYPE_STRUCT) return 0;
+    dbus_message_iter_recurse(&var, &tt);
+    dbus_uint64_t s = 0, us = 0;
+    if (dbus_message_iter_get_arg_type(&tt) != DBUS_TYPE_UINT64) return 0;
+    dbus_message_iter_get_basic(&tt, &s);
+    if (!dbus_message_iter_next(&tt) || dbus_message_iter_get_arg_type(&tt) != DBUS_TYPE_UINT64) return 0;
+    dbus_message_iter_get_basic(&tt, &us);
+    return s * 1000000u + us;
 }
 
 /// GetAll(LOCATION_IFACE) on `path` at `dest`; the serial, 0 if it could not be sent.
