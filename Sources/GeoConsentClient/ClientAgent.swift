@@ -24,17 +24,21 @@ public enum AgentRequest: Sendable {
 /// The answer to one `Confirm`. Only the first answer counts; an answer after
 /// the daemon gave up waiting (its prompt timeout) is ignored by the daemon.
 public final class AgentResponder: @unchecked Sendable {
-    private let call: MethodCall
+    private let requestID: String
+    private weak var endpoint: AgentEndpoint?
     private let loop: EventLoop
 
-    init(call: MethodCall, loop: EventLoop) {
-        self.call = call
+    init(requestID: String, endpoint: AgentEndpoint, loop: EventLoop) {
+        self.requestID = requestID
+        self.endpoint = endpoint
         self.loop = loop
     }
 
-    /// Answers the prompt with `decision`.
+    /// Answers the prompt with `decision` (nothing, once it was withdrawn).
     public func reply(_ decision: AgentDecision) {
-        loop.post { [call] in call.reply(ConfirmReply.encode(decision)) }
+        loop.post { [requestID, weak endpoint] in
+            endpoint?.pending.removeValue(forKey: requestID)?.reply(ConfirmReply.encode(decision))
+        }
     }
 }
 
@@ -157,6 +161,11 @@ final class AgentEndpoint {
 
     private let requests: AsyncStream<AgentRequest>.Continuation
     private let loop: EventLoop
+    /// `Confirm` calls not answered yet, by request id. A withdrawn one is
+    /// answered with an error at its `Cancel`: the daemon counts every call to
+    /// an agent it waits on against the uid's budget until it is answered
+    /// (docs/dbus-api.md, "Limits").
+    fileprivate var pending: [String: MethodCall] = [:]
     /// Registers again by itself (`registerAgent(at:retrying:)`).
     let retrying: Bool
     private(set) var isRegistered = true
@@ -196,11 +205,16 @@ final class AgentEndpoint {
             guard let prompt = ConfirmCall.decode(call.arguments) else {
                 return call.fail(.invalidArgs("Confirm arguments of the wrong shape"))
             }
-            endpoint.requests.yield(.confirm(prompt, AgentResponder(call: call, loop: endpoint.loop)))
+            // A repeated id (only a broken daemon sends one): the earlier call is answered now.
+            endpoint.pending.updateValue(call, forKey: prompt.requestID)?.fail(.failed("Confirm \(prompt.requestID) came again"))
+            endpoint.requests.yield(.confirm(prompt, AgentResponder(requestID: prompt.requestID, endpoint: endpoint,
+                                                                    loop: endpoint.loop)))
         },
         CancelCall.member: { endpoint, call in
             call.reply()
-            if let id = CancelCall.decode(call.arguments) { endpoint.requests.yield(.cancel(requestID: id)) }
+            guard let id = CancelCall.decode(call.arguments) else { return }
+            endpoint.pending.removeValue(forKey: id)?.fail(.failed("The prompt \(id) was withdrawn"))
+            endpoint.requests.yield(.cancel(requestID: id))
         },
     ])
 }

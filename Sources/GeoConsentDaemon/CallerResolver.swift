@@ -111,8 +111,8 @@ final class CallerResolver {
             known[name] = k
             return nil
         case .failure(let e):
-            Log.info("refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), \(k.caller.appID)) from now on: " +
-                     "not the process first seen for it: \(e)")
+            Log.byCaller(uid: k.caller.uid, .info, "refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), " +
+                         "\(Log.field(k.caller.appID))) from now on: not the process first seen for it: \(e)")
             k.refusal = CallerResolver.denied(e)
             known[name] = k
             return k.refusal
@@ -209,12 +209,12 @@ final class CallerResolver {
                                 identity: app.identity, executable: intern(app.executable))
             Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(app.appID)")
             if let why = app.notVerified {
-                Log.info("\(name) (pid \(pid), uid \(uid)) claims the Flatpak \(app.appID), not verified: \(why); " +
-                         "treated as sandboxed, and config naming it does not apply")
+                Log.byCaller(uid: uid, .info, "\(name) (pid \(pid), uid \(uid)) claims the Flatpak " +
+                             "\(Log.field(app.appID)), not verified: \(why); treated as sandboxed, and config naming it does not apply")
             }
             return .success((caller, app.startTime, descriptor))
         case .failure(let e):
-            Log.info("could not resolve the app of \(name) (pid \(pid), uid \(uid)): \(e)")
+            Log.byCaller(uid: uid, .info, "could not resolve the app of \(name) (pid \(pid), uid \(uid)): \(e)")
             return .failure(CallerResolver.denied(e))
         }
     }

@@ -24,6 +24,10 @@ public final class Daemon {
     let processes: SessionProcessWatch
     /// The callers' login sessions, when logind is on the bus.
     private(set) var logind: LogindWatch!
+    /// Every call the daemon sends to a peer, within its budget by purpose and uid.
+    let outgoing: OutgoingCalls
+    /// Attacks seen, said once per connection.
+    let attackLog = AttackLog()
     private var signals: SignalPipe?
 
     /// Calls the core has not answered yet, by the id it knows them by.
@@ -69,6 +73,7 @@ public final class Daemon {
             throw StartupError("cannot connect to the \(bus): \(error)")
         }
         server = ObjectServer(connection: connection)
+        outgoing = OutgoingCalls(connection: connection)
         callers = CallerResolver(connection: connection, identity: identity)
         location = LocationService(loop: loop, server: server, consent: core,
                                    host: options.gpsdHost, port: options.gpsdPort,
@@ -96,7 +101,7 @@ public final class Daemon {
                                         "interface='\(ObjectServer.properties)',member='PropertiesChanged'," +
                                         "arg0='\(GeoClueAPI.agentInterfaceName)'")
             }
-            logind = try LogindWatch(connection: connection)
+            logind = try LogindWatch(connection: connection, outgoing: outgoing, loop: loop)
             logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
             logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
             switch try connection.requestName(GeoConsentAPI.busName) {
@@ -172,6 +177,7 @@ public final class Daemon {
     // MARK: Bus events
 
     private func otherMessage(_ m: Message) -> Bool {
+        if outgoing.lateReply(m) { return true }
         if nameLost(m) { return true }
         if logind.handle(m) { return true }
         if let geoclue, geoclue.agentSignal(m) { return true }
@@ -182,6 +188,8 @@ public final class Daemon {
               newOwner.isEmpty, name.hasPrefix(":") else { return false }
         callers.forget(name)
         logind.forget(name)
+        outgoing.calleeLeft(name)
+        attackLog.forget(name)
         let wasGeoClueAgent = geoclue?.connectionLeft(name) ?? false
         processes.forget(name)
         feed(.nameLeft(name))
@@ -232,13 +240,17 @@ public final class Daemon {
     /// connection's.
     private func watchProcess(of caller: Caller) {
         guard core.hasSession(caller.name) else { return }
-        processes.watch(connection: caller.connection, pid: caller.pid,
+        processes.watch(connection: caller.connection, uid: caller.uid, pid: caller.pid,
                         provenDescriptor: { callers.takeExitDescriptor(caller.connection) },
-                        isFirstProcess: { callers.isFirstProcess(caller.connection) })
+                        isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
     }
 
     func feed(_ event: CoreEvent) {
+        // A client object's session ending may be its connection's last: its process is watched no longer.
+        var ended: String?
+        if case .sessionEnded(let name) = event { ended = core.connection(ofSession: name) }
         let effects = core.handle(event, now: GeoSystem.now())
+        if let ended, !core.hasSessions(connection: ended) { processes.forget(ended) }
         let count = core.sessionCount
         sessionPeak = max(sessionPeak, count)
         if count >= 256 { crowdSinceEmpty = true }
@@ -380,8 +392,8 @@ public final class Daemon {
             let m = try Message.methodCall(destination: r.agentName, path: r.agentPath,
                                            interface: GeoConsentAPI.agentInterfaceName, member: ConfirmCall.member)
             try m.append(ConfirmCall.encode(r))
-            Log.info("asking agent \(r.agentName) about \(r.appID) (\(r.kind.rawValue), request \(r.requestID))")
-            connection.call(m, timeout: r.timeout) { [weak self] result in
+            let refused = outgoing.call(m, purpose: .consentAgent, uid: r.uid, callee: r.agentName,
+                                        timeout: r.timeout) { [weak self] result in
                 guard let self else { return }
                 let alreadyWithdrawn = self.withdrawn.remove(r.requestID) != nil
                 let answer: AgentAnswer
@@ -396,11 +408,19 @@ public final class Daemon {
                     }
                 }
                 // Cut short: the answer (or error message) comes from the agent, which could send megabytes.
-                Log.info("request \(r.requestID) for \(r.appID): \(String(describing: answer).prefix(300))")
+                Log.byCaller(uid: r.uid, .info, "request \(r.requestID) for \(Log.field(r.appID)): " +
+                             "\(String(describing: answer).prefix(300))")
                 self.feed(.agentAnswered(requestID: r.requestID, answer))
             }
+            if let refused {
+                // The agent leaves earlier calls unanswered: this prompt ends unanswered at once.
+                attackLog.note(r.agentName, uid: r.uid, "does not answer Confirm: \(refused)")
+                return loop.later { [weak self] in self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused))) }
+            }
+            Log.byCaller(uid: r.uid, .info, "asking agent \(r.agentName) about \(Log.field(r.appID)) " +
+                         "(\(r.kind.rawValue), request \(r.requestID))")
         } catch {
-            feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)")))
+            loop.later { [weak self] in self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)"))) }
         }
     }
 

@@ -13,33 +13,66 @@ extension GeoClueFacade {
     /// `AddAgent(s id)`: reads the caller's `MaxAccuracyLevel` (as GeoClue does
     /// before it answers), then the core registers it for the caller's uid.
     /// The id is the agent's name for itself, and decides nothing.
+    ///
+    /// The caller can make the daemon call it back, so everything that bounds
+    /// that comes first: a caller the core would refuse (sandboxed, not allowed,
+    /// another agent of its uid) is refused without a read; the uid's agent
+    /// adding itself again is answered from what it said before (its changes
+    /// come as `PropertiesChanged`); one read per connection at a time, and the
+    /// reads of a uid and of everyone within their budget (OutgoingCalls).
     func addAgent(_ call: MethodCall) {
         daemon.withCaller(call) { [weak self] caller in
             guard let self else { return }
-            self.readMaxAccuracy(of: call.sender) { result in
+            if let refusal = self.daemon.core.geoclueAgentRefusal(caller) { return call.fail(refusal.dbusError) }
+            if self.daemon.core.isGeoClueAgent(call.sender, uid: caller.uid), self.agentLevels[call.sender] != nil {
+                return call.reply()
+            }
+            guard !self.agentReads.contains(call.sender) else {
+                self.daemon.attackLog.note(call.sender, uid: caller.uid, "pipelines AddAgent while its level is being read")
+                return call.fail(DBusError(DBusError.limitsExceededName,
+                                           "This connection's AddAgent is being answered already: wait for its reply"))
+            }
+            self.agentReads.insert(call.sender)
+            let refused = self.readMaxAccuracy(of: call.sender, uid: caller.uid) { result in
+                self.agentReads.remove(call.sender)
                 switch result {
                 case .success(let level):
                     let cap = GeoClueAccuracyLevel.accuracy(forLevel: level)
-                    Log.info("GeoClue agent \(call.sender) (\(caller.appID)) for uid \(caller.uid), " +
-                             "accuracy at most \(cap?.rawValue ?? "none")")
+                    let before = self.agentLevels[call.sender]
                     self.agentLevels[call.sender] = level
-                    self.daemon.feed(.management(self.daemon.hold(call), caller, .addGeoClueAgent(maxAccuracy: cap)))
+                    let id = self.daemon.hold(call)
+                    self.daemon.feed(.management(id, caller, .addGeoClueAgent(maxAccuracy: cap)))
+                    // Logged when it is (still) the uid's agent and its level is new.
+                    if before != level, self.daemon.core.isGeoClueAgent(call.sender, uid: caller.uid) {
+                        Log.byCaller(uid: caller.uid, .info, "GeoClue agent \(call.sender) (\(Log.field(caller.appID))) " +
+                                     "for uid \(caller.uid), accuracy at most \(cap?.rawValue ?? "none")")
+                    } else if !self.daemon.core.isGeoClueAgent(call.sender, uid: caller.uid) {
+                        self.agentLevels[call.sender] = nil
+                    }
                     self.availableLevelsChanged()
                 case .failure(let e):
                     call.fail(.failed("Cannot read \(MaxAccuracyLevelProperty.name) of the agent at " +
                                       "\(GeoClueAPI.agentPath): \(e.message)"))
                 }
+                self.daemon.checkIdle()
+            }
+            if let refused {
+                self.agentReads.remove(call.sender)
+                self.daemon.attackLog.note(call.sender, uid: caller.uid, refused)
+                call.fail(DBusError(DBusError.limitsExceededName, "Cannot read the agent's level now: \(refused)"))
             }
         }
     }
 
-    /// The agent's `MaxAccuracyLevel`.
-    private func readMaxAccuracy(of name: String, _ done: @escaping (Result<UInt32, DBusError>) -> Void) {
+    /// The agent's `MaxAccuracyLevel`; nil when the read went out, else why it did not (`done` is then not called).
+    private func readMaxAccuracy(of name: String, uid: UInt32,
+                                 _ done: @escaping (Result<UInt32, DBusError>) -> Void) -> String? {
         do {
             let m = try Message.methodCall(destination: name, path: GeoClueAPI.agentPath,
                                            interface: ObjectServer.properties, member: "Get")
             try m.append([.string(GeoClueAPI.agentInterfaceName), .string(MaxAccuracyLevelProperty.name)])
-            daemon.connection.call(m, timeout: GeoClueFacade.agentReadTimeout) { result in
+            return daemon.outgoing.call(m, purpose: .geoclueAgentRead, uid: uid, callee: name,
+                                        timeout: GeoClueFacade.agentReadTimeout) { result in
                 switch result {
                 case .success(let reply):
                     guard let level = reply.arguments().first?.unwrapped.uint32Value else {
@@ -52,6 +85,7 @@ extension GeoClueFacade {
             }
         } catch {
             done(.failure(.failed("\(error)")))
+            return nil
         }
     }
 
@@ -71,7 +105,8 @@ extension GeoClueFacade {
     }
 
     /// Asks a GeoClue agent about a client object's app; its answer goes back to
-    /// the core as a decision (`AuthorizeAppCall.decode`).
+    /// the core as a decision (`AuthorizeAppCall.decode`). Beyond the uid's
+    /// budget of calls to its agent (OutgoingCalls), the prompt ends unanswered.
     func authorize(_ r: AuthorizeAppRequest) {
         let level = requestedLevel(session: r.session)
             ?? (r.accuracy == .full ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.city)
@@ -79,18 +114,27 @@ extension GeoClueFacade {
             let m = try Message.methodCall(destination: r.agentName, path: GeoClueAPI.agentPath,
                                            interface: GeoClueAPI.agentInterfaceName, member: AuthorizeAppCall.member)
             try m.append(AuthorizeAppCall.encode(desktopID: r.desktopID, level: level))
-            Log.info("asking GeoClue agent \(r.agentName) about \(r.desktopID) (level \(level), request \(r.requestID))")
-            daemon.connection.call(m, timeout: r.timeout) { [weak self] result in
+            let refused = daemon.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
+                                               timeout: r.timeout) { [weak self] result in
                 let answer: AgentAnswer
                 switch result {
                 case .success(let reply): answer = AuthorizeAppCall.decode(signature: reply.signature, reply.arguments())
                 case .failure(let e): answer = .noAnswer(e.description)
                 }
-                Log.info("request \(r.requestID) for \(r.desktopID): \(String(describing: answer).prefix(300))")
+                Log.byCaller(uid: r.uid, .info, "request \(r.requestID) for \(Log.field(r.desktopID)): " +
+                             "\(String(describing: answer).prefix(300))")
                 self?.daemon.feed(.agentAnswered(requestID: r.requestID, answer))
             }
+            if let refused {
+                daemon.attackLog.note(r.agentName, uid: r.uid, "does not answer AuthorizeApp: \(refused)")
+                return daemon.loop.later { [weak self] in
+                    self?.daemon.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused)))
+                }
+            }
+            Log.byCaller(uid: r.uid, .info, "asking GeoClue agent \(r.agentName) about \(Log.field(r.desktopID)) " +
+                         "(level \(level), request \(r.requestID))")
         } catch {
-            daemon.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)")))
+            daemon.loop.later { [weak self] in self?.daemon.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)"))) }
         }
     }
 }

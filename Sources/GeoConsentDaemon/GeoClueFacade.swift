@@ -55,12 +55,13 @@ final class GeoClueFacade {
     static let noticeBatch = 16
     /// `Start` calls the consent core is deciding on, by its call id.
     private var starting: [CallID: GeoClueClientObject] = [:]
-    private var nextClient: UInt32 = 1
     /// Connections that read `AvailableAccuracyLevel`: their uid and the value
     /// they were last given (GeoClueAvailableLevel.swift).
     var levelReaders: [String: (uid: UInt32, sent: UInt32)] = [:]
     /// The `MaxAccuracyLevel` of each connection that called `AddAgent`, as it gave it.
     var agentLevels: [String: UInt32] = [:]
+    /// Connections whose `AddAgent` read of the level is under way (one each).
+    var agentReads: Set<String> = []
 
     init(daemon: Daemon) {
         self.daemon = daemon
@@ -106,8 +107,7 @@ final class GeoClueFacade {
                 return call.fail(DBusError(DBusError.limitsExceededName,
                     "uid \(caller.uid) has \(limit) GeoClue client objects, its limit (sessions-per-user)"))
             }
-            let c = GeoClueClientObject(number: self.nextClient, owner: owner)
-            self.nextClient &+= 1
+            let c = GeoClueClientObject(number: self.newClientNumber(), owner: owner)
             self.clients[c.number] = c
             self.bySession[c.session] = c
             self.clientsOf[owner, default: []].insert(c.number)
@@ -120,12 +120,23 @@ final class GeoClueFacade {
         }
     }
 
+    /// A client number nobody can guess: random, never 0, not in use. Paths
+    /// that counted up told every caller when another made a client (and its
+    /// location objects, when it got fixes), whatever the objects answer.
+    private func newClientNumber() -> UInt32 {
+        var g = SystemRandomNumberGenerator()
+        while true {
+            let n = UInt32.random(in: 1...UInt32.max, using: &g)
+            if clients[n] == nil { return n }
+        }
+    }
+
     private func deleteClient(_ call: MethodCall) {
         let path = call.arguments.first?.stringValue ?? ""
-        guard let n = GeoClueAPI.clientNumber(of: path), let c = clients[n] else {
+        // Another's client is answered as a missing one: no caller learns that it exists.
+        guard let n = GeoClueAPI.clientNumber(of: path), let c = clients[n], c.owner == call.sender else {
             return call.fail(.invalidArgs("No client object at \(path)"))
         }
-        guard c.owner == call.sender else { return call.fail(.accessDenied("\(path) belongs to another client")) }
         end(c, why: "the client object was deleted")
         remove(c)
         daemon.checkIdle()
@@ -372,6 +383,7 @@ final class GeoClueFacade {
             remove(c)
         }
         levelReaders[name] = nil
+        agentReads.remove(name)
         return agentLevels.removeValue(forKey: name) != nil
     }
 

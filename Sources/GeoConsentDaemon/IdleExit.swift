@@ -16,10 +16,12 @@ import GeoConsentAPI
 /// a session; it ends when this process does, like any session whose daemon
 /// leaves, and the client's next call reaches the new daemon.
 extension Daemon {
-    /// Nothing to keep: no client, agent, prompt, call in progress or pending write.
+    /// Nothing to keep: no client, agent, prompt, call in progress (ours, or
+    /// one the daemon made and waits on: an agent's level, logind) or pending write.
     var isIdle: Bool {
         core.sessionCount == 0 && core.agentCount == 0 && core.openPromptCount == 0 && calls.isEmpty
-            && !callers.isResolving && !logind.isPlacing && lazySaveTimer == nil && geoclue?.isIdle != false
+            && !callers.isResolving && !logind.isPlacing && outgoing.inFlight == 0 && lazySaveTimer == nil
+            && geoclue?.isIdle != false
     }
 
     /// Starts the idle countdown when idle, stops it when not. Cheap: called
@@ -85,7 +87,7 @@ extension Daemon {
     /// that a call in the drain opened is answered when its agent answers, or
     /// at the prompt timeout).
     private func drainThenStop() {
-        if calls.isEmpty && !callers.isResolving && !logind.isPlacing {
+        if calls.isEmpty && !callers.isResolving && !logind.isPlacing && outgoing.inFlight == 0 {
             Log.info("gave up \(GeoConsentAPI.busName); exiting"
                      + (core.sessionCount > 0 ? " (\(core.sessionCount) sessions began while the name was given up)" : ""))
             return loop.stop()

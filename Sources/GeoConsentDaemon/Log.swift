@@ -30,6 +30,68 @@ public enum Log {
         _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 
+    // MARK: Lines a caller can cause
+
+    /// The longest caller-chosen text (an app id, a path, a desktop id) put in a line.
+    public static let maxFieldBytes = 256
+    /// Lines a caller's uid can cause per window, and all callers together.
+    public static let callerLinesPerUID = 20
+    public static let callerLinesTotal = 200
+    /// Seconds of one window.
+    public static let callerWindow: Double = 60
+
+    private static var windowStart: UInt64 = 0
+    private static var linesOf: [UInt32?: Int] = [:]
+    private static var linesInWindow = 0
+    private static var heldBack = 0
+    private static var heldBackUIDs: Set<UInt32?> = []
+
+    /// Caller-chosen text for a log line: escaped as every line is, and cut to
+    /// `maxFieldBytes` (marked), so that no caller makes lines long.
+    public static func field(_ s: String) -> String {
+        guard s.utf8.count > maxFieldBytes else { return s }
+        return String(decoding: s.utf8.prefix(maxFieldBytes), as: UTF8.self) + "…[\(s.utf8.count) bytes]"
+    }
+
+    /// A line that a caller of `uid` (nil: not known) can cause as often as it
+    /// calls: at most `callerLinesPerUID` of a uid and `callerLinesTotal` of
+    /// all uids in each `callerWindow`, so the journal stays bounded whatever
+    /// callers do. What is held back is counted, and said in one line before
+    /// the first line of a later window. Root's callers are not counted (root
+    /// can write to the journal itself).
+    public static func byCaller(uid: UInt32?, _ level: Level, _ message: @autoclosure () -> String,
+                                now: UInt64 = monotonicNanos()) {
+        guard level.rawValue <= maxLevel.rawValue else { return }
+        if uid == 0 { return write(level, message()) }
+        if now &- windowStart >= UInt64(callerWindow * 1e9) {
+            if heldBack > 0 {
+                let uids = heldBackUIDs.map { $0.map(String.init) ?? "unknown" }.sorted().prefix(8).joined(separator: ", ")
+                write(.notice, "held back \(heldBack) log lines that callers caused in \(Int(callerWindow)) s " +
+                      "(uids \(uids)\(heldBackUIDs.count > 8 ? ", …" : ""))")
+            }
+            windowStart = now
+            linesOf = [:]
+            linesInWindow = 0
+            heldBack = 0
+            heldBackUIDs = []
+        }
+        let n = linesOf[uid, default: 0]
+        guard n < callerLinesPerUID, linesInWindow < callerLinesTotal else {
+            heldBack += 1
+            if heldBackUIDs.count < 64 { heldBackUIDs.insert(uid) }
+            return
+        }
+        linesOf[uid] = n + 1
+        linesInWindow += 1
+        write(level, message())
+    }
+
+    public static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
     public static func error(_ m: String) { write(.error, m) }
     public static func warning(_ m: String) { write(.warning, m) }
     public static func notice(_ m: String) { write(.notice, m) }

@@ -25,9 +25,16 @@ final class LogindWatch {
     static let managerInterface = "org.freedesktop.login1.Manager"
     static let sessionInterface = "org.freedesktop.login1.Session"
     static let userInterface = "org.freedesktop.login1.User"
-    /// Seconds a call to logind may take. A first call waits for two to five
-    /// of them in a row (placement, then the session's first read).
+    /// Seconds a call to logind may take.
     static let timeout = 2.0
+    /// Seconds a first call waits for its placement at most, however many
+    /// calls to logind that takes: then it goes on as "unknown", and the
+    /// placement, when it completes, applies from then on.
+    static let placementBound = 4.0
+    /// Seconds before a placement or a session read that failed is tried
+    /// again, doubled at each try, `retries` times at most.
+    static let retryDelay = 2.0
+    static let retries = 4
     /// logind's session objects, all under this path.
     static let sessionPathPrefix = "/org/freedesktop/login1/session"
 
@@ -37,19 +44,42 @@ final class LogindWatch {
         var locked = false
         /// The properties have been read (else nothing is known yet).
         var known = false
-        /// Placements waiting for the first read: the connection and its calls.
-        var waiting: [(name: String, bodies: [() -> Void])] = []
+        /// A read of the properties is under way (or its retry is due).
+        var reading = false
+        /// Failed reads in a row.
+        var failedReads = 0
+        /// Connections placed here that the core has not been told of yet (the
+        /// first read has not succeeded yet).
+        var waiting: Set<String> = []
         /// The state last told (`onState`): only a change is told again.
         var told: LoginSessionState?
+        /// Whose calls the reads count against (OutgoingCalls): the first connection's uid.
+        var uid: UInt32
+    }
+
+    /// A connection's placement under way: the calls it holds back until it is
+    /// placed, at most `placementBound`.
+    private struct Placement {
+        var uid: UInt32
+        var pid: UInt32
+        var bodies: [() -> Void] = []
+        var deadline: EventLoop.Token?
+        /// The calls went on already (the bound passed, or the placement failed):
+        /// the placement still applies when it completes.
+        var released = false
+        var attempts = 0
+        var retry: EventLoop.Token?
     }
 
     private let connection: Connection
+    private let outgoing: OutgoingCalls
+    private let loop: EventLoop
     /// logind's unique name while it is on the bus: only its signals count.
     private var owner: String?
     /// Connections placed: the object path of their login session, nil for none.
     private var placed: [String: String?] = [:]
-    /// Placements under way, by connection: the calls waiting for them.
-    private var placing: [String: [() -> Void]] = [:]
+    /// Placements under way, by connection.
+    private var placing: [String: Placement] = [:]
     /// Login sessions followed, by object path (the core's id for them).
     private var followed: [String: Followed] = [:]
 
@@ -60,8 +90,10 @@ final class LogindWatch {
 
     /// Asks the bus once (start-up, blocking as the other start-up calls are)
     /// whether logind is there, and subscribes to its arrival and departure.
-    init(connection: Connection) throws {
+    init(connection: Connection, outgoing: OutgoingCalls, loop: EventLoop) throws {
         self.connection = connection
+        self.outgoing = outgoing
+        self.loop = loop
         try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                 "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.busName)'")
         try connection.addMatch("type='signal',sender='\(Self.busName)',path_namespace='\(Self.sessionPathPrefix)'")
@@ -74,39 +106,78 @@ final class LogindWatch {
     /// logind is on the bus now.
     var isPresent: Bool { owner != nil }
 
-    /// Some placement is under way (the daemon is not idle).
-    var isPlacing: Bool { !placing.isEmpty }
+    /// Some call waits for its placement (the daemon is not idle).
+    var isPlacing: Bool { placing.values.contains { !$0.released } }
 
-    /// Runs `body` once `caller`'s connection is placed (at once when it is, or
-    /// when logind is not on the bus).
+    /// Runs `body` once `caller`'s connection is placed: at once when it is,
+    /// when logind is not on the bus, or when its placement went on without
+    /// it; else at most `placementBound` later.
     func place(_ caller: Caller, _ body: @escaping () -> Void) {
         let name = caller.connection
+        if let p = placing[name] {
+            if p.released { return body() }
+            placing[name]!.bodies.append(body)
+            return
+        }
         guard owner != nil, placed[name] == nil else { return body() }
-        if placing[name] != nil { placing[name]!.append(body); return }
-        placing[name] = [body]
-        call(Self.managerPath, Self.managerInterface, "GetSessionByPID", [.uint32(caller.pid)]) { [weak self] reply in
+        placing[name] = Placement(uid: caller.uid, pid: caller.pid, bodies: [body])
+        placing[name]!.deadline = loop.schedule(after: Self.placementBound) { [weak self] in
+            guard let self, self.placing[name]?.released == false else { return }
+            Log.byCaller(uid: caller.uid, .info, "logind has not placed \(name) in \(Int(Self.placementBound)) s: " +
+                         "its calls go on as if it were in no login session until it is")
+            self.release(name)
+        }
+        ask(name)
+    }
+
+    private enum Outcome { case session(String), none, unknown }
+
+    /// One try at placing `name`: `GetSessionByPID`, else the uid's session.
+    private func ask(_ name: String) {
+        guard let p = placing[name] else { return }
+        placing[name]!.attempts += 1
+        call(Self.managerPath, Self.managerInterface, "GetSessionByPID", [.uint32(p.pid)], uid: p.uid) { [weak self] r in
             guard let self else { return }
-            if let path = reply?.arguments().first?.stringValue { return self.placed(name, path) }
-            self.userSession(caller.uid) { [weak self] path in self?.placed(name, path) }
+            switch r {
+            case .reply(let m):
+                guard let path = m.arguments().first?.stringValue else { return self.resolved(name, .unknown) }
+                self.resolved(name, .session(path))
+            case .error:   // logind's answer: no session for that PID
+                self.userSession(p.uid) { [weak self] outcome in self?.resolved(name, outcome) }
+            case .failed:
+                self.resolved(name, .unknown)
+            }
         }
     }
 
     /// The login session of `uid` for its processes outside any session: the
     /// user's `Display` (logind's choice of its graphical session), else its
     /// first session on a seat.
-    private func userSession(_ uid: UInt32, _ done: @escaping (String?) -> Void) {
+    private func userSession(_ uid: UInt32, _ done: @escaping (Outcome) -> Void) {
         let seatSession: () -> Void = { [weak self] in
-            self?.call(Self.managerPath, Self.managerInterface, "ListSessions", []) { reply in
-                done(Self.seatSession(of: uid, in: reply))
+            self?.call(Self.managerPath, Self.managerInterface, "ListSessions", [], uid: uid) { r in
+                guard case .reply(let m) = r else { return done(.unknown) }
+                done(Self.seatSession(of: uid, in: m).map { .session($0) } ?? .none)
             }
         }
-        call(Self.managerPath, Self.managerInterface, "GetUser", [.uint32(uid)]) { [weak self] reply in
-            guard let self, let user = reply?.arguments().first?.stringValue else { return seatSession() }
-            self.call(user, "org.freedesktop.DBus.Properties", "Get",
-                      [.string(Self.userInterface), .string("Display")]) { reply in
-                let display = reply?.arguments().first?.unwrapped.structFields?.dropFirst().first?.stringValue
-                if let display, display != "/" { return done(display) }
-                seatSession()
+        call(Self.managerPath, Self.managerInterface, "GetUser", [.uint32(uid)], uid: uid) { [weak self] r in
+            guard let self else { return }
+            switch r {
+            case .failed: return done(.unknown)
+            case .error: return seatSession()
+            case .reply(let m):
+                guard let user = m.arguments().first?.stringValue else { return seatSession() }
+                self.call(user, "org.freedesktop.DBus.Properties", "Get",
+                          [.string(Self.userInterface), .string("Display")], uid: uid) { r in
+                    switch r {
+                    case .failed: return done(.unknown)
+                    case .error: return seatSession()
+                    case .reply(let m):
+                        let display = m.arguments().first?.unwrapped.structFields?.dropFirst().first?.stringValue
+                        if let display, display != "/" { return done(.session(display)) }
+                        seatSession()
+                    }
+                }
             }
         }
     }
@@ -123,55 +194,110 @@ final class LogindWatch {
         }.min { $0.id < $1.id }?.path
     }
 
-    private func placed(_ name: String, _ path: String?) {
-        guard let bodies = placing.removeValue(forKey: name) else { return }   // it left meanwhile
-        placed[name] = .some(path)
-        guard let path else {
+    /// Where logind placed `name`, or that it could not be asked.
+    private func resolved(_ name: String, _ outcome: Outcome) {
+        guard placing[name] != nil else { return }   // it left meanwhile
+        switch outcome {
+        case .session(let path):
+            placed[name] = .some(path)
+            follow(path, name)
+            if followed[path]!.known {
+                finish(name, in: path)
+            } else {
+                followed[path]!.waiting.insert(name)
+                if !followed[path]!.reading { read(path) }
+                // Its last read failed: the calls do not wait for the next one.
+                if followed[path]!.failedReads > 0 { release(name) }
+            }
+        case .none:
+            placed[name] = .some(nil)
             Log.debug("logind places \(name) in no login session: its grants do not pause")
-            return bodies.forEach { $0() }
+            finish(name, in: nil)
+        case .unknown:
+            // Not recorded as "no session": its calls go on now, and it is asked again.
+            release(name)
+            let attempts = placing[name]!.attempts
+            guard attempts <= Self.retries else {
+                // Asked again at its next call.
+                placing[name] = nil
+                return
+            }
+            let delay = Self.retryDelay * Double(1 << (attempts - 1))
+            placing[name]!.retry = loop.schedule(after: delay) { [weak self] in
+                guard let self, self.placing[name] != nil, self.owner != nil else { return }
+                self.placing[name]!.retry = nil
+                self.ask(name)
+            }
         }
-        follow(path, name)
-        if followed[path]!.known {
-            onPlaced(name, path)
-            bodies.forEach { $0() }
-        } else {
-            followed[path]!.waiting.append((name, bodies))
-        }
+    }
+
+    /// The placement of `name` is complete: the core is told (in a session),
+    /// and the calls it held go on.
+    private func finish(_ name: String, in path: String?) {
+        guard var p = placing.removeValue(forKey: name) else { return }
+        if let t = p.deadline { loop.cancelTimer(t) }
+        if let t = p.retry { loop.cancelTimer(t) }
+        if let path { onPlaced(name, path) }
+        if !p.released { p.released = true; p.bodies.forEach { $0() } }
+    }
+
+    /// The calls `name`'s placement holds go on now; the placement goes on.
+    private func release(_ name: String) {
+        guard let p = placing[name], !p.released else { return }
+        placing[name]!.released = true
+        placing[name]!.bodies = []
+        if let t = p.deadline { loop.cancelTimer(t) }
+        placing[name]!.deadline = nil
+        p.bodies.forEach { $0() }
     }
 
     /// Adds `name` to the login session at `path`, following it from its first connection on.
     private func follow(_ path: String, _ name: String) {
         if followed[path] != nil { followed[path]!.connections.insert(name); return }
-        followed[path] = Followed(connections: [name])
+        followed[path] = Followed(connections: [name], uid: placing[name]?.uid ?? 0)
         // The match rule (set at start) is in place before logind is asked,
         // so no change between the two is missed.
-        read(path)
     }
 
     /// Reads `Active` and `LockedHint` of the login session at `path`.
     private func read(_ path: String) {
-        call(path, "org.freedesktop.DBus.Properties", "GetAll", [.string(Self.sessionInterface)]) { [weak self] reply in
+        guard let f = followed[path] else { return }
+        followed[path]!.reading = true
+        call(path, "org.freedesktop.DBus.Properties", "GetAll", [.string(Self.sessionInterface)], uid: f.uid) {
+            [weak self] r in
             guard let self, self.followed[path] != nil else { return }
+            guard case .reply(let m) = r, let props = m.arguments().first?.vardictValue else {
+                // Nothing known: no state is made up. The calls waiting go on as
+                // if logind had placed them nowhere; the session is read again
+                // (at logind's next signal on it, its return, or a retry).
+                let waiting = self.followed[path]!.waiting
+                let failed = self.followed[path]!.failedReads + 1
+                self.followed[path]!.failedReads = failed
+                if failed == 1 {
+                    Log.info("cannot read the login session \(path) from logind: its grants do not pause until it can")
+                }
+                waiting.forEach(self.release)
+                guard failed <= Self.retries, self.owner != nil else {
+                    self.followed[path]!.reading = false
+                    return
+                }
+                _ = self.loop.schedule(after: Self.retryDelay * Double(1 << (failed - 1))) { [weak self] in
+                    guard let self, self.followed[path] != nil else { return }
+                    if self.followed[path]!.known { self.followed[path]!.reading = false; return }
+                    self.read(path)
+                }
+                return
+            }
+            self.followed[path]!.reading = false
+            self.followed[path]!.failedReads = 0
+            self.update(path, props)
+            self.followed[path]!.known = true
+            self.changed(path)
             let waiting = self.followed[path]!.waiting
             self.followed[path]!.waiting = []
             // Only connections still on the bus go on (one may have left while
             // logind was asked; the core has forgotten it).
-            let present = waiting.filter { self.placed[$0.name] != nil }
-            guard let props = reply?.arguments().first?.vardictValue else {
-                // Nothing known: no state is made up. The calls go on as if
-                // logind had placed them nowhere, until a later read of the
-                // session succeeds (at logind's next signal on it, or its
-                // return); those connections are not placed again.
-                Log.info("cannot read the login session \(path) from logind: its grants do not pause")
-                return present.forEach { $0.bodies.forEach { $0() } }
-            }
-            self.update(path, props)
-            self.followed[path]!.known = true
-            self.changed(path)
-            for p in present {
-                self.onPlaced(p.name, path)
-                p.bodies.forEach { $0() }
-            }
+            for name in waiting.sorted() where self.placed[name] != nil { self.finish(name, in: path) }
         }
     }
 
@@ -187,18 +313,23 @@ final class LogindWatch {
         // session's owner likes: only a change of state is logged and told.
         guard state != f.told else { return }
         followed[path]!.told = state
-        Log.info("login session \(path): \(state.pause.map { "paused (\($0.rawValue))" } ?? "in use")")
+        // Its user can lock and unlock it as often as it likes: a caller's line.
+        Log.byCaller(uid: f.uid, .info, "login session \(path): \(state.pause.map { "paused (\($0.rawValue))" } ?? "in use")")
         onState(path, state)
     }
 
     /// A connection left the bus: its login session is followed no longer
     /// once it was the last one there.
     func forget(_ name: String) {
-        placing[name] = nil
+        if let p = placing.removeValue(forKey: name) {
+            if let t = p.deadline { loop.cancelTimer(t) }
+            if let t = p.retry { loop.cancelTimer(t) }
+        }
         guard let entry = placed.removeValue(forKey: name) else { return }
         if placed.isEmpty { placed = [:] }
         guard let path = entry, var f = followed[path] else { return }
         f.connections.remove(name)
+        f.waiting.remove(name)
         guard f.connections.isEmpty else { followed[path] = f; return }
         followed[path] = nil
         onState(path, nil)
@@ -216,7 +347,8 @@ final class LogindWatch {
         guard let owner, m.sender == owner, let path = m.path, followed[path] != nil else { return false }
         // Not read yet, or its read failed: what logind says now is read whole.
         guard followed[path]!.known else {
-            if m.interface == "org.freedesktop.DBus.Properties" || m.interface == Self.sessionInterface { read(path) }
+            if m.interface == "org.freedesktop.DBus.Properties" || m.interface == Self.sessionInterface,
+               !followed[path]!.reading { read(path) }
             return true
         }
         switch (m.interface, m.member) {
@@ -244,30 +376,61 @@ final class LogindWatch {
     /// logind left (nothing is known any more) or came (back): read every followed session afresh.
     private func ownerChanged(_ new: String?) {
         owner = new
+        // Whatever the bus counted for the one before is freed.
+        outgoing.calleeLeft(Self.busName)
         Log.info(new != nil ? "logind is on the bus" : "logind left the bus: grants do not pause until it is back")
+        if new == nil {
+            // Nothing will place them now: the calls waiting go on.
+            for name in placing.keys.sorted() {
+                release(name)
+                if let t = placing[name]?.retry { loop.cancelTimer(t) }
+                placing[name] = nil
+            }
+        }
         for path in followed.keys.sorted() {
             if new == nil {
                 followed[path]!.known = false
                 followed[path]!.told = nil
                 onState(path, nil)
             } else {
+                followed[path]!.failedReads = 0
                 read(path)
             }
         }
     }
 
-    /// An asynchronous call to logind (or the bus); `done` gets the reply, nil on any error.
-    private func call(_ path: String, _ interface: String, _ member: String, _ args: [DBusValue],
-                      to destination: String = LogindWatch.busName, _ done: @escaping (Message?) -> Void) {
-        guard let m = try? Message.methodCall(destination: destination, path: path, interface: interface, member: member),
-              (try? m.append(args)) != nil else { return done(nil) }
-        connection.call(m, timeout: Self.timeout) { result in
+    /// What a call to logind came back with: its reply, its error (an
+    /// answer: "no such session", say), or nothing (no answer in time, refused
+    /// by the budget or the bus, logind gone).
+    private enum CallResult {
+        case reply(Message)
+        case error(DBusError)
+        case failed
+    }
+
+    /// Errors that are not logind's answer.
+    private static let noAnswer: Set<String> = [
+        DBusError.noReplyName, DBusError.limitsExceededName, DBusError.disconnectedName, DBusError.timeoutName,
+        "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
+        "org.freedesktop.DBus.Error.NoMemory",
+    ]
+
+    /// An asynchronous call to logind, counted against the logind budget of `uid`.
+    private func call(_ path: String, _ interface: String, _ member: String, _ args: [DBusValue], uid: UInt32,
+                      _ done: @escaping (CallResult) -> Void) {
+        guard let m = try? Message.methodCall(destination: Self.busName, path: path, interface: interface, member: member),
+              (try? m.append(args)) != nil else { return done(.failed) }
+        let refused = outgoing.call(m, purpose: .logind, uid: uid, callee: Self.busName, timeout: Self.timeout) { result in
             switch result {
-            case .success(let reply): done(reply)
+            case .success(let reply): done(.reply(reply))
             case .failure(let e):
                 Log.debug("\(member) on \(path): \(e)")
-                done(nil)
+                done(Self.noAnswer.contains(e.name) ? .failed : .error(e))
             }
+        }
+        if let refused {
+            Log.debug("\(member) on \(path) not sent: \(refused)")
+            loop.later { done(.failed) }
         }
     }
 }

@@ -10,11 +10,14 @@ import GeoSystem
 ///
 /// Bounded: one descriptor per connection with a session (its own, or a
 /// client object's), opened at its first session call and closed when its
-/// process exits or its name leaves the bus; and at most `limit` at once,
+/// process exits, its last session ends or its name leaves the bus; at most
+/// `perUIDLimit` for one uid other than root, and at most `limit` at once,
 /// below the daemon's descriptor limit (`LimitNOFILE=` of the unit), so that
-/// many sessions of many uids (root has no session limit) never leave the
-/// daemon without descriptors for its state writes, gpsd or `/proc`. A
-/// connection beyond that is not watched. Idle costs nothing: the descriptors
+/// many sessions of many uids never leave the daemon without descriptors for
+/// its state writes, gpsd or `/proc`. A connection beyond either is watched
+/// differently, with no descriptor: its process is checked (start time) once
+/// a second while it has a session (`pollInterval`), so that no set of users
+/// can switch off process watching for another. Idle costs nothing: the descriptors
 /// sit in the one `poll`, and only an exit wakes the daemon. Where
 /// `pidfd_open` is missing (Linux before 5.3) or refused (a seccomp filter),
 /// this is said once in the log and nothing is watched. The temporary grants
@@ -34,6 +37,18 @@ final class SessionProcessWatch {
     private var warnedUnwatched = false
     /// Called with a connection whose process exited while the connection lives on.
     var onProcessExited: (String) -> Void = { _ in }
+    /// Descriptors one uid other than root may have at once (its sessions are
+    /// 64 and its GeoClue client objects 64 by default).
+    static let perUIDLimit = 64
+    private var countOf: [UInt32: Int] = [:]
+    private var uidOf: [String: UInt32] = [:]
+    /// Connections watched without a descriptor: their process and its check
+    /// (still the process first seen for the connection), every `pollInterval`.
+    private var polled: [String: (pid: UInt32, isFirstProcess: () -> Bool)] = [:]
+    private var pollTimer: EventLoop.Token?
+    static let pollInterval = 1.0
+    /// Connections watched, either way.
+    var watchedCount: (descriptors: Int, polled: Int) { (descriptors, polled.count) }
 
     /// The descriptors the daemon keeps for everything else (bus, gpsd, the
     /// identity helper, state writes, `/proc` handles, libdbus): about ten; and
@@ -66,13 +81,17 @@ final class SessionProcessWatch {
     /// `CallerResolver.isFirstProcess`); asked after the descriptor is open, a
     /// yes proves the descriptor is that process's, whatever happened to the
     /// PID before.
-    func watch(connection name: String, pid: UInt32, provenDescriptor: () -> Int32? = { nil },
-               isFirstProcess: () -> Bool) {
+    func watch(connection name: String, uid: UInt32, pid: UInt32, provenDescriptor: () -> Int32? = { nil },
+               isFirstProcess: @escaping () -> Bool) {
         guard !unavailable, watched[name] == nil else { return }
-        guard descriptors < limit else {
+        uidOf[name] = uid
+        let overUID = uid != 0 && countOf[uid, default: 0] >= Self.perUIDLimit
+        guard descriptors < limit, !overUID else {
+            if let fd = provenDescriptor() { close(fd) }
             watched[name] = .some(nil)
-            return unwatched(name, pid: pid, "\(limit) connections are watched already, the most the daemon's " +
-                             "descriptor limit leaves room for")
+            return poll(name, pid: pid, isFirstProcess, overUID
+                        ? "uid \(uid) has \(Self.perUIDLimit) processes watched already, its limit"
+                        : "\(limit) connections are watched already, the most the daemon's descriptor limit leaves room for")
         }
         // A process that exits after its descriptor was proven makes it readable:
         // the loop reports that at once, as it would an exit after the watch began.
@@ -95,7 +114,7 @@ final class SessionProcessWatch {
         case .failure(let e):
             // EMFILE and the like: not watched (its name leaving still ends its sessions).
             watched[name] = .some(nil)
-            unwatched(name, pid: pid, "\(e)")
+            poll(name, pid: pid, isFirstProcess, "\(e)")
         }
     }
 
@@ -105,34 +124,61 @@ final class SessionProcessWatch {
         }
         watched[name] = (fd, token)
         descriptors += 1
+        if let uid = uidOf[name] { countOf[uid, default: 0] += 1 }
+    }
+
+    /// Watches `name` with no descriptor: its process is checked every `pollInterval`.
+    private func poll(_ name: String, pid: UInt32, _ isFirstProcess: @escaping () -> Bool, _ why: String) {
+        polled[name] = (pid, isFirstProcess)
+        unwatched(name, pid: pid, why)
+        guard pollTimer == nil else { return }
+        pollTimer = loop.schedule(after: Self.pollInterval) { [weak self] in self?.pollTick() }
+    }
+
+    private func pollTick() {
+        pollTimer = nil
+        for (name, p) in polled.sorted(by: { $0.key < $1.key }) where !p.isFirstProcess() {
+            polled[name] = nil
+            exited(name, pid: p.pid)
+        }
+        if polled.isEmpty { polled = [:]; return }
+        pollTimer = loop.schedule(after: Self.pollInterval) { [weak self] in self?.pollTick() }
     }
 
     private func unwatched(_ name: String, pid: UInt32, _ why: String) {
         guard !warnedUnwatched else { return Log.debug("not watching the process of \(name): \(why)") }
         warnedUnwatched = true
-        Log.warning("not watching the process of \(name) (pid \(pid)): \(why); the temporary grants of such a " +
-                    "connection end only when it leaves the bus (said once)")
+        Log.warning("watching the process of \(name) (pid \(pid)) with no descriptor: \(why); it is checked " +
+                    "once a second instead (said once)")
     }
 
-    /// The connection left the bus: its descriptor (if any) is closed.
+    /// The connection left the bus, or its last session ended: its descriptor
+    /// (if any) is closed. A later session of the connection is watched afresh.
     func forget(_ name: String) {
-        guard let entry = watched.removeValue(forKey: name) else { return }
-        if let (fd, token) = entry { release(fd, token) }
+        polled[name] = nil
+        if polled.isEmpty, let t = pollTimer { loop.cancelTimer(t); pollTimer = nil; polled = [:] }
+        guard let entry = watched.removeValue(forKey: name) else { uidOf[name] = nil; return }
+        if let (fd, token) = entry { release(fd, token, name) }
+        uidOf[name] = nil
         // Dictionaries keep their largest capacity: once empty, start afresh.
         if watched.isEmpty { watched = [:] }
     }
 
     private func readable(_ name: String, pid: UInt32) {
         guard let entry = watched[name], let (fd, token) = entry else { return }
-        release(fd, token)
+        release(fd, token, name)
         watched[name] = .some(nil)
         exited(name, pid: pid)
     }
 
-    private func release(_ fd: Int32, _ token: EventLoop.Token) {
+    private func release(_ fd: Int32, _ token: EventLoop.Token, _ name: String) {
         loop.unwatch(token)
         close(fd)
         descriptors -= 1
+        if let uid = uidOf[name] {
+            let n = (countOf[uid] ?? 1) - 1
+            countOf[uid] = n > 0 ? n : nil
+        }
     }
 
     /// The process has exited. Most often its connection went with it, and the
@@ -152,7 +198,7 @@ final class SessionProcessWatch {
             guard let self, self.watched[name] != nil else { return }   // it left meanwhile
             guard case .success(let reply) = result, reply.arguments().first?.boolValue == true else { return }
             guard asked + 1 >= 2 else { return self.exited(name, pid: pid, asked: asked + 1) }
-            Log.info("the process of \(name) (pid \(pid)) has exited while its connection lives on in another " +
+            Log.byCaller(uid: self.uidOf[name], .info, "the process of \(name) (pid \(pid)) has exited while its connection lives on in another " +
                      "process: its temporary grants end")
             self.onProcessExited(name)
         }

@@ -102,6 +102,12 @@ public final class ConsentCore {
 
     public var sessionCount: Int { sessions.count }
     public func hasSession(_ name: String) -> Bool { sessions[name] != nil }
+    /// The connection of session `name` (its own, or its client object's), while it exists.
+    public func connection(ofSession name: String) -> String? { sessions[name]?.caller.connection }
+    /// Whether `connection` has a session of its own or of a client object.
+    public func hasSessions(connection: String) -> Bool {
+        sessions[connection] != nil || !sessions.clientSessions(of: connection).isEmpty
+    }
     public var openPromptCount: Int { prompts.count }
     /// Agents of ours and GeoClue agents: each is state a restart would lose.
     public var agentCount: Int { agents.count + geoclueAgents.count }
@@ -448,13 +454,15 @@ public final class ConsentCore {
             return effects.append(.authorizeApp(AuthorizeAppRequest(
                 agentName: agent.name, requestID: id,
                 desktopID: s.caller.identity == .flatpak ? app.appID : o.appName,
-                session: name, accuracy: o.accuracy, timeout: min(config.promptTimeout, Self.clientPromptTimeout))))
+                session: name, accuracy: o.accuracy, timeout: min(config.promptTimeout, Self.clientPromptTimeout),
+                uid: app.uid)))
         }
         effects.append(.confirm(ConfirmRequest(
             agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
             appName: o.appName, reason: o.reason, accuracy: o.accuracy, pid: s.caller.pid,
             sandboxed: s.caller.sandboxed, executable: s.caller.executable, parentWindow: o.parentWindow,
-            timeout: start == nil ? config.promptTimeout : min(config.promptTimeout, Self.clientPromptTimeout))))
+            timeout: start == nil ? config.promptTimeout : min(config.promptTimeout, Self.clientPromptTimeout),
+            uid: app.uid)))
     }
 
     private func answered(_ id: String, _ answer: AgentAnswer) {
@@ -715,6 +723,18 @@ public final class ConsentCore {
         }
         return nil
     }
+
+    /// Why `caller` may not add a GeoClue agent, if it may not: what its
+    /// `AddAgent` would be answered. The daemon asks before it reads the
+    /// agent's level, so that a refused caller makes it call no one.
+    public func geoclueAgentRefusal(_ caller: Caller) -> CoreError? {
+        if let refusal = agentRefusal(caller) { return refusal }
+        if let g = geoclueAgents[caller.uid], g.name != caller.name { return .agentExists }
+        return nil
+    }
+
+    /// The GeoClue agent registered for `uid`'s connection `name`, if it is one.
+    public func isGeoClueAgent(_ name: String, uid: UInt32) -> Bool { geoclueAgents[uid]?.name == name }
 
     private func management(_ call: CallID, _ caller: Caller, _ request: ManagementRequest) {
         switch request {

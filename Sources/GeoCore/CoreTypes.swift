@@ -315,10 +315,12 @@ public struct ConfirmRequest: Equatable, Sendable {
     public var parentWindow: String
     /// Seconds the agent has to answer.
     public var timeout: Double
+    /// The uid whose agent is asked (the app's): the daemon's calls to agents are budgeted per uid.
+    public var uid: UInt32
 
     public init(agentName: String, agentPath: String, requestID: String, appID: String, kind: PromptKind,
                 appName: String, reason: String, accuracy: Accuracy, pid: UInt32, sandboxed: Bool,
-                executable: String, parentWindow: String, timeout: Double) {
+                executable: String, parentWindow: String, timeout: Double, uid: UInt32 = 0) {
         self.agentName = agentName
         self.agentPath = agentPath
         self.requestID = requestID
@@ -332,6 +334,7 @@ public struct ConfirmRequest: Equatable, Sendable {
         self.executable = executable
         self.parentWindow = parentWindow
         self.timeout = timeout
+        self.uid = uid
     }
 }
 

@@ -41,14 +41,17 @@ public struct AuthorizeAppRequest: Equatable, Sendable {
     public var accuracy: Accuracy
     /// Seconds the agent has to answer.
     public var timeout: Double
+    /// The uid whose agent is asked (the app's): the daemon's calls to agents are budgeted per uid.
+    public var uid: UInt32
 
     public init(agentName: String, requestID: String, desktopID: String, session: String, accuracy: Accuracy,
-                timeout: Double) {
+                timeout: Double, uid: UInt32 = 0) {
         self.agentName = agentName
         self.requestID = requestID
         self.desktopID = desktopID
         self.session = session
         self.accuracy = accuracy
         self.timeout = timeout
+        self.uid = uid
     }
 }

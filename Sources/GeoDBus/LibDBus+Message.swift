@@ -152,6 +152,10 @@ public final class Message {
         set { dbus_message_set_no_reply(raw, newValue ? 1 : 0) }
     }
     public func setDestination(_ name: String) { _ = dbus_message_set_destination(raw, name) }
+    /// The serial libdbus gave the message when it was sent (0 before).
+    public var serialNumber: UInt32 { dbus_message_get_serial(raw) }
+    /// For a reply or error: the serial of the call it answers (0 otherwise).
+    public var replySerial: UInt32 { dbus_message_get_reply_serial(raw) }
 
     /// A copy with the same header and (already marshalled) body, no serial yet:
     /// one signal body can go to many destinations without marshalling it again.

@@ -4,7 +4,7 @@
 ///
 /// An object may belong to one peer (`export(_:at:interfaces:owner:)`): then
 /// only that unique name may call it, read or set its properties or
-/// introspect it (anyone else gets `AccessDenied`), and the introspection of
+/// introspect it (anyone else gets `UnknownObject`, as for a missing object), and the introspection of
 /// its parents lists it to that peer alone.
 public final class ObjectServer {
     public static let introspectable = "org.freedesktop.DBus.Introspectable"
@@ -276,10 +276,11 @@ public final class ObjectServer {
         return true
     }
 
+    /// Another peer's object is answered exactly as a missing one: a caller
+    /// must not learn that another's object exists (nor, by watching paths
+    /// appear, when it gets its fixes).
     private func notOwner(_ msg: Message, _ path: String) -> Bool {
-        MethodCall(message: msg, arguments: [], connection: connection, outSignature: "").fail(
-            .accessDenied("\(path) belongs to another client"))
-        return true
+        unknownObject(msg, path)
     }
 
     private func unknownObject(_ msg: Message, _ path: String) -> Bool {

@@ -51,6 +51,16 @@ usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
       a child and exits; the child prints each AuthorizationChanged after the
       exit with its delay, then asks for a fix and the authorization, and
       keeps the connection S seconds more
+  geoclue-agent-burst --connections K --calls N [--hold S]
+      N GeoClue AddAgent calls pipelined on each of K connections, whose
+      sockets are never read again (the daemon's reads of the agent's level
+      stay unanswered); holds until SIGTERM or S seconds (default 300)
+  geoclue-agent-loop --seconds S [--fresh]
+      AddAgent again and again for S seconds, serving MaxAccuracyLevel, on one
+      connection (each on a new one with --fresh); prints a summary
+  geoclue-client-churn --connections N [--delete] [--hold S]
+      CreateClient and Start (and DeleteClient) on each of N connections kept
+      open; holds until SIGTERM or S seconds (default 300)
   borrow-pid --go-file FILE [--resolve-first]
       connects (optionally calls once), hands the connection to a child in a
       new session and exits; the child waits for FILE, then calls
@@ -120,6 +130,17 @@ case "hand-over":
                      lingerSeconds: Double(options.values["--linger"] ?? "") ?? 0))
 case "borrow-pid":
     exit(runBorrowPID(bus: bus, goFile: options.required("--go-file"), resolveFirst: options.flags.contains("--resolve-first")))
+case "geoclue-agent-burst":
+    exit(runGeoClueAgentBurst(bus: bus, connections: Int(options.required("--connections")) ?? 1,
+                              calls: Int(options.required("--calls")) ?? 1,
+                              holdSeconds: Double(options.values["--hold"] ?? "") ?? 300))
+case "geoclue-agent-loop":
+    exit(runGeoClueAgentLoop(bus: bus, seconds: Double(options.required("--seconds")) ?? 5,
+                             fresh: options.flags.contains("--fresh")))
+case "geoclue-client-churn":
+    exit(runGeoClueClientChurn(bus: bus, connections: Int(options.required("--connections")) ?? 1,
+                               delete: options.flags.contains("--delete"),
+                               holdSeconds: Double(options.values["--hold"] ?? "") ?? 300))
 default:
     fail(usage)
 }

@@ -57,7 +57,11 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         for c in cases {
             let rig = Rig(config: c.config, agents: c.label.hasPrefix("our own") ? [W.agent] : [])
             for b in c.before { rig.manage(b, .addGeoClueAgent(maxAccuracy: .full)) }
+            // Known before the daemon reads the agent's level: a refused caller makes it call no one.
+            let early = rig.core.geoclueAgentRefusal(c.caller)
             let s = rig.manage(c.caller, .addGeoClueAgent(maxAccuracy: .reduced))
+            XCTAssertEqual(early, s.error, "\(c.label): the early refusal is the registration's")
+            XCTAssertEqual(rig.core.isGeoClueAgent(c.caller.name, uid: c.caller.uid), c.refused == nil, c.label)
             if let why = c.refused {
                 XCTAssertTrue(s.error.map { $0.message.contains(why) } ?? false, "\(c.label): \(s.effects)")
                 XCTAssertNotEqual(rig.core.geoclueAgent(forUID: c.caller.uid)?.name == c.caller.name

@@ -88,7 +88,7 @@ final class ConsentCoreTests: XCTestCase {
             agentName: W.agent.name, agentPath: W.agentPath, requestID: tap.promptID ?? "?",
             appID: "org.example.Flat", kind: .oneTime, appName: "Flat App", reason: "Show the weather here",
             accuracy: .reduced, pid: 440, sandboxed: true, executable: "/app/bin/flat",
-            parentWindow: "x11:0x42", timeout: 17))])
+            parentWindow: "x11:0x42", timeout: 17, uid: W.flatpak.uid))])
         let ask = rig.ask(W.bobMaps, reason: "Route")
         XCTAssertEqual(ask.confirm?.kind, .whenInUse)
         XCTAssertEqual(ask.confirm?.agentName, W.bobAgent.name, "uid 1001's app goes to uid 1001's agent")

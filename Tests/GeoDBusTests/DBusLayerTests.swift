@@ -174,9 +174,14 @@ final class DBusLayerTests: XCTestCase {
             (intro, "Introspect", []), (nil, "Echo0", [.string("x")]),
         ]
         for (i, member, args) in calls {
+            // Answered word for word as for a path with no object: another peer
+            // must not learn that the object exists.
             let r = other.call(server.uniqueName, "/objects/mine", i, member, args)
-            guard case .failure(let e) = r else { XCTFail("\(member) by another peer succeeded"); continue }
-            XCTAssertEqual(e.name, DBusError.accessDeniedName, member)
+            let missing = other.call(server.uniqueName, "/objects/none", i, member, args)
+            guard case .failure(let e) = r, case .failure(let m) = missing else { XCTFail("\(member) by another peer succeeded"); continue }
+            XCTAssertEqual(e.name, DBusError.unknownObjectName, member)
+            XCTAssertEqual(e.message.replacingOccurrences(of: "/objects/mine", with: "P"),
+                           m.message.replacingOccurrences(of: "/objects/none", with: "P"), member)
         }
         XCTAssertNoThrow(try other.call(server.uniqueName, "/objects/mine", "org.freedesktop.DBus.Peer", "Ping").get())
 
@@ -259,10 +264,10 @@ final class DBusLayerTests: XCTestCase {
                        [.vardict([:])])
         // Owner only, for every call; gone once unexported.
         for (member, args) in [("GetAll", [DBusValue.string(iface)]), ("Get", [.string(iface), .string("Latitude")])] {
-            XCTAssertDBusErrorName(other.call(server.uniqueName, "/fix/0", props, member, args), DBusError.accessDeniedName)
+            XCTAssertDBusErrorName(other.call(server.uniqueName, "/fix/0", props, member, args), DBusError.unknownObjectName)
         }
         XCTAssertDBusErrorName(other.call(server.uniqueName, "/fix/0", "org.freedesktop.DBus.Introspectable", "Introspect"),
-                               DBusError.accessDeniedName)
+                               DBusError.unknownObjectName)
         server.server.unexport("/fix/0")
         XCTAssertDBusErrorName(owner.call(server.uniqueName, "/fix/0", props, "GetAll", [.string(iface)]),
                                DBusError.unknownObjectName)

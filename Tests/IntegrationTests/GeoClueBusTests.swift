@@ -43,10 +43,14 @@ final class GeoClueBusTests: GeoClueTestCase {
         XCTAssertEqual(manager[ManagerProperty.availableAccuracyLevel], .uint32(GeoClueAccuracyLevel.exact))
 
         let c1 = try p.geoclueClient()
-        XCTAssertEqual(c1, "/org/freedesktop/GeoClue2/Client/1")
+        XCTAssertNotNil(API.clientNumber(of: c1), c1)
         XCTAssertEqual(try p.geoclueClient(), c1, "GetClient reuses the connection's client")
-        XCTAssertEqual(try p.geoclueClient(create: true), "/org/freedesktop/GeoClue2/Client/2", "CreateClient makes a new one")
-        XCTAssertEqual(try q.geoclueClient(), "/org/freedesktop/GeoClue2/Client/3", "numbered for all callers")
+        let c2 = try p.geoclueClient(create: true), c3 = try q.geoclueClient()
+        XCTAssertEqual(Set([c1, c2, c3]).count, 3, "CreateClient makes a new one")
+        // Numbers nobody can guess, not a counter another caller could follow.
+        let numbers = [c1, c2, c3].compactMap { API.clientNumber(of: $0) }
+        XCTAssertEqual(numbers.count, 3)
+        XCTAssertFalse(numbers == [1, 2, 3] || numbers.allSatisfy { $0 < 1000 }, "\(numbers)")
 
         let props = try p.getAll(c1, API.clientInterfaceName).get()
         XCTAssertEqual(props, [
@@ -60,14 +64,15 @@ final class GeoClueBusTests: GeoClueTestCase {
         XCTAssertDBusError(p.set(c1, API.clientInterfaceName, ClientProperty.desktopID,
                                  .string(String(repeating: "x", count: 257))), DBusError.invalidArgsName)
 
-        // DeleteClient: one's own only.
+        // DeleteClient: one's own only; another's is answered as a missing one.
         XCTAssertDBusError(q.gc(API.managerPath, API.managerInterfaceName, "DeleteClient", [.objectPath(c1)]),
-                           DBusError.accessDeniedName)
+                           DBusError.invalidArgsName)
         XCTAssertDBusError(p.gc(API.managerPath, API.managerInterfaceName, "DeleteClient",
                                 [.objectPath("/org/freedesktop/GeoClue2/Client/99")]), DBusError.invalidArgsName)
         XCTAssertNoThrow(try p.gc(API.managerPath, API.managerInterfaceName, "DeleteClient", [.objectPath(c1)]).get())
         XCTAssertDBusError(p.get(c1, API.clientInterfaceName, ClientProperty.active), DBusError.unknownObjectName)
-        XCTAssertEqual(try p.geoclueClient(), "/org/freedesktop/GeoClue2/Client/4", "a deleted client is not reused")
+        let again = try p.geoclueClient()
+        XCTAssertFalse([c1, c2, c3].contains(again), "a deleted client is not reused: \(again)")
 
         // AddAgent reads the caller's MaxAccuracyLevel first: a caller serving no agent is refused.
         XCTAssertDBusError(p.gc(API.managerPath, API.managerInterfaceName, "AddAgent", [.string("gnome-shell")]),
@@ -303,10 +308,11 @@ final class GeoClueBusTests: GeoClueTestCase {
         let p = try stack.peer()
         startFeeding()
         let c = try startedClient(p)
-        XCTAssertTrue(try sessionNames().contains(p.uniqueName + "/geoclue/1"), "the client object's own session")
+        let session = p.uniqueName + "/geoclue/\(API.clientNumber(of: c) ?? 0)"
+        XCTAssertTrue(try sessionNames().contains(session), "the client object's own session")
         XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Stop").get())
         XCTAssertTrue(stack.peers.pump(timeout: 5) { self.activeChanges(p, c) == [true, false] }, "\(activeChanges(p, c))")
-        XCTAssertFalse(try sessionNames().contains(p.uniqueName + "/geoclue/1"))
+        XCTAssertFalse(try sessionNames().contains(session))
         // Allow Once ended with Stop: the next Start asks again.
         XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Start").get())
         XCTAssertEqual(agent.confirms.count, 2)
@@ -354,19 +360,28 @@ final class GeoClueBusTests: GeoClueTestCase {
         let loc = try XCTUnwrap(waitForUpdate(p, c, count: 2)).new
         XCTAssertNotNil(try p.geoclueLocation(loc).get())
 
-        // Another app: no reading, no writing, no calling, no listing.
-        XCTAssertDBusError(q.geoclueLocation(loc), DBusError.accessDeniedName)
-        XCTAssertDBusError(q.get(loc, API.locationInterfaceName, LocationProperties.latitude), DBusError.accessDeniedName)
-        XCTAssertDBusError(q.getAll(c, API.clientInterfaceName), DBusError.accessDeniedName)
-        XCTAssertDBusError(q.set(c, API.clientInterfaceName, ClientProperty.distanceThreshold, .uint32(0)), DBusError.accessDeniedName)
-        XCTAssertDBusError(q.gc(c, API.clientInterfaceName, "Stop"), DBusError.accessDeniedName)
-        XCTAssertDBusError(q.gc(loc, ObjectServer.introspectable, "Introspect"), DBusError.accessDeniedName)
+        // Another app: no reading, no writing, no calling, no listing; answered as
+        // for objects that do not exist, word for word.
+        let missingLoc = loc + "0", missing = c + "0"
+        for (path, m) in [(loc, missingLoc), (c, missing)] {
+            for (label, call) in [("GetAll", { (x: String) in q.getAll(x, API.clientInterfaceName).map { _ in [DBusValue]() } }),
+                                  ("Get", { (x: String) in q.get(x, API.locationInterfaceName, LocationProperties.latitude).map { [$0] } }),
+                                  ("Set", { (x: String) in q.set(x, API.clientInterfaceName, ClientProperty.distanceThreshold, .uint32(0)).map { _ in [] } }),
+                                  ("Stop", { (x: String) in q.gc(x, API.clientInterfaceName, "Stop") }),
+                                  ("Introspect", { (x: String) in q.gc(x, ObjectServer.introspectable, "Introspect") })] {
+                let theirs = call(path), none = call(m)
+                XCTAssertDBusError(theirs, DBusError.unknownObjectName)
+                guard case .failure(let e1) = theirs, case .failure(let e2) = none else { XCTFail(label); continue }
+                XCTAssertEqual(e1.message.replacingOccurrences(of: path, with: "P"), e2.message.replacingOccurrences(of: m, with: "P"),
+                               "\(label): another's object is answered as a missing one")
+            }
+        }
         // To another caller, a node with only others' objects below does not exist.
         XCTAssertDBusError(q.gc(API.clientsPath, ObjectServer.introspectable, "Introspect"), DBusError.unknownObjectName)
         let parent = try q.gc("/org/freedesktop/GeoClue2", ObjectServer.introspectable, "Introspect").get().first?.stringValue ?? ""
         XCTAssertTrue(parent.contains("<node name=\"Manager\"/>") && !parent.contains("<node name=\"Client\"/>"), parent)
         let own = try p.gc(API.clientsPath, ObjectServer.introspectable, "Introspect").get().first?.stringValue ?? ""
-        XCTAssertTrue(own.contains("<node name=\"1\"/>"), own)
+        XCTAssertTrue(own.contains("<node name=\"\(API.clientNumber(of: c) ?? 0)\"/>"), own)
 
         // The bystander matched every signal: it got the broadcasts (InUse) and nothing about the client.
         stack.peers.settle(1)

@@ -70,7 +70,9 @@ final class GeoClueReferenceSimpleTests: GeoClueReferenceTestCase {
 
     /// A client with thresholds, a bystander matching every signal, and a second
     /// app probing the client's objects. Match: the second app's `Get` of
-    /// `Latitude` or of the client's `Location`, and its `Stop`, are refused with `AccessDenied`. Differ: GeoClue
+    /// `Latitude` or of the client's `Location`, and its `Stop`, are refused. Differ: GeoClue
+    /// refuses with `AccessDenied`, which tells the prober the object exists; the facade
+    /// answers `UnknownObject`, as for a missing object. GeoClue
     /// answers the second app's `GetAll` with `{}` where the facade refuses it, its
     /// `Introspect` lists every client's objects, and its broadcasts carry the
     /// client's coordinates to the bystander; the facade's carry none.
@@ -110,11 +112,11 @@ final class GeoClueReferenceSimpleTests: GeoClueReferenceTestCase {
         }
 
         let ours = try scenario(facade())
-        XCTAssertDBusError(try XCTUnwrap(ours.seen.getAllLocation), DBusError.accessDeniedName)
-        XCTAssertDBusError(try XCTUnwrap(ours.seen.getLatitude), DBusError.accessDeniedName)
-        XCTAssertDBusError(try XCTUnwrap(ours.seen.getAllClient), DBusError.accessDeniedName)
-        XCTAssertDBusError(try XCTUnwrap(ours.seen.getClientLocation), DBusError.accessDeniedName)
-        XCTAssertDBusError(try XCTUnwrap(ours.seen.stop), DBusError.accessDeniedName)
+        XCTAssertDBusError(try XCTUnwrap(ours.seen.getAllLocation), DBusError.unknownObjectName)
+        XCTAssertDBusError(try XCTUnwrap(ours.seen.getLatitude), DBusError.unknownObjectName)
+        XCTAssertDBusError(try XCTUnwrap(ours.seen.getAllClient), DBusError.unknownObjectName)
+        XCTAssertDBusError(try XCTUnwrap(ours.seen.getClientLocation), DBusError.unknownObjectName)
+        XCTAssertDBusError(try XCTUnwrap(ours.seen.stop), DBusError.unknownObjectName)
         XCTAssertDBusError(try XCTUnwrap(ours.seen.introspectClients), DBusError.unknownObjectName)
         XCTAssertFalse(ours.broadcast.isEmpty, "the bystander got the broadcasts (InUse)")
         XCTAssertEqual(ours.broadcast.filter { ($0.path ?? "").hasPrefix(GeoClueAPI.clientsPath) }.map { $0.member ?? "" }, [])

@@ -51,6 +51,39 @@ final class IdleExitTests: XCTestCase {
                        "the daemon did not exit once nothing needed it:\n\(stack.daemon.log())")
     }
 
+    /// `AddAgent` makes the daemon read the caller's `MaxAccuracyLevel`: while
+    /// that read waits (the caller does not read its socket for a while), the
+    /// daemon is busy, and the call is answered by it, not dropped with the
+    /// daemon's exit (`NoReply`).
+    func testAnAddAgentWhoseReadRacesTheIdleExitIsAnswered() throws {
+        let stack = try Stack(config: "[daemon]\nidle-exit = 0.3\n[geoclue]\nserve = true\n")
+        defer { stack.stop() }
+        let loop = EventLoop()
+        let c = try Connection(bus: BusAddress(argument: stack.bus.address))
+        defer { c.close() }
+        c.attach(to: loop)
+        let server = ObjectServer(connection: c)
+        let agent = IdleRaceAgent()   // exported objects are held weakly
+        defer { withExtendedLifetime(agent) {} }
+        server.export(agent, at: GeoClueAPI.agentPath, interfaces: [IdleRaceAgent.interface])
+        let m = try Message.methodCall(destination: GeoClueAPI.busName, path: GeoClueAPI.managerPath,
+                                       interface: GeoClueAPI.managerInterfaceName, member: "AddAgent")
+        try m.append([.string("idle-race")])
+        var result: Result<Message, DBusError>?
+        c.call(m, timeout: 15) { result = $0 }
+        c.flush()
+        // The daemon's read of our level waits in our socket for longer than idle-exit.
+        usleep(1_500_000)
+        let deadline = Date().addingTimeInterval(15)
+        while result == nil && Date() < deadline { loop.runOnce(timeoutMillis: 50) }
+        switch result {
+        case .success?: break
+        case .failure(let e)?: XCTFail("AddAgent was not answered by the daemon: \(e.name) \(e.message)\n\(stack.daemon.log())")
+        case nil: XCTFail("no answer")
+        }
+        XCTAssertTrue(stack.daemon.isRunning, "the daemon exited with an agent registered:\n\(stack.daemon.log())")
+    }
+
     func testCallsRacingTheExitAreAllAnsweredAcrossActivation() throws {
         let services = try TempDir()
         let bus = try TestBus(serviceDirectory: services.path)
@@ -114,4 +147,11 @@ final class IdleExitTests: XCTestCase {
               + "GetAuthorization p50 \(p50(coldMillis)) ms via activation (\(coldMillis.count)), "
               + "\(p50(warmMillis)) ms warm (\(warmMillis.count))")
     }
+}
+
+/// A GeoClue agent whose `MaxAccuracyLevel` is 8.
+final class IdleRaceAgent {
+    static let interface = Interface<IdleRaceAgent>(GeoClueAPI.agent, methods: [
+        "AuthorizeApp": { _, call in call.reply([.bool(true), .uint32(8)]) },
+    ], getters: [MaxAccuracyLevelProperty.name: { _ in .uint32(8) }])
 }

@@ -44,20 +44,23 @@ final class LocalUserRig {
     let work: TempDir
     private let feeder: FixFeeder
 
-    init(config: String = "") throws {
+    /// `geoclue`: the daemon serves GeoClue2 too (`[geoclue] serve`), with the facade's policy on the bus.
+    /// `nofile`: the daemon's descriptor limit, as the unit's `LimitNOFILE=`.
+    init(config: String = "", geoclue: Bool = false, nofile: Int? = nil) throws {
         guard getuid() == 0 else { throw XCTSkip("the local-user rig acts as other uids with setpriv: needs root") }
         for tool in ["setpriv", "dbus-daemon"] where TestPaths.findExecutable(tool) == nil {
             throw XCTSkip("\(tool) is not installed; skipped")
         }
         serviceUser = try ServiceUser.standIn()
-        bus = try PolicyBus(serviceUser: serviceUser)
+        bus = try PolicyBus(serviceUser: serviceUser, geoclue: geoclue)
         gpsd = try GpsdInstance()
         feeder = FixFeeder(gpsd: gpsd)
         work = try TempDir()
         chmod(work.path, 0o755)
         do {
-            daemon = try bus.startDaemon(as: serviceUser, withPtrace: true, gpsdPort: gpsd.port, config: config,
-                                         executable: LocalUserRig.daemonExecutable)
+            daemon = try bus.startDaemon(as: serviceUser, withPtrace: true, gpsdPort: gpsd.port,
+                                         config: config + (geoclue ? "\n[geoclue]\nserve = true\n" : ""),
+                                         executable: LocalUserRig.daemonExecutable, nofile: nofile)
         } catch {
             feeder.stop()
             gpsd.stop()

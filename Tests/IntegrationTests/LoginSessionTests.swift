@@ -264,3 +264,22 @@ final class LoginSessionTests: StackTestCase {
                         tailOf(agentLog), file: file, line: line)
     }
 }
+
+extension LoginSessionTests {
+    /// The first read of a login session fails (logind names a session for the
+    /// user's display that it cannot read): every connection placed there later
+    /// goes on too, instead of waiting for a read that was never sent.
+    func testAFailedSessionReadParksNoLaterCall() throws {
+        try logind.setDisplay(uid: getuid(), "ghost")
+        var peers: [BusPeer] = []   // all connected: placed in the same login session
+        for i in 0..<3 {
+            let p = try stack.peer()
+            peers.append(p)
+            let r = p.geo("GetAuthorization", timeout: 8)
+            XCTAssertNoThrow(try r.get(), "connection \(i) got no answer; daemon log:\n\(stack.daemon.log().suffix(2000))")
+        }
+        XCTAssertEqual(peers.count, 3)
+        XCTAssertTrue(stack.daemon.log().contains("cannot read the login session /org/freedesktop/login1/session/ghost"),
+                      String(stack.daemon.log().suffix(2000)))
+    }
+}

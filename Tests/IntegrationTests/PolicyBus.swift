@@ -199,8 +199,9 @@ final class PolicyBus {
     /// without CAP_SYS_PTRACE, reaching gpsd on `gpsdPort` (default: a port
     /// nobody listens on) with `config` as its config file; returns once it owns
     /// its name.
+    /// `nofile`: the daemon's descriptor limit (`prlimit`), as a unit's `LimitNOFILE=` sets it.
     func startDaemon(as who: ServiceUser, withPtrace: Bool, gpsdPort: UInt16? = nil, config: String = "",
-                     executable: String = TestPaths.binDir + "/geoconsentd") throws -> RunningDaemon {
+                     executable: String = TestPaths.binDir + "/geoconsentd", nofile: Int? = nil) throws -> RunningDaemon {
         let d = dir.file("daemon-\(withPtrace ? "ptrace" : "plain")")
         try makeDirs(d + "/state")
         chmod(d, 0o711)
@@ -211,8 +212,12 @@ final class PolicyBus {
         chmod(d + "/geoconsent.conf", 0o644)
         let log = d + "/geoconsentd.log"
         let port = try gpsdPort ?? FreePort.pick()
-        let p = try ChildProcess(executable: TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv",
-                                 arguments: who.setprivArgs(ptrace: withPtrace) +
+        let setpriv = TestPaths.findExecutable("setpriv") ?? "/usr/bin/setpriv"
+        let (exe, prefix): (String, [String]) = nofile.map {
+            (TestPaths.findExecutable("prlimit") ?? "/usr/bin/prlimit", ["--nofile=\($0):\($0)", setpriv])
+        } ?? (setpriv, [])
+        let p = try ChildProcess(executable: exe,
+                                 arguments: prefix + who.setprivArgs(ptrace: withPtrace) +
                                     [executable, "--bus", address, "--gpsd", "127.0.0.1:\(port)",
                                      "--config", d + "/geoconsent.conf", "--state-dir", d + "/state"],
                                  logPath: log)

@@ -1,0 +1,133 @@
+import XCTest
+import Foundation
+import GeoDBus
+import GeoTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An unprivileged local user (uid 65534) at the GeoClue2 facade's doors,
+/// which make the daemon call the caller back (`AddAgent` reads the caller's
+/// `MaxAccuracyLevel`) or keep something for it (client objects), while a
+/// victim of another uid keeps tapping through its own agent and fetching
+/// fixes (`whileVictimTaps`): every victim round must succeed. On the
+/// local-user rig with `[geoclue] serve` and the facade's policy.
+final class LocalUserGeoClueDoorTests: XCTestCase {
+    var rig: LocalUserRig!
+    private let attacker = LocalUserRig.attacker
+
+    override func setUpWithError() throws {
+        // The descriptor case runs the daemon with the unit's kind of limit, low
+        // enough that one uid's connections could once take every pidfd.
+        rig = try LocalUserRig(geoclue: true, nofile: name.contains("Descriptor") ? 256 : nil)
+    }
+
+    override func tearDown() {
+        rig?.stop()
+        rig = nil
+    }
+
+    private func daemonLog() -> String {
+        String(decoding: FileManager.default.contents(atPath: rig.daemon.logPath) ?? Data(), as: UTF8.self)
+    }
+
+    /// Every call the daemon made back to the attacker's agent connections
+    /// stays unanswered: once it waited on 128 of them, the bus refused all its
+    /// calls (the victim's `Confirm` among them) with `LimitsExceeded`.
+    func testAPipelinedAddAgentBurstLeavesOtherUsersPromptsServed() throws {
+        let connections = 2, calls = 100
+        try rig.whileVictimTaps("\(connections) × \(calls) pipelined AddAgent, never read") { victim in
+            let a = try rig.start(attacker, ["geoclue-agent-burst", "--connections", "\(connections)", "--calls", "\(calls)",
+                                             "--hold", "120"], log: "agent-burst.log", captureStdout: true)
+            defer { a.stop() }
+            XCTAssertEqual(a.readStdoutLine(timeout: 30), "sent \(connections * calls)", tailOf(rig.work.file("agent-burst.log")))
+            // Every AddAgent has reached the daemon: a bus round trip after them is answered.
+            usleep(500_000)
+            let held = victim.rounds.count
+            XCTAssertTrue(victim.waitForRounds(held + 4, timeout: 60),
+                          "the victim was not served while the burst held its calls: \(victim.rounds.suffix(3))\n" +
+                          "daemon:\n\(rig.daemon.log())")
+            let log = daemonLog()
+            let said = log.split(separator: "\n").filter { $0.contains("pipelines AddAgent") }
+            XCTAssertGreaterThan(said.count, 0, "the attack is logged")
+            XCTAssertLessThanOrEqual(said.count, connections, "once per connection, not per call: \(said.prefix(3))")
+            XCTAssertFalse(log.contains(DBusError.limitsExceededName), "the bus refused a call of the daemon:\n\(log.suffix(3000))")
+            return "\(connections * calls) AddAgent held; victim served \(victim.rounds.count - held) rounds meanwhile; " +
+                "logged \(said.count)×"
+        }
+    }
+
+    /// `AddAgent` again and again, on one connection and on a new one each
+    /// time: the daemon's log grows by a bounded number of lines whatever the
+    /// caller does (it once wrote a line, of the caller's 3.8 KB path, per call).
+    func testAddAgentAgainAndAgainKeepsTheLogBounded() throws {
+        try rig.whileVictimTaps("AddAgent in a loop, 2 × 4 s") { _ in
+            let before = daemonLog()
+            var calls: [Int] = []
+            for fresh in [false, true] {
+                let out = try rig.run(attacker, ["geoclue-agent-loop", "--seconds", "4"] + (fresh ? ["--fresh"] : []),
+                                      log: "agent-loop-\(fresh).log", timeout: 60)
+                XCTAssertEqual(out.status, 0, tailOf(rig.work.file("agent-loop-\(fresh).log")))
+                let summary = out.output.split(separator: "\n").first { $0.hasPrefix("summary ") } ?? ""
+                let n = summary.split(separator: " ").first { $0.hasPrefix("calls=") }.flatMap { Int($0.dropFirst(6)) } ?? 0
+                let ok = summary.split(separator: " ").first { $0.hasPrefix("ok=") }.flatMap { Int($0.dropFirst(3)) } ?? 0
+                XCTAssertGreaterThan(n, 40, "the loop ran: \(out.output)")
+                XCTAssertGreaterThan(ok, 0, "AddAgent works for the caller: \(out.output)")
+                calls.append(n)
+            }
+            let added = String(daemonLog().dropFirst(before.count))
+            let lines = added.split(separator: "\n")
+            let agentLines = lines.filter { $0.contains("GeoClue agent :") }
+            // At most the callers' budget of one uid in a minute, plus the victim's own.
+            XCTAssertLessThanOrEqual(agentLines.count, 20, "\(agentLines.count) lines for \(calls) calls")
+            XCTAssertLessThan(added.utf8.count, 64 << 10, "the log grew by \(added.utf8.count) bytes")
+            return "\(calls[0]) AddAgent on one connection, \(calls[1]) on fresh ones: \(lines.count) log lines " +
+                "(\(agentLines.count) about agents), \(added.utf8.count) bytes"
+        }
+    }
+
+    /// CreateClient, a refused Start and DeleteClient on each of 200
+    /// connections left a pidfd per connection for good; with the daemon's
+    /// descriptors spent that way, a victim's one-time grant outlived its
+    /// tapping process. Now the pidfd goes with the last session, one uid has
+    /// at most 64, and the victim's grant still ends with its process.
+    func testDeletedClientsHoldNoDescriptorAndTheVictimsProcessIsStillWatched() throws {
+        let connections = 200
+        try rig.whileVictimTaps("\(connections) connections: CreateClient, Start, DeleteClient") { _ in
+            let pid = rig.daemon.process.pid
+            let before = Hostile.fdCount(pid)
+            let a = try rig.start(attacker, ["geoclue-client-churn", "--connections", "\(connections)", "--delete", "--hold", "120"],
+                                  log: "client-churn.log", captureStdout: true)
+            defer { a.stop() }
+            var out: [String] = []
+            while let l = a.readStdoutLine(timeout: 60) {
+                out.append(l)
+                if l.hasPrefix("done ") { break }
+            }
+            XCTAssertEqual(out.last, "done \(connections)", tailOf(rig.work.file("client-churn.log")))
+            XCTAssertEqual(out.filter { $0.hasPrefix("reply delete-") && $0.hasSuffix(" ok") }.count, connections,
+                           out.prefix(4).joined(separator: "\n"))
+            let during = Hostile.fdCount(pid)
+            XCTAssertLessThan(during, before + 16, "the daemon holds descriptors for connections with no session")
+
+            // The victim's one-time grant ends when its tapping process exits.
+            let h = try rig.start(LocalUserRig.victimUser, ["hand-over", "--linger", "20"], log: "hand-over.log",
+                                  captureStdout: true)
+            defer { h.stop() }
+            var lines: [String] = []
+            while let l = h.readStdoutLine(timeout: 30) {
+                lines.append(l)
+                if l.hasPrefix("done") { break }
+            }
+            if let holder = lines.first(where: { $0.hasPrefix("holder pid=") }).flatMap({ pid_t($0.dropFirst("holder pid=".count)) }) {
+                kill(holder, SIGKILL)
+            }
+            let context = lines.joined(separator: "\n") + "\n" + tailOf(rig.work.file("hand-over.log"))
+            XCTAssertTrue(lines.contains("reply RequestOneTimeAuthorization ok status 4"), context)
+            XCTAssertEqual(lines.filter { $0.hasPrefix("changed status 0 ") }.count, 1,
+                           "the grant ended with the tapping process: \(context)")
+            return "\(connections) deleted clients: daemon fds \(before) before, \(during) after; victim's grant " +
+                "ended with its process"
+        }
+    }
+}
