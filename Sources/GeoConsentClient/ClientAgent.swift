@@ -176,7 +176,13 @@ final class AgentEndpoint {
         self.retrying = retrying
     }
 
-    func finish() { requests.finish() }
+    /// The endpoint ends (unregistered, or replaced at its path): the prompts it
+    /// was asked are answered, so that the daemon does not wait on them.
+    func finish() {
+        for (id, call) in pending.sorted(by: { $0.key < $1.key }) { call.fail(.failed("The agent at this path ended (prompt \(id))")) }
+        pending = [:]
+        requests.finish()
+    }
 
     /// Passes on a change of registration, once per change (a retry that finds
     /// the slot still taken says nothing new).

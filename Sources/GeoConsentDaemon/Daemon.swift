@@ -36,11 +36,16 @@ public final class Daemon {
     /// Prompts already withdrawn with `Agent.Cancel` whose `Confirm` call is still
     /// pending, so its timeout does not send a second `Cancel`.
     private var withdrawn: Set<String> = []
+    /// Prompts whose `Confirm` went out and is not answered yet: only these are
+    /// withdrawn on the agent's side.
+    private var confirming: Set<String> = []
     var lazySaveTimer: EventLoop.Token?
     private var exitStatus: Int32 = 0
     /// Idle exit (IdleExit.swift): the timer while idle, and the drain after the name is released.
     var idleTimer: EventLoop.Token?
     var releasedName = false
+    /// Exit anyway should the bus never say `NameLost` after `ReleaseName`.
+    var releaseDeadline: EventLoop.Token?
     /// The most sessions seen since the heap was last trimmed (see `sessionLeft`).
     private var sessionPeak = 0
     /// 256 or more sessions at some point since the session table was last empty.
@@ -81,6 +86,7 @@ public final class Daemon {
         processes = SessionProcessWatch(loop: loop, connection: connection)
         connection.attach(to: loop)
         processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
+        outgoing.onSettled = { [weak self] in self?.checkIdle() }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
         let serveGeoClue = options.serveGeoClue || config.serveGeoClue
@@ -395,6 +401,7 @@ public final class Daemon {
             let refused = outgoing.call(m, purpose: .consentAgent, uid: r.uid, callee: r.agentName,
                                         timeout: r.timeout) { [weak self] result in
                 guard let self else { return }
+                self.confirming.remove(r.requestID)
                 let alreadyWithdrawn = self.withdrawn.remove(r.requestID) != nil
                 let answer: AgentAnswer
                 switch result {
@@ -417,6 +424,7 @@ public final class Daemon {
                 attackLog.note(r.agentName, uid: r.uid, "does not answer Confirm: \(refused)")
                 return loop.later { [weak self] in self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused))) }
             }
+            confirming.insert(r.requestID)
             Log.byCaller(uid: r.uid, .info, "asking agent \(r.agentName) about \(Log.field(r.appID)) " +
                          "(\(r.kind.rawValue), request \(r.requestID))")
         } catch {
@@ -426,6 +434,8 @@ public final class Daemon {
 
     /// The core withdrew a prompt (its clients left, location was switched off).
     private func cancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
+        // A Confirm never sent (refused by its budget) has nothing to withdraw.
+        guard confirming.contains(requestID) else { return }
         withdrawn.insert(requestID)
         sendCancel(agentName, agentPath, requestID)
     }

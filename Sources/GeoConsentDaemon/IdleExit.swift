@@ -63,7 +63,7 @@ extension Daemon {
             }
         }
         // Should the bus never say NameLost, do not linger for ever.
-        _ = loop.schedule(after: 10) { [weak self] in
+        releaseDeadline = loop.schedule(after: 10) { [weak self] in
             Log.error("no NameLost within 10 s of ReleaseName; exiting")
             self?.loop.stop()
         }
@@ -79,6 +79,7 @@ extension Daemon {
             loop.stop()
             return true
         }
+        if let t = releaseDeadline { loop.cancelTimer(t); releaseDeadline = nil }
         drainThenStop()
         return true
     }

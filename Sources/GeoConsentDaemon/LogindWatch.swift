@@ -44,8 +44,12 @@ final class LogindWatch {
         var locked = false
         /// The properties have been read (else nothing is known yet).
         var known = false
-        /// A read of the properties is under way (or its retry is due).
+        /// A read of the properties is under way.
         var reading = false
+        /// Another read is wanted once that one is answered (reads are not sent in parallel).
+        var readAgain = false
+        /// The next read after a failed one.
+        var retry: EventLoop.Token?
         /// Failed reads in a row.
         var failedReads = 0
         /// Connections placed here that the core has not been told of yet (the
@@ -53,7 +57,8 @@ final class LogindWatch {
         var waiting: Set<String> = []
         /// The state last told (`onState`): only a change is told again.
         var told: LoginSessionState?
-        /// Whose calls the reads count against (OutgoingCalls): the first connection's uid.
+        /// Whose calls the reads count against (OutgoingCalls), and whose lines its
+        /// changes are in the log: the first connection's uid other than root's.
         var uid: UInt32
     }
 
@@ -253,51 +258,65 @@ final class LogindWatch {
 
     /// Adds `name` to the login session at `path`, following it from its first connection on.
     private func follow(_ path: String, _ name: String) {
-        if followed[path] != nil { followed[path]!.connections.insert(name); return }
-        followed[path] = Followed(connections: [name], uid: placing[name]?.uid ?? 0)
+        let uid = placing[name]?.uid ?? 0
+        if followed[path] != nil {
+            followed[path]!.connections.insert(name)
+            if followed[path]!.uid == 0 { followed[path]!.uid = uid }
+            return
+        }
+        followed[path] = Followed(connections: [name], uid: uid)
         // The match rule (set at start) is in place before logind is asked,
         // so no change between the two is missed.
     }
 
-    /// Reads `Active` and `LockedHint` of the login session at `path`.
+    /// Reads `Active` and `LockedHint` of the login session at `path`: one
+    /// read at a time (a wish for another while one is under way is kept and
+    /// sent after it), so that no signal flood makes parallel reads.
     private func read(_ path: String) {
         guard let f = followed[path] else { return }
+        if let t = f.retry { loop.cancelTimer(t); followed[path]!.retry = nil }
+        if f.reading { followed[path]!.readAgain = true; return }
         followed[path]!.reading = true
         call(path, "org.freedesktop.DBus.Properties", "GetAll", [.string(Self.sessionInterface)], uid: f.uid) {
             [weak self] r in
             guard let self, self.followed[path] != nil else { return }
+            self.followed[path]!.reading = false
+            let again = self.followed[path]!.readAgain
+            self.followed[path]!.readAgain = false
             guard case .reply(let m) = r, let props = m.arguments().first?.vardictValue else {
                 // Nothing known: no state is made up. The calls waiting go on as
                 // if logind had placed them nowhere; the session is read again
                 // (at logind's next signal on it, its return, or a retry).
-                let waiting = self.followed[path]!.waiting
                 let failed = self.followed[path]!.failedReads + 1
                 self.followed[path]!.failedReads = failed
                 if failed == 1 {
                     Log.info("cannot read the login session \(path) from logind: its grants do not pause until it can")
                 }
-                waiting.forEach(self.release)
-                guard failed <= Self.retries, self.owner != nil else {
-                    self.followed[path]!.reading = false
-                    return
-                }
-                _ = self.loop.schedule(after: Self.retryDelay * Double(1 << (failed - 1))) { [weak self] in
+                self.followed[path]!.waiting.forEach(self.release)
+                if again { return self.read(path) }
+                guard failed <= Self.retries, self.owner != nil else { return }
+                self.followed[path]!.retry = self.loop.schedule(after: Self.retryDelay * Double(1 << (failed - 1))) {
+                    [weak self] in
                     guard let self, self.followed[path] != nil else { return }
-                    if self.followed[path]!.known { self.followed[path]!.reading = false; return }
-                    self.read(path)
+                    self.followed[path]!.retry = nil
+                    if !self.followed[path]!.known { self.read(path) }
                 }
                 return
             }
-            self.followed[path]!.reading = false
             self.followed[path]!.failedReads = 0
             self.update(path, props)
             self.followed[path]!.known = true
             self.changed(path)
             let waiting = self.followed[path]!.waiting
             self.followed[path]!.waiting = []
-            // Only connections still on the bus go on (one may have left while
-            // logind was asked; the core has forgotten it).
-            for name in waiting.sorted() where self.placed[name] != nil { self.finish(name, in: path) }
+            // Only connections still placed here go on (one may have left while
+            // logind was asked; the core has forgotten it). One whose placement
+            // entry is gone already (logind left and came back meanwhile) is
+            // told all the same.
+            for name in waiting.sorted() where self.placed[name]?.flatMap({ $0 }) == path {
+                if self.placing[name] != nil { self.finish(name, in: path) } else { self.onPlaced(name, path) }
+            }
+            if again { self.read(path) }
         }
     }
 
@@ -331,6 +350,7 @@ final class LogindWatch {
         f.connections.remove(name)
         f.waiting.remove(name)
         guard f.connections.isEmpty else { followed[path] = f; return }
+        if let t = f.retry { loop.cancelTimer(t) }
         followed[path] = nil
         onState(path, nil)
     }
@@ -347,8 +367,7 @@ final class LogindWatch {
         guard let owner, m.sender == owner, let path = m.path, followed[path] != nil else { return false }
         // Not read yet, or its read failed: what logind says now is read whole.
         guard followed[path]!.known else {
-            if m.interface == "org.freedesktop.DBus.Properties" || m.interface == Self.sessionInterface,
-               !followed[path]!.reading { read(path) }
+            if m.interface == "org.freedesktop.DBus.Properties" || m.interface == Self.sessionInterface { read(path) }
             return true
         }
         switch (m.interface, m.member) {
@@ -391,6 +410,7 @@ final class LogindWatch {
             if new == nil {
                 followed[path]!.known = false
                 followed[path]!.told = nil
+                if let t = followed[path]!.retry { loop.cancelTimer(t); followed[path]!.retry = nil }
                 onState(path, nil)
             } else {
                 followed[path]!.failedReads = 0

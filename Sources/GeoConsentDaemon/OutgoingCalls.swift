@@ -13,10 +13,12 @@ import GeoDBus
 /// all 128 held, every call of the daemon fails with `LimitsExceeded`, for
 /// every user. Here each purpose has a share of them, and each uid a share of
 /// its purpose, checked before a call is sent: one uid can spend only its own
-/// share, one purpose never another's, and all of them together stay below the
-/// bus's limit (`totalBudget`). A slot comes back when the callee answers; a
-/// call the daemon gave up on (its timeout) keeps its slot until the callee
-/// answers late or leaves the bus, as the bus's count does.
+/// share, one purpose never another's. A uid with no call of a purpose
+/// waiting may still make one when the purpose's share is spent by others (so
+/// that a few uids cannot shut the rest out), as long as all calls together
+/// stay below `hardLimit`, under the bus's 128. A slot comes back when the
+/// callee answers; a call the daemon gave up on (its timeout) keeps its slot
+/// until the callee answers late or leaves the bus, as the bus's count does.
 final class OutgoingCalls {
     enum Purpose: String, CaseIterable {
         /// `Agent.Confirm` to a uid's consent agent; the uid is the agent's.
@@ -48,9 +50,11 @@ final class OutgoingCalls {
         .logind: Budget(perUID: 4, total: 24),
     ]
 
-    /// All purposes together: below the system bus's 128, with room for the
-    /// calls to the bus itself (which it answers at once and does not count).
+    /// All purposes' shares together.
     static var totalBudget: Int { budgets.values.reduce(0) { $0 + $1.total } }
+    /// Calls waiting at once whatever their purpose and uid: the shares plus
+    /// the first calls of uids beyond them, below the system bus's 128.
+    static let hardLimit = 120
 
     private struct Slot {
         var purpose: Purpose
@@ -65,6 +69,10 @@ final class OutgoingCalls {
     private var stale: [UInt32: Slot] = [:]
     /// Calls sent and not yet completed (the daemon is not idle while any is).
     private(set) var inFlight = 0
+    /// Calls the bus counts now, every purpose and uid.
+    private var all = 0
+    /// The last call in flight completed (the daemon may be idle now).
+    var onSettled: () -> Void = {}
 
     init(connection: Connection) {
         self.connection = connection
@@ -82,7 +90,10 @@ final class OutgoingCalls {
         if held(purpose, uid: uid) >= b.perUID {
             return "uid \(uid) already has \(b.perUID) calls to its \(purpose.rawValue) unanswered, its limit"
         }
-        if held(purpose) >= b.total {
+        if all >= Self.hardLimit {
+            return "\(Self.hardLimit) calls of the daemon are unanswered, the most the bus leaves room for"
+        }
+        if held(purpose) >= b.total && held(purpose, uid: uid) > 0 {
             return "\(b.total) calls to \(purpose.rawValue)s are unanswered, the limit for all users"
         }
         return nil
@@ -98,18 +109,17 @@ final class OutgoingCalls {
         let slot = Slot(purpose: purpose, uid: uid, callee: callee)
         take(slot)
         inFlight += 1
-        let sentAt = EventLoop.monotonicNanos()
         connection.call(message, timeout: timeout) { [weak self] result in
             guard let self else { return done(result) }
             self.inFlight -= 1
             // libdbus's own timeout: the bus still waits for the callee's answer.
-            if case .failure(let e) = result, e.name == DBusError.noReplyName,
-               Double(EventLoop.monotonicNanos() &- sentAt) >= timeout * 0.95e9 {
+            if case .failure(let e) = result, e.isLocalTimeout {
                 self.stale[message.serialNumber] = slot
             } else {
                 self.give(slot)
             }
             done(result)
+            if self.inFlight == 0 { self.onSettled() }
         }
         return nil
     }
@@ -134,11 +144,13 @@ final class OutgoingCalls {
     }
 
     private func take(_ s: Slot) {
+        all += 1
         total[s.purpose, default: 0] += 1
         perUID[s.purpose, default: [:]][s.uid, default: 0] += 1
     }
 
     private func give(_ s: Slot) {
+        all -= 1
         total[s.purpose, default: 1] -= 1
         let n = (perUID[s.purpose]?[s.uid] ?? 1) - 1
         perUID[s.purpose]?[s.uid] = n > 0 ? n : nil

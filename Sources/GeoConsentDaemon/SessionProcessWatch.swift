@@ -37,8 +37,10 @@ final class SessionProcessWatch {
     private var warnedUnwatched = false
     /// Called with a connection whose process exited while the connection lives on.
     var onProcessExited: (String) -> Void = { _ in }
-    /// Descriptors one uid other than root may have at once (its sessions are
-    /// 64 and its GeoClue client objects 64 by default).
+    /// Descriptors one uid other than root may have at once. Every watched
+    /// connection has a session, and a uid has at most `sessions-per-user` of
+    /// them (64 by default, client objects' included): this bounds a uid
+    /// whose limit the configuration raised.
     static let perUIDLimit = 64
     private var countOf: [UInt32: Int] = [:]
     private var uidOf: [String: UInt32] = [:]

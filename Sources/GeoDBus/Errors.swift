@@ -3,6 +3,11 @@
 public struct DBusError: Error, Equatable, Sendable, CustomStringConvertible {
     public var name: String
     public var message: String
+    /// A `NoReply` that libdbus made itself when a call's timeout ran out (no
+    /// sender): the callee may still answer, and the bus still counts the
+    /// call against the caller. A `NoReply` from the bus (the callee left
+    /// without answering) is not one.
+    public var isLocalTimeout = false
 
     public init(_ name: String, _ message: String) {
         self.name = name

@@ -57,11 +57,18 @@ extension Connection {
             guard let p, let data else { return }
             let completion = Unmanaged<PendingCompletion>.fromOpaque(data).takeUnretainedValue()
             guard let reply = dbus_pending_call_steal_reply(p) else {
-                completion.complete(.failure(DBusError(DBusError.noReplyName, "no reply")))
+                var e = DBusError(DBusError.noReplyName, "no reply")
+                e.isLocalTimeout = true
+                completion.complete(.failure(e))
                 return
             }
             let msg = Message(adopting: reply)
-            if let e = msg.asError { completion.complete(.failure(e)) } else { completion.complete(.success(msg)) }
+            if var e = msg.asError {
+                e.isLocalTimeout = e.name == DBusError.noReplyName && msg.sender == nil
+                completion.complete(.failure(e))
+            } else {
+                completion.complete(.success(msg))
+            }
         }, box, { data in
             guard let data else { return }
             let completion = Unmanaged<PendingCompletion>.fromOpaque(data)

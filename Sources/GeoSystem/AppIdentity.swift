@@ -280,7 +280,18 @@ public struct AppIdentityResolver: Sendable {
         guard let t = AppIdentityResolver.parseStartTime(bytes) else {
             return .failure(.unreadable("cannot parse \(path)"))
         }
+        // A zombie has exited (its pidfd is readable already): whoever does not
+        // reap it must not keep it counting as alive.
+        if let state = AppIdentityResolver.parseState(bytes), state == UInt8(ascii: "Z") || state == UInt8(ascii: "X") {
+            return .failure(.processGone)
+        }
         return .success(t)
+    }
+
+    /// Field 3 of `stat`, the process state (`R`, `S`, `Z` …).
+    static func parseState(_ bytes: [UInt8]) -> UInt8? {
+        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        return bytes[(close + 1)...].first { $0 != 0x20 }
     }
 
     static func parseStartTime(_ bytes: [UInt8]) -> UInt64? {

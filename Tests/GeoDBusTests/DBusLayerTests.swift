@@ -121,7 +121,24 @@ final class DBusLayerTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(EventLoop.monotonicNanos() - t0, 190_000_000)
         // A call whose reply comes too late fails with NoReply, and the loop keeps going.
         let r = client.call(server.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Later", [.double(2)], timeout: 0.3)
-        if case .failure(let e) = r { XCTAssertEqual(e.name, DBusError.noReplyName) } else { XCTFail("expected NoReply") }
+        if case .failure(let e) = r {
+            XCTAssertEqual(e.name, DBusError.noReplyName)
+            XCTAssertTrue(e.isLocalTimeout, "libdbus's own timeout: the bus still counts the call")
+        } else {
+            XCTFail("expected NoReply")
+        }
+        // A callee that leaves without answering: the bus's NoReply, not a timeout of ours.
+        let leaving = try Connection(bus: BusAddress(argument: bus.address))   // never reads its socket
+        let held = client.callAsync(leaving.uniqueName, "/echo", "org.geoconsent.Test.Echo", "Later", [.double(0)], timeout: 20)
+        peers.settle(0.2)
+        leaving.close()
+        XCTAssertTrue(peers.pump(timeout: 10) { held.isDone })
+        if case .failure(let e)? = held.result {
+            XCTAssertEqual(e.name, DBusError.noReplyName, e.message)
+            XCTAssertFalse(e.isLocalTimeout, "the bus said the callee left: \(e.message)")
+        } else {
+            XCTFail("expected the bus's NoReply: \(String(describing: held.result))")
+        }
         // A unicast signal reaches its destination only, even with a catch-all match rule elsewhere.
         server.server.emit(path: "/echo", interface: "org.geoconsent.Test.Echo", member: "Said", [.string("hi")],
                            destination: client.uniqueName)

@@ -193,6 +193,20 @@ final class AppIdentityTests: XCTestCase {
         XCTAssertEqual(AppIdentityResolver(procRoot: "/proc").resolve(pid: 0x7FFF_FFF0, uid: getuid()), .failure(.processGone))
     }
 
+    /// A zombie has exited (its pidfd is readable), however long its parent
+    /// leaves it unreaped: it is gone, for `resolve` and for `verify` alike.
+    func testAZombieIsGone() {
+        let fake = FakeProc().process(100, start: 31)
+        XCTAssertEqual(AppIdentityResolver(procRoot: fake.root).verify(pid: 100, uid: getuid(), startTime: 31).map { "ok" },
+                       .success("ok"))
+        for state in ["Z", "X"] {
+            fake.dir.write("100/stat", FakeProc.stat(pid: 100, comm: "app", start: 31).replacingOccurrences(of: ") S ", with: ") \(state) "))
+            XCTAssertEqual(resolve(fake), .failure(.processGone), state)
+            XCTAssertEqual(AppIdentityResolver(procRoot: fake.root).verify(pid: 100, uid: getuid(), startTime: 31).map { "ok" },
+                           .failure(.processGone), state)
+        }
+    }
+
     func testMalformedStatIsUnreadable() {
         let fake = FakeProc().process(100)
         fake.dir.write("100/stat", "100 (x) S 1 2\n")

@@ -32,6 +32,7 @@ final class AgentWithdrawnPromptTests: XCTestCase {
             app.close()
         }
         // Every tap reached the agent: none ended unasked for want of budget.
+        for _ in 0..<100 where seen.value < taps { try await Task.sleep(nanoseconds: 20_000_000) }
         XCTAssertEqual(seen.value, taps, stack.daemon.log())
         XCTAssertFalse(stack.daemon.log().contains("does not answer Confirm"), stack.daemon.log())
     }

@@ -58,6 +58,9 @@ final class IdleExitTests: XCTestCase {
     func testAnAddAgentWhoseReadRacesTheIdleExitIsAnswered() throws {
         let stack = try Stack(config: "[daemon]\nidle-exit = 0.3\n[geoclue]\nserve = true\n")
         defer { stack.stop() }
+        // A session keeps the daemon up until the AddAgent is in; then only the read does.
+        let keeper = try stack.peer()
+        XCTAssertNoThrow(try keeper.geo("GetAuthorization").get())
         let loop = EventLoop()
         let c = try Connection(bus: BusAddress(argument: stack.bus.address))
         defer { c.close() }
@@ -72,6 +75,9 @@ final class IdleExitTests: XCTestCase {
         var result: Result<Message, DBusError>?
         c.call(m, timeout: 15) { result = $0 }
         c.flush()
+        // The AddAgent is in once a call sent after it is answered; then the session goes.
+        XCTAssertNoThrow(try keeper.geo("GetAuthorization").get())
+        keeper.connection.close()
         // The daemon's read of our level waits in our socket for longer than idle-exit.
         usleep(1_500_000)
         let deadline = Date().addingTimeInterval(15)

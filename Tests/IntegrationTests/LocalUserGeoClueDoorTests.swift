@@ -19,12 +19,52 @@ final class LocalUserGeoClueDoorTests: XCTestCase {
     override func setUpWithError() throws {
         // The descriptor case runs the daemon with the unit's kind of limit, low
         // enough that one uid's connections could once take every pidfd.
-        rig = try LocalUserRig(geoclue: true, nofile: name.contains("Descriptor") ? 256 : nil)
+        // The cap case lifts sessions-per-user, so that the uid could hold more
+        // sessions (each with its process watched) than its pidfds.
+        rig = try LocalUserRig(config: name.contains("Capped") ? "[limits]\nsessions-per-user = 256\n" : "",
+                               geoclue: true, nofile: name.contains("Descriptor") ? 256 : nil)
     }
 
     override func tearDown() {
         rig?.stop()
         rig = nil
+    }
+
+    /// `hand-over` as `user`: a tap (its agent allows once), then the tapping
+    /// process exits while a child keeps the connection. Checks that exactly one
+    /// `AuthorizationChanged` (not determined) followed the exit, and returns it.
+    private func grantEndsWithTheTappingProcess(_ user: ServiceUser, log: String,
+                                                file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        let h = try rig.start(user, ["hand-over", "--linger", "20"], log: log, captureStdout: true)
+        defer { h.stop() }
+        var lines: [String] = []
+        while let l = h.readStdoutLine(timeout: 30) {
+            lines.append(l)
+            if l.hasPrefix("done") { break }
+        }
+        if let holder = lines.first(where: { $0.hasPrefix("holder pid=") }).flatMap({ pid_t($0.dropFirst("holder pid=".count)) }) {
+            kill(holder, SIGKILL)   // our grandchild: it lingers with the connection
+        }
+        let context = lines.joined(separator: "\n") + "\n" + tailOf(rig.work.file(log))
+        XCTAssertTrue(lines.contains("reply RequestOneTimeAuthorization ok status 4"), context, file: file, line: line)
+        let changes = lines.filter { $0.hasPrefix("changed status 0 ") }
+        XCTAssertEqual(changes.count, 1, "the grant ended with the tapping process: \(context)", file: file, line: line)
+        return changes.first ?? "(none)"
+    }
+
+    /// The attacker's `geoclue-client-churn` on `connections` connections, kept
+    /// open (stop the process to close them); its lines up to `done`.
+    private func clientChurn(_ connections: Int, delete: Bool, log: String,
+                             file: StaticString = #filePath, line: UInt = #line) throws -> (ChildProcess, [String]) {
+        let a = try rig.start(attacker, ["geoclue-client-churn", "--connections", "\(connections)", "--hold", "120"] +
+                              (delete ? ["--delete"] : []), log: log, captureStdout: true)
+        var out: [String] = []
+        while let l = a.readStdoutLine(timeout: 60) {
+            out.append(l)
+            if l.hasPrefix("done ") { break }
+        }
+        XCTAssertEqual(out.last, "done \(connections)", tailOf(rig.work.file(log)), file: file, line: line)
+        return (a, out)
     }
 
     private func daemonLog() -> String {
@@ -33,9 +73,12 @@ final class LocalUserGeoClueDoorTests: XCTestCase {
 
     /// Every call the daemon made back to the attacker's agent connections
     /// stays unanswered: once it waited on 128 of them, the bus refused all its
-    /// calls (the victim's `Confirm` among them) with `LimitsExceeded`.
+    /// calls (the victim's `Confirm` among them) with `LimitsExceeded`. Two
+    /// AddAgent on each of 130 connections: more connections than the bus's
+    /// slots, so that the uid's budget of reads, not only one read per
+    /// connection, is what holds.
     func testAPipelinedAddAgentBurstLeavesOtherUsersPromptsServed() throws {
-        let connections = 2, calls = 100
+        let connections = 130, calls = 2
         try rig.whileVictimTaps("\(connections) × \(calls) pipelined AddAgent, never read") { victim in
             let a = try rig.start(attacker, ["geoclue-agent-burst", "--connections", "\(connections)", "--calls", "\(calls)",
                                              "--hold", "120"], log: "agent-burst.log", captureStdout: true)
@@ -48,9 +91,11 @@ final class LocalUserGeoClueDoorTests: XCTestCase {
                           "the victim was not served while the burst held its calls: \(victim.rounds.suffix(3))\n" +
                           "daemon:\n\(rig.daemon.log())")
             let log = daemonLog()
-            let said = log.split(separator: "\n").filter { $0.contains("pipelines AddAgent") }
+            let said = log.split(separator: "\n").filter { $0.contains("said once for this connection") }
             XCTAssertGreaterThan(said.count, 0, "the attack is logged")
-            XCTAssertLessThanOrEqual(said.count, connections, "once per connection, not per call: \(said.prefix(3))")
+            // Once per connection at most, and within the uid's lines per window.
+            XCTAssertLessThanOrEqual(said.count, 20, "\(said.prefix(3))")
+            XCTAssertEqual(Set(said.compactMap { $0.split(separator: " ").first }).count, said.count, "one line per connection")
             XCTAssertFalse(log.contains(DBusError.limitsExceededName), "the bus refused a call of the daemon:\n\(log.suffix(3000))")
             return "\(connections * calls) AddAgent held; victim served \(victim.rounds.count - held) rounds meanwhile; " +
                 "logged \(said.count)×"
@@ -78,8 +123,8 @@ final class LocalUserGeoClueDoorTests: XCTestCase {
             let added = String(daemonLog().dropFirst(before.count))
             let lines = added.split(separator: "\n")
             let agentLines = lines.filter { $0.contains("GeoClue agent :") }
-            // At most the callers' budget of one uid in a minute, plus the victim's own.
-            XCTAssertLessThanOrEqual(agentLines.count, 20, "\(agentLines.count) lines for \(calls) calls")
+            // At most the callers' budget of one uid in a window; the two loops may span two windows.
+            XCTAssertLessThanOrEqual(agentLines.count, 2 * 20, "\(agentLines.count) lines for \(calls) calls")
             XCTAssertLessThan(added.utf8.count, 64 << 10, "the log grew by \(added.utf8.count) bytes")
             return "\(calls[0]) AddAgent on one connection, \(calls[1]) on fresh ones: \(lines.count) log lines " +
                 "(\(agentLines.count) about agents), \(added.utf8.count) bytes"
@@ -96,38 +141,43 @@ final class LocalUserGeoClueDoorTests: XCTestCase {
         try rig.whileVictimTaps("\(connections) connections: CreateClient, Start, DeleteClient") { _ in
             let pid = rig.daemon.process.pid
             let before = Hostile.fdCount(pid)
-            let a = try rig.start(attacker, ["geoclue-client-churn", "--connections", "\(connections)", "--delete", "--hold", "120"],
-                                  log: "client-churn.log", captureStdout: true)
+            let (a, out) = try clientChurn(connections, delete: true, log: "client-churn.log")
             defer { a.stop() }
-            var out: [String] = []
-            while let l = a.readStdoutLine(timeout: 60) {
-                out.append(l)
-                if l.hasPrefix("done ") { break }
-            }
-            XCTAssertEqual(out.last, "done \(connections)", tailOf(rig.work.file("client-churn.log")))
             XCTAssertEqual(out.filter { $0.hasPrefix("reply delete-") && $0.hasSuffix(" ok") }.count, connections,
                            out.prefix(4).joined(separator: "\n"))
             let during = Hostile.fdCount(pid)
             XCTAssertLessThan(during, before + 16, "the daemon holds descriptors for connections with no session")
 
             // The victim's one-time grant ends when its tapping process exits.
-            let h = try rig.start(LocalUserRig.victimUser, ["hand-over", "--linger", "20"], log: "hand-over.log",
-                                  captureStdout: true)
-            defer { h.stop() }
-            var lines: [String] = []
-            while let l = h.readStdoutLine(timeout: 30) {
-                lines.append(l)
-                if l.hasPrefix("done") { break }
-            }
-            if let holder = lines.first(where: { $0.hasPrefix("holder pid=") }).flatMap({ pid_t($0.dropFirst("holder pid=".count)) }) {
-                kill(holder, SIGKILL)
-            }
-            let context = lines.joined(separator: "\n") + "\n" + tailOf(rig.work.file("hand-over.log"))
-            XCTAssertTrue(lines.contains("reply RequestOneTimeAuthorization ok status 4"), context)
-            XCTAssertEqual(lines.filter { $0.hasPrefix("changed status 0 ") }.count, 1,
-                           "the grant ended with the tapping process: \(context)")
+            let ended = try grantEndsWithTheTappingProcess(LocalUserRig.victimUser, log: "hand-over.log")
             return "\(connections) deleted clients: daemon fds \(before) before, \(during) after; victim's grant " +
-                "ended with its process"
+                "ended with its process (\(ended))"
+        }
+    }
+
+    /// One uid's sessions beyond its 64 pidfds (sessions-per-user lifted to
+    /// 256): the daemon's descriptors stay within the uid's share, and a
+    /// process of that uid watched without a descriptor is still seen to exit
+    /// (checked once a second): its one-time grant ends with it.
+    func testDescriptorsPerUidAreCappedAndTheRestStillWatched() throws {
+        let connections = 100
+        try rig.whileVictimTaps("\(connections) client sessions of one uid") { _ in
+            let pid = rig.daemon.process.pid
+            let before = Hostile.fdCount(pid)
+            let (a, out) = try clientChurn(connections, delete: false, log: "client-sessions.log")
+            defer { a.stop() }
+            XCTAssertEqual(out.filter { $0.hasPrefix("reply start-") }.count, connections, out.prefix(3).joined(separator: "\n"))
+            let during = Hostile.fdCount(pid)
+            XCTAssertLessThanOrEqual(during, before + 64 + 4, "one uid's pidfds are capped at 64")
+            XCTAssertTrue(rig.daemon.log().contains("with no descriptor: uid \(attacker.uid) has 64 processes watched already"),
+                          rig.daemon.log())
+
+            // The same uid taps and hands its connection over: watched without a descriptor.
+            let agent = try rig.startAgent(attacker, answer: "allow-once", log: "attacker-agent.log")
+            defer { agent.stop() }
+            let ended = try grantEndsWithTheTappingProcess(attacker, log: "attacker-hand-over.log")
+            return "\(connections) sessions of uid \(attacker.uid): daemon fds \(before) before, \(during) with them; " +
+                "its handed-over grant ended with its process (\(ended))"
         }
     }
 }

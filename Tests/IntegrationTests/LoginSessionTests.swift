@@ -73,14 +73,20 @@ final class LoginSessionTests: StackTestCase {
         _ = try p.geo("StartUpdates", [OptionDictionary.encode(UpdateOptions())]).get()
     }
 
-    /// A stream with a stored when-in-use grant, paused by `pause` and resumed by `resume`.
-    private func checkPauseAndResume(reason: String, pause: () throws -> Void, resume: () throws -> Void) throws {
+    /// An app with a stored when-in-use grant (its agent allows while using) whose fixes flow.
+    private func streamingWithAStoredGrant(file: StaticString = #filePath, line: UInt = #line) throws -> BusPeer {
         _ = try agent("allow-while-using")
         let app = try stack.peer()
         XCTAssertEqual(try app.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get().first,
-                       .uint32(AuthorizationStatus.whenInUse.rawValue))
+                       .uint32(AuthorizationStatus.whenInUse.rawValue), file: file, line: line)
         try startUpdates(app)
-        waitUntil("fixes flow") { app.locations().count >= 2 }
+        waitUntil("fixes flow", file: file, line: line) { app.locations().count >= 2 }
+        return app
+    }
+
+    /// A stream with a stored when-in-use grant, paused by `pause` and resumed by `resume`.
+    private func checkPauseAndResume(reason: String, pause: () throws -> Void, resume: () throws -> Void) throws {
+        let app = try streamingWithAStoredGrant()
 
         let paused = app.signals.count
         try pause()
@@ -266,6 +272,27 @@ final class LoginSessionTests: StackTestCase {
 }
 
 extension LoginSessionTests {
+    /// logind cannot be asked at a connection's first call (its answer is
+    /// `LimitsExceeded`, as when the daemon's pending calls were spent): the
+    /// call goes on, and the placement is tried again instead of being taken
+    /// for "no session", so a lock later pauses the connection. (Before, the
+    /// failed placement fell through to the uid's seat session, `c1` here,
+    /// and the connection never followed `c9`, the session logind names for it.)
+    func testAPlacementWhoseCallsFailedIsTriedAgain() throws {
+        try logind.addSession("c9", seat: "seat1", uid: getuid())
+        let until = Date().timeIntervalSince1970 + 1.0
+        try logind.failGetSessionByPID(until: until, then: "c9")
+        let app = try streamingWithAStoredGrant()
+        // The retry (2 s after the failure) has placed the connection by then.
+        stack.peers.settle(max(0, until + 2.5 - Date().timeIntervalSince1970))
+        let paused = app.signals.count
+        try logind.setLockedHint("c9", true)
+        waitUntil("LocationError at the lock of the session logind named on the retry") {
+            !locationErrors(app, from: paused).isEmpty
+        }
+        XCTAssertEqual(locationErrors(app, from: paused).first?.name, GeoConsentAPI.ErrorName.sessionInactive)
+    }
+
     /// The first read of a login session fails (logind names a session for the
     /// user's display that it cannot read): every connection placed there later
     /// goes on too, instead of waiting for a read that was never sent.
@@ -275,7 +302,8 @@ extension LoginSessionTests {
         for i in 0..<3 {
             let p = try stack.peer()
             peers.append(p)
-            let r = p.geo("GetAuthorization", timeout: 8)
+            // Within less than the 4 s placement bound: after a failed read, nobody waits for the next.
+            let r = p.geo("GetAuthorization", timeout: 3)
             XCTAssertNoThrow(try r.get(), "connection \(i) got no answer; daemon log:\n\(stack.daemon.log().suffix(2000))")
         }
         XCTAssertEqual(peers.count, 3)

@@ -76,6 +76,20 @@ final class LogindMock {
                            .variant(.structure([.string(id), .objectPath(Self.path(id))]))]).get()
     }
 
+    /// Makes `GetSessionByPID` fail with `LimitsExceeded` (as the bus answers when
+    /// the daemon's pending calls are spent) until `until` (seconds since the
+    /// epoch), then answer `id` for every PID.
+    func failGetSessionByPID(until: Double, then id: String) throws {
+        let code = """
+        import time
+        if time.time() < \(until): raise dbus.exceptions.DBusException('busy', name='org.freedesktop.DBus.Error.LimitsExceeded')
+        ret = '\(Self.path(id))'
+        """
+        _ = try peer.call(Self.busName, "/org/freedesktop/login1", Self.mockInterface, "AddMethod",
+                          [.string("org.freedesktop.login1.Manager"), .string("GetSessionByPID"), .string("u"),
+                           .string("o"), .string(code)]).get()
+    }
+
     /// Makes `GetSessionByPID` answer `id` for `pid` and `NoSessionForPID` for any other.
     func mapPID(_ pid: Int32, to id: String) throws {
         let code = """
