@@ -49,19 +49,28 @@ release: $(DEPS_STEP)
 	@if [[ link/hot-functions.order -nt "$(RELEASE_BIN)/geoconsentd" ]]; then rm -f "$(RELEASE_BIN)/geoconsentd"; fi
 	$(SWIFT) build $(RELEASE_FLAGS)
 
+# Workers for the XCTest part: each test starts its own bus, gpsd and daemon and
+# mostly waits on them, so three at once on two cores cut the part to about a
+# third with no test changed (README "Tests").
+TEST_WORKERS ?= 3
 test: deps
-	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --disable-swift-testing
+	@bash scripts/timed.sh "build (tests)" $(SWIFT) build --build-tests
+	@bash scripts/timed.sh "XCTest ($(TEST_WORKERS) at once)" $(SWIFT) test --skip-build --disable-swift-testing \
+		--parallel --num-workers $(TEST_WORKERS) --xunit-output .build/xctest.xml; \
+		status=$$?; bash scripts/xunit-summary.sh .build/xctest.xml && exit $$status
 	@# The Debian package (`make deb`: dpkg-buildpackage, lintian), then geoconsent under a real
 	@# systemd: `make install` and the .deb, each in a throwaway container (tests/systemd/test-units.sh).
-	$(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
-	bash tests/systemd/test-units.sh --bin "$(RELEASE_BIN)" --deb $(DEB_DIR)
+	@bash scripts/timed.sh "Debian package + lintian" $(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
+	@bash scripts/timed.sh "systemd container" bash tests/systemd/test-units.sh --bin "$(RELEASE_BIN)" --deb $(DEB_DIR)
 	@# The benchmark once with tiny counts, so it cannot rot (no timing is asserted).
-	$(SWIFT) build --product geoconsent-bench
-	"$$($(SWIFT) build --show-bin-path)/geoconsent-bench" --quick --json .build/bench-quick.json
+	@bash scripts/timed.sh "bench --quick" bash -c '$(SWIFT) build --product geoconsent-bench && \
+		"$$($(SWIFT) build --show-bin-path)/geoconsent-bench" --quick --json .build/bench-quick.json'
 	@# The desktop end to end: Xvfb, the GTK consent agent and the button app, clicked with xdotool (README "Desktop").
 	@# Screenshots go under .build so a test run leaves the tree clean; `make screenshots` updates docs/.
-	DESKTOP_SCREENSHOTS=.build/desktop-screenshots bash desktop/test-desktop.sh "$$($(SWIFT) build --show-bin-path)"
+	@bash scripts/timed.sh "desktop" env DESKTOP_SCREENSHOTS=.build/desktop-screenshots \
+		bash desktop/test-desktop.sh "$$($(SWIFT) build --show-bin-path)"
+	@# Last, the XCTest part's count again: the line a reader of the run's end looks for.
+	@bash scripts/xunit-summary.sh .build/xctest.xml
 
 # Re-takes the README's screenshots (docs/screenshots) with the desktop test.
 screenshots: build

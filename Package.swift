@@ -44,23 +44,31 @@ let package = Package(
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
         .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient"]),
 
+        // Instruments, apart from the product (Instruments/): what tests and the bench
+        // run beside it. None is installed or packaged.
         // Starts real dbus-daemon, gpsd and geoconsentd processes for tests and benchmarks.
-        .target(name: "GeoTestSupport", dependencies: ["GeoDBus"]),
-        .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"]),
+        .target(name: "GeoTestSupport", dependencies: ["GeoDBus"], path: "Instruments/GeoTestSupport"),
+        .executableTarget(name: "nmea-replay", dependencies: ["GeoTestSupport"], path: "Instruments/nmea-replay"),
         // The bench's floors in plain C on libdbus: receivers, a sender of prebuilt
         // signals, an echo service, a churn loop, and GeoClue2 clients with a sender
         // of the GeoClue2 protocol (the daemon is measured with the same).
-        .target(name: "CBenchFloor", dependencies: ["CDBus"]),
+        .target(name: "CBenchFloor", dependencies: ["CDBus"], path: "Instruments/CBenchFloor"),
         // make bench: the real stack against floors measured in the same run.
-        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "CBenchFloor"]),
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "CBenchFloor"],
+                          path: "Instruments/geoconsent-bench"),
         // One unprivileged local user for the integration tests: the victim, its
         // agent, and the attacks (run as other uids with setpriv).
-        .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI"]),
+        .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI"],
+                          path: "Instruments/geoconsent-localuser"),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),
         .testTarget(name: "GeoDBusTests", dependencies: ["GeoDBus", "GeoTestSupport"]),
         .testTarget(name: "GeoGPSTests", dependencies: ["GeoGPS", "GeoTestSupport"]),
+        // Every wire shape and error name against the contract: pure, no process started.
+        .testTarget(name: "GeoConsentAPITests", dependencies: ["GeoConsentAPI", "GeoCore", "GeoDBus"]),
+        // The daemon's own pieces without a bus (log bounds).
+        .testTarget(name: "GeoConsentDaemonTests", dependencies: ["GeoConsentDaemon", "GeoTestSupport"]),
         // The process harness's own tests (bus, gpsd, child processes, NMEA, DaemonInstance).
         .testTarget(name: "HarnessTests", dependencies: ["GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",

@@ -79,12 +79,6 @@ public final class Message {
         return out.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { Array(UnsafeBufferPointer(start: $0, count: Int(length))) }
     }
 
-    /// A method return for this call.
-    public func makeReturn() -> Message? { Message.methodReturn(to: replyAddress) }
-
-    /// An error reply for this call.
-    public func makeError(_ error: DBusError) -> Message? { Message.error(error, to: replyAddress) }
-
     /// Where replies to this call go: all a call that is answered later needs
     /// to keep of it, rather than the message itself.
     public var replyAddress: ReplyAddress {

@@ -181,13 +181,6 @@ public func readLink(_ path: String) throws -> String {
     }
 }
 
-/// Wall-clock time in microseconds since the Unix epoch (the unit docs/dbus-api.md uses).
-public func now() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return UInt64(ts.tv_sec) &* 1_000_000 &+ UInt64(ts.tv_nsec / 1000)
-}
-
 /// The directory part of a path: `/a/b` → `/a`, `/a` → `/`, `a` → `.`.
 public func directoryName(of path: String) -> String {
     var bytes = Array(path.utf8)

@@ -349,7 +349,7 @@ if only != "calls" && only != "churn" {
         rows.append(Row(section: section, name: "floor: last of \(n) C signals p50", value: c.floor.last.p50, unit: "µs"))
         rows.append(Row(section: section, name: "daemon CPU per fix", value: c.cpuPerFix, unit: "µs"))
         if let r = c.relay {
-            // Reference, no target: the third process alone (Sources/CBenchFloor/relay_floor.c).
+            // Reference, no target: the third process alone (Instruments/CBenchFloor/relay_floor.c).
             rows.append(Row(section: section, name: "reference: C relay, first has the fix p50", value: r.first.p50, unit: "µs",
                             floorName: "gpsd client + first of \(n) C signals", floor: gpsdLatency.p50 + c.floor.first.p50))
             rows.append(Row(section: section, name: "reference: C relay, last has the fix p50", value: r.last.p50, unit: "µs",
@@ -430,7 +430,7 @@ if only != "calls" && only != "churn" {
                                 value: c.floor.inHand[keyPath: side].p50, unit: "µs"))
             }
             // Reference, no target: the same protocol served by a C relay from its own
-            // gpsd (Sources/CBenchFloor/relay_floor.c, GeoClue mode): the third process alone.
+            // gpsd (Instruments/CBenchFloor/relay_floor.c, GeoClue mode): the third process alone.
             if let r = c.relay {
                 for (who, side) in sides {
                     rows.append(Row(section: section, name: "reference: C GeoClue relay, \(who) has the properties in hand p50",

@@ -3,7 +3,7 @@ import Foundation
 import GeoConsentAPI
 import GeoTestSupport
 
-// The GeoClue2 facade's fix against a floor in plain C (Sources/CBenchFloor,
+// The GeoClue2 facade's fix against a floor in plain C (Instruments/CBenchFloor,
 // geoclue_floor.c): the same C receivers, each a GeoClue client, are served a
 // fix by the facade and by a C thread that speaks the facade's side of the
 // protocol, in alternating rounds. Per client and fix both cost four messages

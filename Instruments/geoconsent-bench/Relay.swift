@@ -70,7 +70,7 @@ func runRelay(_ args: ArraySlice<String>) -> Never {
 }
 
 /// `geoconsent-bench --relay-c BUS GPSD_PORT DEST,DEST,... [--geoclue]`: the C
-/// relay (Sources/CBenchFloor/relay_floor.c), the reference for the fan-out
+/// relay (Instruments/CBenchFloor/relay_floor.c), the reference for the fan-out
 /// rows, and with `--geoclue` for the facade's C rows (the destinations then
 /// GeoClue clients): what a process in the daemon's place costs when it does
 /// nothing but relay.

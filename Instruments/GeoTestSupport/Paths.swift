@@ -4,14 +4,14 @@ import Foundation
 public enum TestPaths {
     /// Root of the source tree (the directory holding Package.swift):
     /// `$GEOCONSENT_SOURCE_ROOT` if set, else two levels above this file
-    /// (`Sources/GeoTestSupport/Paths.swift` -> `.`).
+    /// (`Instruments/GeoTestSupport/Paths.swift` -> `.`).
     public static var sourceRoot: String {
         if let env = ProcessInfo.processInfo.environment["GEOCONSENT_SOURCE_ROOT"], !env.isEmpty {
             return env
         }
         return URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent()   // GeoTestSupport
-            .deletingLastPathComponent()   // Sources
+            .deletingLastPathComponent()   // Instruments
             .deletingLastPathComponent()   // root
             .path
     }

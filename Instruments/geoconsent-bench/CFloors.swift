@@ -3,7 +3,7 @@ import Foundation
 import GeoConsentAPI
 import GeoTestSupport
 
-// The fan-out and churn rows against floors in plain C on libdbus (Sources/CBenchFloor):
+// The fan-out and churn rows against floors in plain C on libdbus (Instruments/CBenchFloor):
 // the daemon's signals are received by the same C receivers as the floor's, and its
 // churn cycles run in the same C loop as the floor's, so a row and its floor differ
 // only in what stands between the client and the bus.
