@@ -23,7 +23,7 @@ public final class Daemon {
     /// The process of each connection's first session call, watched for its exit.
     let processes: SessionProcessWatch
     /// The callers' login sessions, when logind is on the bus.
-    private(set) var logind: LogindWatch!
+    let logind: LogindWatch
     /// Every call the daemon sends to a peer, within its budget by purpose and uid.
     let outgoing: OutgoingCalls
     /// Attacks seen, said once per connection.
@@ -79,6 +79,11 @@ public final class Daemon {
         }
         server = ObjectServer(connection: connection)
         outgoing = OutgoingCalls(connection: connection)
+        do {
+            logind = try LogindWatch(connection: connection, outgoing: outgoing, loop: loop)
+        } catch {
+            throw StartupError("cannot follow logind on the \(bus): \(error)")
+        }
         callers = CallerResolver(connection: connection, identity: identity)
         location = LocationService(loop: loop, server: server, consent: core,
                                    host: options.gpsdHost, port: options.gpsdPort,
@@ -107,7 +112,6 @@ public final class Daemon {
                                         "interface='\(ObjectServer.properties)',member='PropertiesChanged'," +
                                         "arg0='\(GeoClueAPI.agentInterfaceName)'")
             }
-            logind = try LogindWatch(connection: connection, outgoing: outgoing, loop: loop)
             logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
             logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
             switch try connection.requestName(GeoConsentAPI.busName) {

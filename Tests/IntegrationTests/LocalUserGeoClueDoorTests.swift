@@ -35,7 +35,9 @@ final class LocalUserGeoClueDoorTests: XCTestCase {
     /// `AuthorizationChanged` (not determined) followed the exit, and returns it.
     private func grantEndsWithTheTappingProcess(_ user: ServiceUser, log: String,
                                                 file: StaticString = #filePath, line: UInt = #line) throws -> String {
-        let h = try rig.start(user, ["hand-over", "--linger", "20"], log: log, captureStdout: true)
+        // An app of its own: the victim's rounds reset their app's consent, which ends its grants.
+        let h = try rig.start(user, ["hand-over", "--linger", "20"], log: log, captureStdout: true,
+                              binary: try rig.appCopy("hand-over-app"))
         defer { h.stop() }
         var lines: [String] = []
         while let l = h.readStdoutLine(timeout: 30) {

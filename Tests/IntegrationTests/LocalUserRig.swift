@@ -94,10 +94,24 @@ final class LocalUserRig {
     }
 
     /// The same, in the background; stdout (unless captured) and stderr go to `log`.
-    func start(_ user: ServiceUser, _ args: [String], log: String, captureStdout: Bool = false) throws -> ChildProcess {
+    /// `binary`: a copy of the program at another path (another app, for the daemon).
+    func start(_ user: ServiceUser, _ args: [String], log: String, captureStdout: Bool = false,
+               binary: String = LocalUserRig.binary) throws -> ChildProcess {
         try ChildProcess(executable: setpriv,
-                         arguments: user.setprivArgs() + [LocalUserRig.binary, "--bus", bus.address] + args,
+                         arguments: user.setprivArgs() + [binary, "--bus", bus.address] + args,
                          logPath: work.file(log), captureStdout: captureStdout)
+    }
+
+    /// A copy of `geoconsent-localuser` named `name` in the work directory, which
+    /// every uid may run: an app of its own, whose consent the victim's rounds
+    /// (which reset their own app's) do not touch.
+    func appCopy(_ name: String) throws -> String {
+        let path = work.file(name)
+        if !FileManager.default.fileExists(atPath: path) {
+            try FileManager.default.copyItem(atPath: LocalUserRig.binary, toPath: path)
+            chmod(path, 0o755)
+        }
+        return path
     }
 
     /// The victim and its agent (`geoconsentctl agent --auto allow-once`), both
