@@ -18,8 +18,9 @@ public final class Daemon {
     let core: ConsentCore
     let callers: CallerResolver
     let location: LocationService
-    /// GeoClue's API, when served (`--geoclue`, `[geoclue] serve`).
-    private(set) var geoclue: GeoClueFacade?
+    /// The protocols served besides our own (FrontEnd.swift): GeoClue's API,
+    /// when served (`--geoclue`, `[geoclue] serve`).
+    private(set) var frontEnds: [FrontEnd] = []
     /// The process of each connection's first session call, watched for its exit.
     let processes: SessionProcessWatch
     /// The callers' login sessions, when logind is on the bus.
@@ -94,36 +95,30 @@ public final class Daemon {
         outgoing.onSettled = { [weak self] in self?.checkIdle() }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
-        let serveGeoClue = options.serveGeoClue || config.serveGeoClue
-        if serveGeoClue {
-            let facade = GeoClueFacade(daemon: self)
-            facade.serve()
-            location.clientFixes = { [unowned facade] sessions, fix in facade.deliver(sessions, fix) }
-            location.inUseChanged = { [unowned facade] value in facade.inUseChanged(value) }
-            geoclue = facade
+        if options.serveGeoClue || config.serveGeoClue { frontEnds.append(GeoClueFacade(host: self)) }
+        for frontEnd in frontEnds { frontEnd.serve() }
+        if !frontEnds.isEmpty {
+            location.clientFixes = { [unowned self] sessions, fix in self.frontEnds.forEach { $0.deliver(sessions, fix) } }
+            location.inUseChanged = { [unowned self] value in self.frontEnds.forEach { $0.inUseChanged(value) } }
         }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                     "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")
-            if serveGeoClue {
-                // GeoClue agents' MaxAccuracyLevel changes; the core heeds only registered agents'.
-                try connection.addMatch("type='signal',path='\(GeoClueAPI.agentPath)'," +
-                                        "interface='\(ObjectServer.properties)',member='PropertiesChanged'," +
-                                        "arg0='\(GeoClueAPI.agentInterfaceName)'")
-            }
+            for rule in frontEnds.flatMap(\.matchRules) { try connection.addMatch(rule) }
             logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
             logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
             }
-            if serveGeoClue {
-                switch try connection.requestName(GeoClueAPI.busName) {
-                case .primaryOwner, .alreadyOwner: break
-                case .taken:
-                    throw StartupError("the name \(GeoClueAPI.busName) is already owned on the \(bus) " +
-                                       "(GeoClue runs: only one of them can serve it)")
+            for frontEnd in frontEnds {
+                for name in frontEnd.busNames {
+                    switch try connection.requestName(name) {
+                    case .primaryOwner, .alreadyOwner: break
+                    case .taken:
+                        throw StartupError("the name \(name) is already owned on the \(bus) (\(frontEnd.nameTakenHint))")
+                    }
                 }
             }
         } catch let e as StartupError {
@@ -169,7 +164,7 @@ public final class Daemon {
             self.loop.stop()
         }
         Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName)" +
-                 (geoclue != nil ? " and \(GeoClueAPI.busName)" : "") + " as \(connection.uniqueName); " +
+                 frontEnds.flatMap(\.busNames).map { " and " + $0 }.joined() + " as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (callers.usesHelper ? "; callers identified by the identity helper, which alone holds CAP_SYS_PTRACE" : "") +
                  (logind.isPresent ? "; grants pause while their user's login session is locked or in the background"
@@ -190,7 +185,7 @@ public final class Daemon {
         if outgoing.lateReply(m) { return true }
         if nameLost(m) { return true }
         if logind.handle(m) { return true }
-        if let geoclue, geoclue.agentSignal(m) { return true }
+        if frontEnds.contains(where: { $0.handle(m) }) { return true }
         guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
               m.sender == "org.freedesktop.DBus" else { return false }
         let args = m.arguments()
@@ -200,10 +195,9 @@ public final class Daemon {
         logind.forget(name)
         outgoing.calleeLeft(name)
         attackLog.forget(name)
-        let wasGeoClueAgent = geoclue?.connectionLeft(name) ?? false
+        for frontEnd in frontEnds { frontEnd.connectionLeft(name) }
         processes.forget(name)
         feed(.nameLeft(name))
-        if wasGeoClueAgent { geoclue?.availableLevelsChanged() }
         location.drop(session: name)
         // The core never answers the calls of a client that left while it waited on a
         // prompt: forget them, or each would keep its message and arguments for good.
@@ -300,7 +294,7 @@ public final class Daemon {
                 call.reply(encode(reply))
             case .fail(let id, let error):
                 calls.removeValue(forKey: id)?.fail(error.dbusError)
-                geoclue?.startFailed(id, error.dbusError)
+                for frontEnd in frontEnds { frontEnd.callFailed(id, error.dbusError) }
             case .authorizationChanged(let session, _) where Caller.isClientSession(session):
                 break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
             case .authorizationChanged(let session, let status):
@@ -310,7 +304,9 @@ public final class Daemon {
             case .confirm(let request):
                 confirm(request)
             case .authorizeApp(let request):
-                geoclue?.authorize(request)
+                if !frontEnds.contains(where: { $0.authorize(request) }) {
+                    loop.later { [weak self] in self?.feed(.agentAnswered(requestID: request.requestID, .noAnswer("no front end asks such agents"))) }
+                }
             case .cancel(let agentName, let agentPath, let requestID):
                 cancel(agentName, agentPath, requestID)
             case .saveConsents(let urgent):
@@ -332,17 +328,17 @@ public final class Daemon {
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                          changed: DaemonProperties.changed(DaemonProperties.enabled, value))
-                geoclue?.enabledChanged()
+                for frontEnd in frontEnds { frontEnd.enabledChanged() }
             case .startUpdates(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
                 if let saveFailure {
                     // A client object's Start right after a decision that is not on disk.
                     let e = DBusError.failed("Could not store the decision: \(saveFailure)")
                     call.fail(e)
-                    geoclue?.startFailed(id, e)
+                    for frontEnd in frontEnds { frontEnd.callFailed(id, e) }
                     continue
                 }
-                geoclue?.started(id)
+                for frontEnd in frontEnds { frontEnd.updatesStarted(id) }
                 location.startUpdates(call, id: id, session: session, options: options)
             case .stopUpdates(let id, let session):
                 let held = id.flatMap { id in calls.removeValue(forKey: id).map { (id: id, call: $0) } }
@@ -352,7 +348,7 @@ public final class Daemon {
                 location.locate(call, id: id, session: session, options: options)
             case .grantEnded(let session):
                 location.drop(session: session)
-                geoclue?.grantEnded(session)
+                for frontEnd in frontEnds { frontEnd.grantEnded(session: session) }
             case .pauseFixes(let session, let reason):
                 location.pause(session: session, reason)
             case .resumeFixes(let session):
@@ -457,4 +453,8 @@ public final class Daemon {
 public struct StartupError: Error, CustomStringConvertible {
     public var description: String
     public init(_ d: String) { description = d }
+}
+
+extension Daemon: FrontEndHost {
+    var consent: ConsentCore { core }
 }

@@ -14,7 +14,7 @@ import Glibc
 /// core like any session's, and arrive here (`deliver`) instead of as our
 /// `LocationUpdated`. Client and location objects serve their owner alone, and
 /// every signal about them is unicast to it: no coordinate is ever broadcast.
-final class GeoClueFacade {
+final class GeoClueFacade: FrontEnd {
     /// Seconds an earlier location object stays after the next one arrived
     /// (clients read the `old` path of `LocationUpdated`).
     static let retiredLifetime: Double = 5
@@ -25,9 +25,9 @@ final class GeoClueFacade {
     /// for one that joined a longer prompt of the same app.
     static let startDeadline = ConsentCore.clientPromptTimeout + 1
 
-    unowned let daemon: Daemon
-    private var loop: EventLoop { daemon.loop }
-    var server: ObjectServer { daemon.server }
+    unowned let host: FrontEndHost
+    private var loop: EventLoop { host.loop }
+    var server: ObjectServer { host.server }
     private lazy var clientInterface = GeoClueClientObject.interface(self)
 
     private var clients: [UInt32: GeoClueClientObject] = [:]
@@ -63,9 +63,21 @@ final class GeoClueFacade {
     /// Connections whose `AddAgent` read of the level is under way (one each).
     var agentReads: Set<String> = []
 
-    init(daemon: Daemon) {
-        self.daemon = daemon
+    init(host: FrontEndHost) {
+        self.host = host
     }
+
+    var busNames: [String] { [GeoClueAPI.busName] }
+    var nameTakenHint: String { "GeoClue runs: only one of them can serve it" }
+
+    /// GeoClue agents' `MaxAccuracyLevel` changes, from any connection's agent
+    /// object (the core heeds only registered agents').
+    var matchRules: [String] {
+        ["type='signal',path='\(GeoClueAPI.agentPath)',interface='\(ObjectServer.properties)'," +
+         "member='PropertiesChanged',arg0='\(GeoClueAPI.agentInterfaceName)'"]
+    }
+
+    func handle(_ m: Message) -> Bool { agentSignal(m) }
 
     /// Exports the Manager. The daemon owns the name.
     func serve() {
@@ -86,7 +98,7 @@ final class GeoClueFacade {
             "AddAgent": { f, call in f.addAgent(call) },
         ],
         getters: [
-            ManagerProperty.inUse: { .bool($0.daemon.location.inUse) },
+            ManagerProperty.inUse: { .bool($0.host.location.inUse) },
             ManagerProperty.availableAccuracyLevel: { .uint32($0.availableLevel(uid: nil)) },
         ],
         callerGetters: [
@@ -96,13 +108,13 @@ final class GeoClueFacade {
     /// `GetClient` (`reuse`: the connection's client, made at its first call) and
     /// `CreateClient` (always a new one). Answered at once: no prompt is involved.
     private func makeClient(_ call: MethodCall, reuse: Bool) {
-        daemon.withCaller(call) { [weak self] caller in
+        host.withCaller(call) { [weak self] caller in
             guard let self else { return }
             let owner = call.sender
             if reuse, let n = self.defaultClient[owner], let c = self.clients[n] {
                 return call.reply([.objectPath(c.path)])
             }
-            let limit = self.daemon.config.limits.sessionsPerUser
+            let limit = self.host.config.limits.sessionsPerUser
             if !caller.isRoot && self.countOf[caller.uid, default: 0] >= limit {
                 return call.fail(DBusError(DBusError.limitsExceededName,
                     "uid \(caller.uid) has \(limit) GeoClue client objects, its limit (sessions-per-user)"))
@@ -139,7 +151,7 @@ final class GeoClueFacade {
         }
         end(c, why: "the client object was deleted")
         remove(c)
-        daemon.checkIdle()
+        host.checkIdle()
         call.reply()
     }
 
@@ -153,20 +165,20 @@ final class GeoClueFacade {
         guard let accuracy = GeoClueAccuracyLevel.accuracy(forLevel: c.requestedLevel) else {
             return call.fail(.accessDenied("RequestedAccuracyLevel is 0 (none): no location was asked for"))
         }
-        daemon.withCaller(call) { [weak self, weak c] caller in
+        host.withCaller(call) { [weak self, weak c] caller in
             guard let self, let c, self.clients[c.number] === c else {
                 return call.fail(.accessDenied("The client object was deleted"))
             }
             if c.active { return call.reply() }
             if c.pendingStart != nil { return c.joinedStarts.append(call) }
-            let id = self.daemon.hold(call)
+            let id = self.host.hold(call)
             c.pendingStart = id
             self.starting[id] = c
             c.startDeadline = self.loop.schedule(after: GeoClueFacade.startDeadline) { [weak self, weak c] in
                 guard let self, let c else { return }
                 self.giveUp(c, .accessDenied("The location prompt was not answered in time"))
             }
-            self.daemon.feed(.client(id, caller.clientSession(c.number),
+            self.host.feed(.client(id, caller.clientSession(c.number),
                                      .start(AuthOptions(accuracy: accuracy, appName: c.desktopID), c.updateOptions)))
         }
     }
@@ -184,7 +196,7 @@ final class GeoClueFacade {
         c.distanceThreshold = distance
         c.timeThreshold = time
         call.reply()
-        if c.active && !changed.isEmpty { daemon.location.setUpdateOptions(session: c.session, c.updateOptions) }
+        if c.active && !changed.isEmpty { host.location.setUpdateOptions(session: c.session, c.updateOptions) }
         clientChanged(c, changed)
     }
 
@@ -224,7 +236,7 @@ final class GeoClueFacade {
         if c.pendingStart != nil { return giveUp(c, .accessDenied("Start did not complete: \(why)")) }
         let wasActive = c.active
         c.active = false
-        daemon.feed(.sessionEnded(c.session))
+        host.feed(.sessionEnded(c.session))
         if wasActive { clientChanged(c, [ClientProperty.active: .bool(false)]) }
     }
 
@@ -232,10 +244,10 @@ final class GeoClueFacade {
     private func giveUp(_ c: GeoClueClientObject, _ error: DBusError) {
         guard let id = c.pendingStart else { return }
         finishStart(c, id)
-        daemon.abandon(id, error)
+        host.abandon(id, error)
         for call in c.joinedStarts { call.fail(error) }
         c.joinedStarts = []
-        daemon.feed(.sessionEnded(c.session))
+        host.feed(.sessionEnded(c.session))
     }
 
     private func finishStart(_ c: GeoClueClientObject, _ id: CallID) {
@@ -248,7 +260,7 @@ final class GeoClueFacade {
     // MARK: From the cores (through the daemon)
 
     /// The consent core granted a `Start` (`startUpdates`): the location core answers it next.
-    func started(_ id: CallID) {
+    func updatesStarted(_ id: CallID) {
         guard let c = starting[id] else { return }
         finishStart(c, id)
         for call in c.joinedStarts { call.reply() }
@@ -257,7 +269,7 @@ final class GeoClueFacade {
     }
 
     /// The consent core refused a `Start` (its call fails with `error`).
-    func startFailed(_ id: CallID, _ error: DBusError) {
+    func callFailed(_ id: CallID, _ error: DBusError) {
         guard let c = starting[id] else { return }
         finishStart(c, id)
         for call in c.joinedStarts { call.fail(error) }
@@ -266,7 +278,7 @@ final class GeoClueFacade {
 
     /// A session lost its grant (location switched off, its consent reset): a
     /// client object's updates have stopped, and its owner is told.
-    func grantEnded(_ session: String) {
+    func grantEnded(session: String) {
         guard let c = bySession[session] else { return }
         setActive(c, false)
     }
@@ -372,10 +384,9 @@ final class GeoClueFacade {
 
     /// A connection left the bus: its client objects go (the consent core ends
     /// their sessions with the connection's, and the daemon drops its calls).
-    /// True when it had called `AddAgent`: once the core has dropped the agent,
-    /// `availableLevelsChanged()`.
-    @discardableResult
-    func connectionLeft(_ name: String) -> Bool {
+    /// If it had called `AddAgent`, the readers of `AvailableAccuracyLevel` are
+    /// told once the core has dropped the agent (after this dispatch).
+    func connectionLeft(_ name: String) {
         for n in (clientsOf[name] ?? []).sorted() {
             guard let c = clients[n] else { continue }
             if let id = c.pendingStart { finishStart(c, id) }
@@ -384,7 +395,9 @@ final class GeoClueFacade {
         }
         levelReaders[name] = nil
         agentReads.remove(name)
-        return agentLevels.removeValue(forKey: name) != nil
+        if agentLevels.removeValue(forKey: name) != nil {
+            loop.later { [weak self] in self?.availableLevelsChanged() }
+        }
     }
 
     /// Unexports the client and its location objects and forgets it.

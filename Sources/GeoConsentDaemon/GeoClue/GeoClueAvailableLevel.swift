@@ -11,8 +11,8 @@ extension GeoClueFacade {
     /// `AvailableAccuracyLevel` for `uid` (nil: a caller whose uid is not known).
     func availableLevel(uid: UInt32?) -> UInt32 {
         // A reader whose uid is not known is told nothing is available (fail closed).
-        guard daemon.core.enabled, let uid else { return GeoClueAccuracyLevel.none }
-        guard let agent = daemon.core.geoclueAgent(forUID: uid) else { return GeoClueAccuracyLevel.exact }
+        guard host.consent.enabled, let uid else { return GeoClueAccuracyLevel.none }
+        guard let agent = host.consent.geoclueAgent(forUID: uid) else { return GeoClueAccuracyLevel.exact }
         guard let cap = agent.maxAccuracy else { return GeoClueAccuracyLevel.none }
         let level = agentLevels[agent.name] ?? (cap == .full ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.city)
         return min(level, GeoClueAccuracyLevel.exact)
@@ -21,13 +21,13 @@ extension GeoClueFacade {
     /// A `Get` or `GetAll` of the Manager by `sender`: the value for its uid,
     /// and the reader is kept, to be told of changes.
     func availableLevel(for sender: String, _ done: @escaping (DBusValue) -> Void) {
-        daemon.callers.resolve(sender) { [weak self] result in
+        host.callers.resolve(sender) { [weak self] result in
             guard let self else { return done(.uint32(GeoClueAccuracyLevel.none)) }
             guard case .success(let caller) = result else { return done(.uint32(self.availableLevel(uid: nil))) }
             let level = self.availableLevel(uid: caller.uid)
             self.levelReaders[sender] = (caller.uid, level)
             // A property read starts no session: no pidfd is kept for it.
-            self.daemon.callers.dropExitDescriptor(sender)
+            self.host.callers.dropExitDescriptor(sender)
             done(.uint32(level))
         }
     }

@@ -21,14 +21,14 @@ extension GeoClueFacade {
     /// come as `PropertiesChanged`); one read per connection at a time, and the
     /// reads of a uid and of everyone within their budget (OutgoingCalls).
     func addAgent(_ call: MethodCall) {
-        daemon.withCaller(call) { [weak self] caller in
+        host.withCaller(call) { [weak self] caller in
             guard let self else { return }
-            if let refusal = self.daemon.core.geoclueAgentRefusal(caller) { return call.fail(refusal.dbusError) }
-            if self.daemon.core.isGeoClueAgent(call.sender, uid: caller.uid), self.agentLevels[call.sender] != nil {
+            if let refusal = self.host.consent.geoclueAgentRefusal(caller) { return call.fail(refusal.dbusError) }
+            if self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid), self.agentLevels[call.sender] != nil {
                 return call.reply()
             }
             guard !self.agentReads.contains(call.sender) else {
-                self.daemon.attackLog.note(call.sender, uid: caller.uid, "pipelines AddAgent while its level is being read")
+                self.host.attackLog.note(call.sender, uid: caller.uid, "pipelines AddAgent while its level is being read")
                 return call.fail(DBusError(DBusError.limitsExceededName,
                                            "This connection's AddAgent is being answered already: wait for its reply"))
             }
@@ -40,13 +40,13 @@ extension GeoClueFacade {
                     let cap = GeoClueAccuracyLevel.accuracy(forLevel: level)
                     let before = self.agentLevels[call.sender]
                     self.agentLevels[call.sender] = level
-                    let id = self.daemon.hold(call)
-                    self.daemon.feed(.management(id, caller, .addGeoClueAgent(maxAccuracy: cap)))
+                    let id = self.host.hold(call)
+                    self.host.feed(.management(id, caller, .addGeoClueAgent(maxAccuracy: cap)))
                     // Logged when it is (still) the uid's agent and its level is new.
-                    if before != level, self.daemon.core.isGeoClueAgent(call.sender, uid: caller.uid) {
+                    if before != level, self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid) {
                         Log.byCaller(uid: caller.uid, .info, "GeoClue agent \(call.sender) (\(Log.field(caller.appID))) " +
                                      "for uid \(caller.uid), accuracy at most \(cap?.rawValue ?? "none")")
-                    } else if !self.daemon.core.isGeoClueAgent(call.sender, uid: caller.uid) {
+                    } else if !self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid) {
                         self.agentLevels[call.sender] = nil
                     }
                     self.availableLevelsChanged()
@@ -54,11 +54,11 @@ extension GeoClueFacade {
                     call.fail(.failed("Cannot read \(MaxAccuracyLevelProperty.name) of the agent at " +
                                       "\(GeoClueAPI.agentPath): \(e.message)"))
                 }
-                self.daemon.checkIdle()
+                self.host.checkIdle()
             }
             if let refused {
                 self.agentReads.remove(call.sender)
-                self.daemon.attackLog.note(call.sender, uid: caller.uid, refused)
+                self.host.attackLog.note(call.sender, uid: caller.uid, refused)
                 call.fail(DBusError(DBusError.limitsExceededName, "Cannot read the agent's level now: \(refused)"))
             }
         }
@@ -71,7 +71,7 @@ extension GeoClueFacade {
             let m = try Message.methodCall(destination: name, path: GeoClueAPI.agentPath,
                                            interface: ObjectServer.properties, member: "Get")
             try m.append([.string(GeoClueAPI.agentInterfaceName), .string(MaxAccuracyLevelProperty.name)])
-            return daemon.outgoing.call(m, purpose: .geoclueAgentRead, uid: uid, callee: name,
+            return host.outgoing.call(m, purpose: .geoclueAgentRead, uid: uid, callee: name,
                                         timeout: GeoClueFacade.agentReadTimeout) { result in
                 switch result {
                 case .success(let reply):
@@ -99,7 +99,7 @@ extension GeoClueFacade {
         guard let level = MaxAccuracyLevelProperty.changedLevel(signature: m.signature, m.arguments()),
               let known = agentLevels[sender], known != level else { return true }
         agentLevels[sender] = level
-        daemon.feed(.geoclueAgentLevel(name: sender, maxAccuracy: GeoClueAccuracyLevel.accuracy(forLevel: level)))
+        host.feed(.geoclueAgentLevel(name: sender, maxAccuracy: GeoClueAccuracyLevel.accuracy(forLevel: level)))
         availableLevelsChanged()
         return true
     }
@@ -107,14 +107,19 @@ extension GeoClueFacade {
     /// Asks a GeoClue agent about a client object's app; its answer goes back to
     /// the core as a decision (`AuthorizeAppCall.decode`). Beyond the uid's
     /// budget of calls to its agent (OutgoingCalls), the prompt ends unanswered.
-    func authorize(_ r: AuthorizeAppRequest) {
+    func authorize(_ r: AuthorizeAppRequest) -> Bool {
+        ask(r)
+        return true
+    }
+
+    private func ask(_ r: AuthorizeAppRequest) {
         let level = requestedLevel(session: r.session)
             ?? (r.accuracy == .full ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.city)
         do {
             let m = try Message.methodCall(destination: r.agentName, path: GeoClueAPI.agentPath,
                                            interface: GeoClueAPI.agentInterfaceName, member: AuthorizeAppCall.member)
             try m.append(AuthorizeAppCall.encode(desktopID: r.desktopID, level: level))
-            let refused = daemon.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
+            let refused = host.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
                                                timeout: r.timeout) { [weak self] result in
                 let answer: AgentAnswer
                 switch result {
@@ -123,18 +128,18 @@ extension GeoClueFacade {
                 }
                 Log.byCaller(uid: r.uid, .info, "request \(r.requestID) for \(Log.field(r.desktopID)): " +
                              "\(String(describing: answer).prefix(300))")
-                self?.daemon.feed(.agentAnswered(requestID: r.requestID, answer))
+                self?.host.feed(.agentAnswered(requestID: r.requestID, answer))
             }
             if let refused {
-                daemon.attackLog.note(r.agentName, uid: r.uid, "does not answer AuthorizeApp: \(refused)")
-                return daemon.loop.later { [weak self] in
-                    self?.daemon.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused)))
+                host.attackLog.note(r.agentName, uid: r.uid, "does not answer AuthorizeApp: \(refused)")
+                return host.loop.later { [weak self] in
+                    self?.host.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused)))
                 }
             }
             Log.byCaller(uid: r.uid, .info, "asking GeoClue agent \(r.agentName) about \(Log.field(r.desktopID)) " +
                          "(level \(level), request \(r.requestID))")
         } catch {
-            daemon.loop.later { [weak self] in self?.daemon.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)"))) }
+            host.loop.later { [weak self] in self?.host.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)"))) }
         }
     }
 }

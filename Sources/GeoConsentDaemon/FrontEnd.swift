@@ -1,0 +1,69 @@
+import GeoCore
+import GeoDBus
+
+/// A protocol the daemon speaks besides its own API (the GeoClue2 facade,
+/// `GeoClue/`): the daemon drives a list of them through this, with no
+/// branch per protocol, and each reaches the daemon only through
+/// `FrontEndHost`. What differs by protocol (object lifetimes, accuracy
+/// levels, its own agents) lives in the front end; the consent and location
+/// cores stay neutral.
+protocol FrontEnd: AnyObject {
+    /// The well-known names it owns on the bus: requested at start, released
+    /// before ours at idle exit.
+    var busNames: [String] { get }
+    /// Why one of them may be owned already, for the start-up error.
+    var nameTakenHint: String { get }
+    /// Match rules for the signals it needs, added at start.
+    var matchRules: [String] { get }
+    /// Exports its objects (the daemon owns its names afterwards).
+    func serve()
+    /// Nothing of it keeps the daemon running.
+    var isIdle: Bool { get }
+    /// A message nothing else took (a signal of its peers); true when it was its.
+    func handle(_ m: Message) -> Bool
+    /// A connection left the bus; the consent core hears of it next.
+    func connectionLeft(_ name: String)
+
+    // What the consent core's effects mean for its sessions and calls.
+    /// A call it gave the core (`FrontEndHost.hold`) failed with `error`.
+    func callFailed(_ id: CallID, _ error: DBusError)
+    /// The core let a held call's updates start (the location core answers it next).
+    func updatesStarted(_ id: CallID)
+    /// A session lost its grant.
+    func grantEnded(session: String)
+    /// A prompt for one of its agents (`authorizeApp`); true when it asked it.
+    func authorize(_ r: AuthorizeAppRequest) -> Bool
+    /// Location was switched on or off.
+    func enabledChanged()
+
+    // From the location core.
+    /// A fix for sessions of client objects: each front end serves those that are its own.
+    func deliver(_ sessions: [String], _ fix: Fix)
+    /// Whether any session receives fixes changed.
+    func inUseChanged(_ value: Bool)
+}
+
+/// What a front end may use of the daemon: its event loop, bus objects and
+/// budgets, the two cores (the consent core is told everything through
+/// `feed`; it is read only for what a front end must check before it calls
+/// anyone), and the calls it holds for the core.
+protocol FrontEndHost: AnyObject {
+    var loop: EventLoop { get }
+    var server: ObjectServer { get }
+    var outgoing: OutgoingCalls { get }
+    var attackLog: AttackLog { get }
+    var callers: CallerResolver { get }
+    var consent: ConsentCore { get }
+    var location: LocationService { get }
+    var config: Config { get }
+    /// Resolves the caller (and places it in its login session), then runs `body`.
+    func withCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void)
+    /// Hands the consent core an event and carries out its effects.
+    func feed(_ event: CoreEvent)
+    /// Keeps a call the core will answer; returns its id.
+    func hold(_ call: MethodCall) -> CallID
+    /// Fails a held call the core will not answer any more.
+    func abandon(_ id: CallID, _ error: DBusError)
+    /// Something that kept the daemon busy may have ended.
+    func checkIdle()
+}
