@@ -48,7 +48,8 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
 // fan-out and GeoClue2 facade phases that follow it, BENCH_ONLY=calls runs only
 // the calls phase, BENCH_ONLY=churn only the churn phase (after a token calls
 // phase), BENCH_ONLY=startup only starts and stops the daemon (profiling one
-// path, e.g. with BENCH_DAEMON running callgrind).
+// path, e.g. with BENCH_DAEMON running callgrind), BENCH_ONLY=marshal only the
+// marshallers' rows.
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
 if only == "churn" { (counts.calls, counts.pipelined) = (1, 10) }
 
@@ -78,6 +79,17 @@ if only == "startup" {
     exit(0)
 }
 let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
+
+// The two marshallers of GeoDBus against each other (Marshal.swift): no process involved.
+if only == nil || only == "marshal" {
+    print("bench: marshallers")
+    rows += marshalRows(builds: quick ? 200 : 20_000)
+    if only == "marshal" {
+        daemon.stop(); gpsd.stop(); bus.stop()
+        printTable(rows)
+        exit(0)
+    }
+}
 
 func fail(_ why: String) -> Never {
     print("bench: \(why)")
