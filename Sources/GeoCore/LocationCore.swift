@@ -248,6 +248,10 @@ public final class LocationCore {
             outage = false
             effects.append(.log(.notice, "gpsd at \(gpsdLabel) is back"))
         }
+        // gpsd may report one receiver epoch twice (seen for 50 s and more with
+        // a real receiver: two TPVs with the same time). One fix per epoch
+        // reaches the sessions, whatever the API.
+        if let t = fix.timestamp, lastFix?.fix.timestamp == t { return }
         lastFix = (fix, now)
         var shown = Shown(fix, grid: grid)
         if !pending.isEmpty {

@@ -49,6 +49,30 @@ final class LocationCoreTests: XCTestCase {
                     [(0, 0, true), (3, 10, false), (0.5, 500, true), (0.5, 1_000, false)])
     }
 
+    /// gpsd may report one receiver epoch twice: one fix per epoch reaches the
+    /// sessions (and a waiting request), a new epoch the next; fixes without a
+    /// receiver time are never taken for repeats.
+    func testOneFixPerReceiverEpoch() {
+        let rig = LocationRig(grants: [a: .full, b: .full])
+        rig.start(a)
+        rig.connected()
+        let first = Spot.north(0, timestamp: 1_800_000_000_000_000)
+        XCTAssertEqual(rig.fix(first).updates[a], first)
+        let again = Spot.north(3, timestamp: 1_800_000_000_000_000)
+        rig.locate(b, maxAge: 0)   // waits for the next fix
+        let repeated = rig.fix(again)
+        XCTAssertNil(repeated.updates[a], "the same epoch again: \(repeated)")
+        XCTAssertFalse(repeated.contains { if case .reply = $0 { return true } else { return false } },
+                       "a waiting request is not answered by a repeat")
+        let next = Spot.north(6, timestamp: 1_800_000_001_000_000)
+        let out = rig.fix(next)
+        XCTAssertEqual(out.updates[a], next)
+        XCTAssertTrue(out.contains { if case .reply = $0 { return true } else { return false } }, "the next epoch answers it")
+        let untimed = Spot.north(9)
+        XCTAssertEqual(rig.fix(untimed).updates[a], untimed)
+        XCTAssertEqual(rig.fix(untimed).updates[a], untimed, "no receiver time: never a repeat")
+    }
+
     func testStartUpdatesRestartsFilters() {
         let rig = LocationRig(grants: [a: .full])
         rig.start(a, distance: 1_000)
