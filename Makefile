@@ -50,9 +50,9 @@ release: $(DEPS_STEP)
 	$(SWIFT) build $(RELEASE_FLAGS)
 
 # Workers for the XCTest part: each test starts its own bus, gpsd and daemon and
-# mostly waits on them, so three at once on two cores cut the part to about a
-# third with no test changed (README "Tests").
-TEST_WORKERS ?= 3
+# mostly waits on them, so four at once on two cores cut the part to a bit more
+# than a quarter with no test changed (README "Tests"; TEST_WORKERS=1: one at a time).
+TEST_WORKERS ?= 4
 test: deps
 	@bash scripts/timed.sh "build (tests)" $(SWIFT) build --build-tests
 	@bash scripts/timed.sh "XCTest ($(TEST_WORKERS) at once)" $(SWIFT) test --skip-build --disable-swift-testing \
