@@ -1,5 +1,6 @@
 import Glibc
 import GeoCore
+import GeoDBus
 
 /// journald-friendly logging: one line per message on stderr with an sd-daemon
 /// priority prefix (`<3>` error … `<7>` debug), which journald turns into the priority.
@@ -60,7 +61,7 @@ public enum Log {
     /// the first line of a later window. Root's callers are not counted (root
     /// can write to the journal itself).
     public static func byCaller(uid: UInt32?, _ level: Level, _ message: @autoclosure () -> String,
-                                now: UInt64 = monotonicNanos()) {
+                                now: UInt64 = EventLoop.monotonicNanos()) {
         guard level.rawValue <= maxLevel.rawValue else { return }
         if uid == 0 { return write(level, message()) }
         if now &- windowStart >= UInt64(callerWindow * 1e9) {
@@ -84,12 +85,6 @@ public enum Log {
         linesOf[uid] = n + 1
         linesInWindow += 1
         write(level, message())
-    }
-
-    public static func monotonicNanos() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     public static func error(_ m: String) { write(.error, m) }

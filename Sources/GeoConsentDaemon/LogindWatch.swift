@@ -35,6 +35,9 @@ final class LogindWatch {
     /// again, doubled at each try, `retries` times at most.
     static let retryDelay = 2.0
     static let retries = 4
+
+    /// Seconds before the next try after `failures` failed ones in a row.
+    static func delay(afterFailures failures: Int) -> Double { retryDelay * Double(1 << (failures - 1)) }
     /// logind's session objects, all under this path.
     static let sessionPathPrefix = "/org/freedesktop/login1/session"
 
@@ -227,8 +230,7 @@ final class LogindWatch {
                 placing[name] = nil
                 return
             }
-            let delay = Self.retryDelay * Double(1 << (attempts - 1))
-            placing[name]!.retry = loop.schedule(after: delay) { [weak self] in
+            placing[name]!.retry = loop.schedule(after: Self.delay(afterFailures: attempts)) { [weak self] in
                 guard let self, self.placing[name] != nil, self.owner != nil else { return }
                 self.placing[name]!.retry = nil
                 self.ask(name)
@@ -240,10 +242,14 @@ final class LogindWatch {
     /// and the calls it held go on.
     private func finish(_ name: String, in path: String?) {
         guard var p = placing.removeValue(forKey: name) else { return }
-        if let t = p.deadline { loop.cancelTimer(t) }
-        if let t = p.retry { loop.cancelTimer(t) }
+        cancelTimers(of: p)
         if let path { onPlaced(name, path) }
         if !p.released { p.released = true; p.bodies.forEach { $0() } }
+    }
+
+    private func cancelTimers(of p: Placement) {
+        if let t = p.deadline { loop.cancelTimer(t) }
+        if let t = p.retry { loop.cancelTimer(t) }
     }
 
     /// The calls `name`'s placement holds go on now; the placement goes on.
@@ -295,7 +301,7 @@ final class LogindWatch {
                 self.followed[path]!.waiting.forEach(self.release)
                 if again { return self.read(path) }
                 guard failed <= Self.retries, self.owner != nil else { return }
-                self.followed[path]!.retry = self.loop.schedule(after: Self.retryDelay * Double(1 << (failed - 1))) {
+                self.followed[path]!.retry = self.loop.schedule(after: Self.delay(afterFailures: failed)) {
                     [weak self] in
                     guard let self, self.followed[path] != nil else { return }
                     self.followed[path]!.retry = nil
@@ -340,10 +346,7 @@ final class LogindWatch {
     /// A connection left the bus: its login session is followed no longer
     /// once it was the last one there.
     func forget(_ name: String) {
-        if let p = placing.removeValue(forKey: name) {
-            if let t = p.deadline { loop.cancelTimer(t) }
-            if let t = p.retry { loop.cancelTimer(t) }
-        }
+        if let p = placing.removeValue(forKey: name) { cancelTimers(of: p) }
         guard let entry = placed.removeValue(forKey: name) else { return }
         if placed.isEmpty { placed = [:] }
         guard let path = entry, var f = followed[path] else { return }
@@ -402,8 +405,7 @@ final class LogindWatch {
             // Nothing will place them now: the calls waiting go on.
             for name in placing.keys.sorted() {
                 release(name)
-                if let t = placing[name]?.retry { loop.cancelTimer(t) }
-                placing[name] = nil
+                if let p = placing.removeValue(forKey: name) { cancelTimers(of: p) }
             }
         }
         for path in followed.keys.sorted() {

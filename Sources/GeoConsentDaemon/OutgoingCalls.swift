@@ -20,7 +20,7 @@ import GeoDBus
 /// callee answers; a call the daemon gave up on (its timeout) keeps its slot
 /// until the callee answers late or leaves the bus, as the bus's count does.
 final class OutgoingCalls {
-    enum Purpose: String, CaseIterable {
+    enum Purpose: String {
         /// `Agent.Confirm` to a uid's consent agent; the uid is the agent's.
         case consentAgent = "consent agent"
         /// The `MaxAccuracyLevel` read of `Manager.AddAgent`; the uid is the caller's.
@@ -31,7 +31,7 @@ final class OutgoingCalls {
         case logind = "logind"
     }
 
-    struct Budget: Equatable {
+    struct Budget {
         /// Calls of one uid waiting at once.
         var perUID: Int
         /// Calls of all uids waiting at once.
@@ -50,8 +50,6 @@ final class OutgoingCalls {
         .logind: Budget(perUID: 4, total: 24),
     ]
 
-    /// All purposes' shares together.
-    static var totalBudget: Int { budgets.values.reduce(0) { $0 + $1.total } }
     /// Calls waiting at once whatever their purpose and uid: the shares plus
     /// the first calls of uids beyond them, below the system bus's 128.
     static let hardLimit = 120

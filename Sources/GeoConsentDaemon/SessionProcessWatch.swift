@@ -49,8 +49,6 @@ final class SessionProcessWatch {
     private var polled: [String: (pid: UInt32, isFirstProcess: () -> Bool)] = [:]
     private var pollTimer: EventLoop.Token?
     static let pollInterval = 1.0
-    /// Connections watched, either way.
-    var watchedCount: (descriptors: Int, polled: Int) { (descriptors, polled.count) }
 
     /// The descriptors the daemon keeps for everything else (bus, gpsd, the
     /// identity helper, state writes, `/proc` handles, libdbus): about ten; and

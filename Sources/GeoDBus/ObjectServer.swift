@@ -152,7 +152,10 @@ public final class ObjectServer {
         if iface == ObjectServer.introspectable || (iface == nil && member == "Introspect") {
             guard member == "Introspect" else { return unknownMethod(msg, member) }
             let children = childNodes(of: path, visibleTo: sender)
-            if let obj = objects[path], !obj.visible(to: sender), children.isEmpty { return notOwner(msg, path) }
+            // Another peer's object is answered exactly as a missing one: a caller must
+            // not learn that another's object exists (nor, by watching paths appear,
+            // when it gets its fixes).
+            if let obj = objects[path], !obj.visible(to: sender), children.isEmpty { return unknownObject(msg, path) }
             guard objects[path] != nil || !children.isEmpty else { return unknownObject(msg, path) }
             if check("") { call("s").reply([.string(introspectionXML(for: path, caller: sender))]) }
             return true
@@ -166,7 +169,7 @@ public final class ObjectServer {
             return true
         }
         guard let obj = objects[path] else { return unknownObject(msg, path) }
-        guard obj.visible(to: sender) else { return notOwner(msg, path) }
+        guard obj.visible(to: sender) else { return unknownObject(msg, path) }   // as missing: see Introspect
         if iface == ObjectServer.properties {
             handleProperties(msg, member: member, object: obj)
             return true
@@ -274,13 +277,6 @@ public final class ObjectServer {
             DBusError(DBusError.unknownMethodName,
                       "Unknown method '\(member)' on interface '\(msg.interface ?? "(none)")' with signature '\(msg.signature)'"))
         return true
-    }
-
-    /// Another peer's object is answered exactly as a missing one: a caller
-    /// must not learn that another's object exists (nor, by watching paths
-    /// appear, when it gets its fixes).
-    private func notOwner(_ msg: Message, _ path: String) -> Bool {
-        unknownObject(msg, path)
     }
 
     private func unknownObject(_ msg: Message, _ path: String) -> Bool {

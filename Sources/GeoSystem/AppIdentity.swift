@@ -288,18 +288,21 @@ public struct AppIdentityResolver: Sendable {
         return .success(t)
     }
 
-    /// Field 3 of `stat`, the process state (`R`, `S`, `Z` …).
-    static func parseState(_ bytes: [UInt8]) -> UInt8? {
-        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        return bytes[(close + 1)...].first { $0 != 0x20 }
-    }
 
     static func parseStartTime(_ bytes: [UInt8]) -> UInt64? {
-        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        let fields = bytes[(close + 1)...].split(whereSeparator: { $0 == 0x20 || $0 == 0x0A })
         // fields[0] is field 3 (state), so field 22 is fields[19].
-        guard fields.count > 19 else { return nil }
+        guard let fields = fieldsAfterName(bytes), fields.count > 19 else { return nil }
         return UInt64(String(decoding: fields[19], as: UTF8.self))
+    }
+
+    /// Field 3 of `stat`, the process state (`R`, `S`, `Z` …).
+    static func parseState(_ bytes: [UInt8]) -> UInt8? { fieldsAfterName(bytes)?.first?.first }
+
+    /// The fields of `stat` from field 3 on: after the last `)`, because the
+    /// command name (field 2, in parentheses) may itself hold spaces and parentheses.
+    private static func fieldsAfterName(_ bytes: [UInt8]) -> [ArraySlice<UInt8>]? {
+        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        return bytes[(close + 1)...].split(whereSeparator: { $0 == 0x20 || $0 == 0x0A })
     }
 
     // MARK: cgroup

@@ -66,9 +66,9 @@ final class IdleExitTests: XCTestCase {
         defer { c.close() }
         c.attach(to: loop)
         let server = ObjectServer(connection: c)
-        let agent = IdleRaceAgent()   // exported objects are held weakly
+        let agent = CountingGeoClueAgent()   // exported objects are held weakly
         defer { withExtendedLifetime(agent) {} }
-        server.export(agent, at: GeoClueAPI.agentPath, interfaces: [IdleRaceAgent.interface])
+        server.export(agent, at: GeoClueAPI.agentPath, interfaces: [CountingGeoClueAgent.interface])
         let m = try Message.methodCall(destination: GeoClueAPI.busName, path: GeoClueAPI.managerPath,
                                        interface: GeoClueAPI.managerInterfaceName, member: "AddAgent")
         try m.append([.string("idle-race")])
@@ -88,6 +88,7 @@ final class IdleExitTests: XCTestCase {
         case nil: XCTFail("no answer")
         }
         XCTAssertTrue(stack.daemon.isRunning, "the daemon exited with an agent registered:\n\(stack.daemon.log())")
+        XCTAssertEqual(agent.gets, 1, "the daemon read the agent's level once")
     }
 
     func testCallsRacingTheExitAreAllAnsweredAcrossActivation() throws {
@@ -155,9 +156,3 @@ final class IdleExitTests: XCTestCase {
     }
 }
 
-/// A GeoClue agent whose `MaxAccuracyLevel` is 8.
-final class IdleRaceAgent {
-    static let interface = Interface<IdleRaceAgent>(GeoClueAPI.agent, methods: [
-        "AuthorizeApp": { _, call in call.reply([.bool(true), .uint32(8)]) },
-    ], getters: [MaxAccuracyLevelProperty.name: { _ in .uint32(8) }])
-}

@@ -40,14 +40,13 @@ extension GeoClueFacade {
                     let cap = GeoClueAccuracyLevel.accuracy(forLevel: level)
                     let before = self.agentLevels[call.sender]
                     self.agentLevels[call.sender] = level
-                    let id = self.host.hold(call)
-                    self.host.feed(.management(id, caller, .addGeoClueAgent(maxAccuracy: cap)))
-                    // Logged when it is (still) the uid's agent and its level is new.
-                    if before != level, self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid) {
+                    self.host.feed(.management(self.host.hold(call), caller, .addGeoClueAgent(maxAccuracy: cap)))
+                    if !self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid) {
+                        self.agentLevels[call.sender] = nil   // refused meanwhile
+                    } else if before != level {
+                        // Logged when the agent or its level is new.
                         Log.byCaller(uid: caller.uid, .info, "GeoClue agent \(call.sender) (\(Log.field(caller.appID))) " +
                                      "for uid \(caller.uid), accuracy at most \(cap?.rawValue ?? "none")")
-                    } else if !self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid) {
-                        self.agentLevels[call.sender] = nil
                     }
                     self.availableLevelsChanged()
                 case .failure(let e):
@@ -108,19 +107,15 @@ extension GeoClueFacade {
     /// the core as a decision (`AuthorizeAppCall.decode`). Beyond the uid's
     /// budget of calls to its agent (OutgoingCalls), the prompt ends unanswered.
     func authorize(_ r: AuthorizeAppRequest) -> Bool {
-        ask(r)
-        return true
-    }
-
-    private func ask(_ r: AuthorizeAppRequest) {
         let level = requestedLevel(session: r.session)
             ?? (r.accuracy == .full ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.city)
+        let refused: String?
         do {
             let m = try Message.methodCall(destination: r.agentName, path: GeoClueAPI.agentPath,
                                            interface: GeoClueAPI.agentInterfaceName, member: AuthorizeAppCall.member)
             try m.append(AuthorizeAppCall.encode(desktopID: r.desktopID, level: level))
-            let refused = host.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
-                                               timeout: r.timeout) { [weak self] result in
+            refused = host.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
+                                         timeout: r.timeout) { [weak self] result in
                 let answer: AgentAnswer
                 switch result {
                 case .success(let reply): answer = AuthorizeAppCall.decode(signature: reply.signature, reply.arguments())
@@ -130,16 +125,17 @@ extension GeoClueFacade {
                              "\(String(describing: answer).prefix(300))")
                 self?.host.feed(.agentAnswered(requestID: r.requestID, answer))
             }
-            if let refused {
-                host.attackLog.note(r.agentName, uid: r.uid, "does not answer AuthorizeApp: \(refused)")
-                return host.loop.later { [weak self] in
-                    self?.host.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused)))
-                }
-            }
+            if let refused { host.attackLog.note(r.agentName, uid: r.uid, "does not answer AuthorizeApp: \(refused)") }
+        } catch {
+            refused = "\(error)"
+        }
+        if let refused {
+            // Not asked: the prompt ends unanswered, after this dispatch.
+            host.loop.later { [weak self] in self?.host.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused))) }
+        } else {
             Log.byCaller(uid: r.uid, .info, "asking GeoClue agent \(r.agentName) about \(Log.field(r.desktopID)) " +
                          "(level \(level), request \(r.requestID))")
-        } catch {
-            host.loop.later { [weak self] in self?.host.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)"))) }
         }
+        return true
     }
 }
