@@ -205,7 +205,7 @@ final class CallerResolver {
         }
         switch resolved {
         case .success(let app):
-            let caller = Caller(name: name, uid: uid, pid: pid, appID: intern(app.appID),
+            let caller = Caller(session: .connection(name), uid: uid, pid: pid, appID: intern(app.appID),
                                 identity: app.identity, executable: intern(app.executable))
             Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(app.appID)")
             if let why = app.notVerified {

@@ -20,7 +20,7 @@ public final class Daemon {
     let location: LocationService
     /// The protocols served besides our own (FrontEnd.swift): GeoClue's API,
     /// when served (`--geoclue`, `[geoclue] serve`).
-    private(set) var frontEnds: [FrontEnd] = []
+    let frontEnds = FrontEnds()
     /// The process of each connection's first session call, watched for its exit.
     let processes: SessionProcessWatch
     /// The callers' login sessions, when logind is on the bus.
@@ -86,7 +86,7 @@ public final class Daemon {
             throw StartupError("cannot follow logind on the \(bus): \(error)")
         }
         callers = CallerResolver(connection: connection, identity: identity)
-        location = LocationService(loop: loop, server: server, consent: core,
+        location = LocationService(loop: loop, server: server, consent: core, frontEnds: frontEnds,
                                    host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
         processes = SessionProcessWatch(loop: loop, connection: connection)
@@ -95,24 +95,20 @@ public final class Daemon {
         outgoing.onSettled = { [weak self] in self?.checkIdle() }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
-        if options.serveGeoClue || config.serveGeoClue { frontEnds.append(GeoClueFacade(host: self)) }
-        for frontEnd in frontEnds { frontEnd.serve() }
-        if !frontEnds.isEmpty {
-            location.clientFixes = { [unowned self] sessions, fix in self.frontEnds.forEach { $0.deliver(sessions, fix) } }
-            location.inUseChanged = { [unowned self] value in self.frontEnds.forEach { $0.inUseChanged(value) } }
-        }
+        if options.serveGeoClue || config.serveGeoClue { frontEnds.all.append(GeoClueFacade(host: self)) }
+        for frontEnd in frontEnds.all { frontEnd.serve() }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                     "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")
-            for rule in frontEnds.flatMap(\.matchRules) { try connection.addMatch(rule) }
+            for rule in frontEnds.all.flatMap(\.matchRules) { try connection.addMatch(rule) }
             logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
             logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
             }
-            for frontEnd in frontEnds {
+            for frontEnd in frontEnds.all {
                 for name in frontEnd.busNames {
                     switch try connection.requestName(name) {
                     case .primaryOwner, .alreadyOwner: break
@@ -164,7 +160,7 @@ public final class Daemon {
             self.loop.stop()
         }
         Log.info("geoconsentd \(geoconsentVersion) serving \(GeoConsentAPI.busName)" +
-                 frontEnds.flatMap(\.busNames).map { " and " + $0 }.joined() + " as \(connection.uniqueName); " +
+                 frontEnds.all.flatMap(\.busNames).map { " and " + $0 }.joined() + " as \(connection.uniqueName); " +
                  "gpsd \(options.gpsdHost):\(options.gpsdPort), state in \(config.stateDir)" +
                  (callers.usesHelper ? "; callers identified by the identity helper, which alone holds CAP_SYS_PTRACE" : "") +
                  (logind.isPresent ? "; grants pause while their user's login session is locked or in the background"
@@ -185,7 +181,7 @@ public final class Daemon {
         if outgoing.lateReply(m) { return true }
         if nameLost(m) { return true }
         if logind.handle(m) { return true }
-        if frontEnds.contains(where: { $0.handle(m) }) { return true }
+        if frontEnds.all.contains(where: { $0.handle(m) }) { return true }
         guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
               m.sender == "org.freedesktop.DBus" else { return false }
         let args = m.arguments()
@@ -195,10 +191,10 @@ public final class Daemon {
         logind.forget(name)
         outgoing.calleeLeft(name)
         attackLog.forget(name)
-        for frontEnd in frontEnds { frontEnd.connectionLeft(name) }
+        for frontEnd in frontEnds.all { frontEnd.connectionLeft(name) }
         processes.forget(name)
         feed(.nameLeft(name))
-        location.drop(session: name)
+        location.drop(session: .connection(name))
         // The core never answers the calls of a client that left while it waited on a
         // prompt: forget them, or each would keep its message and arguments for good.
         for (id, call) in calls where call.sender == name { calls[id] = nil }
@@ -243,7 +239,7 @@ public final class Daemon {
     /// opened now and checked by start time. Client objects' sessions share their
     /// connection's.
     private func watchProcess(of caller: Caller) {
-        guard core.hasSession(caller.name) else { return }
+        guard core.hasSession(caller.session) else { return }
         processes.watch(connection: caller.connection, uid: caller.uid, pid: caller.pid,
                         provenDescriptor: { callers.takeExitDescriptor(caller.connection) },
                         isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
@@ -294,17 +290,17 @@ public final class Daemon {
                 call.reply(encode(reply))
             case .fail(let id, let error):
                 calls.removeValue(forKey: id)?.fail(error.dbusError)
-                for frontEnd in frontEnds { frontEnd.callFailed(id, error.dbusError) }
-            case .authorizationChanged(let session, _) where Caller.isClientSession(session):
-                break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
-            case .authorizationChanged(let session, let status):
+                for frontEnd in frontEnds.all { frontEnd.callFailed(id, error.dbusError) }
+            case .authorizationChanged(.connection(let name), let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status),
-                            destination: session)
+                            destination: name)
+            case .authorizationChanged(.clientObject, _):
+                break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
             case .confirm(let request):
                 confirm(request)
             case .authorizeApp(let request):
-                if !frontEnds.contains(where: { $0.authorize(request) }) {
+                if !frontEnds.all.contains(where: { $0.authorize(request) }) {
                     loop.later { [weak self] in self?.feed(.agentAnswered(requestID: request.requestID, .noAnswer("no front end asks such agents"))) }
                 }
             case .cancel(let agentName, let agentPath, let requestID):
@@ -328,17 +324,17 @@ public final class Daemon {
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                          changed: DaemonProperties.changed(DaemonProperties.enabled, value))
-                for frontEnd in frontEnds { frontEnd.enabledChanged() }
+                for frontEnd in frontEnds.all { frontEnd.enabledChanged() }
             case .startUpdates(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
                 if let saveFailure {
                     // A client object's Start right after a decision that is not on disk.
                     let e = DBusError.failed("Could not store the decision: \(saveFailure)")
                     call.fail(e)
-                    for frontEnd in frontEnds { frontEnd.callFailed(id, e) }
+                    for frontEnd in frontEnds.all { frontEnd.callFailed(id, e) }
                     continue
                 }
-                for frontEnd in frontEnds { frontEnd.updatesStarted(id) }
+                for frontEnd in frontEnds.all { frontEnd.updatesStarted(id) }
                 location.startUpdates(call, id: id, session: session, options: options)
             case .stopUpdates(let id, let session):
                 let held = id.flatMap { id in calls.removeValue(forKey: id).map { (id: id, call: $0) } }
@@ -348,7 +344,7 @@ public final class Daemon {
                 location.locate(call, id: id, session: session, options: options)
             case .grantEnded(let session):
                 location.drop(session: session)
-                for frontEnd in frontEnds { frontEnd.grantEnded(session: session) }
+                for frontEnd in frontEnds.all { frontEnd.grantEnded(session: session) }
             case .pauseFixes(let session, let reason):
                 location.pause(session: session, reason)
             case .resumeFixes(let session):

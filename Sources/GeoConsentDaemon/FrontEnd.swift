@@ -30,15 +30,16 @@ protocol FrontEnd: AnyObject {
     /// The core let a held call's updates start (the location core answers it next).
     func updatesStarted(_ id: CallID)
     /// A session lost its grant.
-    func grantEnded(session: String)
+    func grantEnded(session: SessionID)
     /// A prompt for one of its agents (`authorizeApp`); true when it asked it.
     func authorize(_ r: AuthorizeAppRequest) -> Bool
     /// Location was switched on or off.
     func enabledChanged()
 
     // From the location core.
-    /// A fix for sessions of client objects: each front end serves those that are its own.
-    func deliver(_ sessions: [String], _ fix: Fix)
+    /// A fix (the view each of them may see) for sessions of client objects:
+    /// each front end serves those that are its own.
+    func deliver(_ sessions: [SessionID], _ fix: Fix)
     /// Whether any session receives fixes changed.
     func inUseChanged(_ value: Bool)
 }
@@ -66,4 +67,11 @@ protocol FrontEndHost: AnyObject {
     func abandon(_ id: CallID, _ error: DBusError)
     /// Something that kept the daemon busy may have ended.
     func checkIdle()
+}
+
+/// The front ends a daemon serves, shared by the parts that hand them work
+/// (the daemon, `LocationService`): made before them and filled at start, so
+/// no part holds an optional wire to them.
+final class FrontEnds {
+    var all: [FrontEnd] = []
 }

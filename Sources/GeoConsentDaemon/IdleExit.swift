@@ -21,7 +21,7 @@ extension Daemon {
     var isIdle: Bool {
         core.sessionCount == 0 && core.agentCount == 0 && core.openPromptCount == 0 && calls.isEmpty
             && !callers.isResolving && !logind.isPlacing && outgoing.inFlight == 0 && lazySaveTimer == nil
-            && frontEnds.allSatisfy(\.isIdle)
+            && frontEnds.all.allSatisfy(\.isIdle)
     }
 
     /// Starts the idle countdown when idle, stops it when not. Cheap: called
@@ -43,13 +43,13 @@ extension Daemon {
         idleTimer = nil
         guard isIdle else { return checkIdle() }
         Log.info("idle for \(formatSeconds(config.idleExit)): giving up \(GeoConsentAPI.busName)"
-                 + frontEnds.flatMap(\.busNames).map { " and " + $0 }.joined() + " and exiting; "
+                 + frontEnds.all.flatMap(\.busNames).map { " and " + $0 }.joined() + " and exiting; "
                  + "the bus starts geoconsentd again on the next call")
         releasedName = true
         notifyServiceManager("STOPPING=1")
         // The front ends' names first: the drain waits for NameLost of ours, which
         // the bus sends after everything it routed to any of the names before.
-        for name in frontEnds.flatMap(\.busNames) + [GeoConsentAPI.busName] {
+        for name in frontEnds.all.flatMap(\.busNames) + [GeoConsentAPI.busName] {
             do {
                 let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                                interface: "org.freedesktop.DBus", member: "ReleaseName")

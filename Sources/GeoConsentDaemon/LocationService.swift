@@ -24,17 +24,17 @@ final class LocationService {
     private var timers: [LocationTimer: EventLoop.Token] = [:]
     /// Calls the core has not answered yet, by the consent core's ids.
     private var held: [CallID: MethodCall] = [:]
-    /// Where fixes for client objects' sessions go (`Caller.isClientSession`)
-    /// when the GeoClue facade is served, and `InUse` changes with them.
-    var clientFixes: ((_ sessions: [String], _ fix: Fix) -> Void)?
-    var inUseChanged: ((Bool) -> Void)?
+    /// The front ends (FrontEnd.swift): fixes for client objects' sessions and
+    /// `InUse` changes go to them.
+    private let frontEnds: FrontEnds
 
     var gpsdConnected: Bool { core.gpsdConnected }
     var inUse: Bool { core.inUse }
 
-    init(loop: EventLoop, server: ObjectServer, consent: ConsentCore,
+    init(loop: EventLoop, server: ObjectServer, consent: ConsentCore, frontEnds: FrontEnds,
          host: String, port: UInt16, linger: Double, gridSize: Double) {
         self.loop = loop
+        self.frontEnds = frontEnds
         self.server = server
         self.consent = consent
         self.connector = GPSDConnector(loop: loop, host: host, port: port)
@@ -44,38 +44,38 @@ final class LocationService {
 
     // MARK: Requests (already past the consent gate)
 
-    func locate(_ call: MethodCall, id: CallID, session: String, options: LocationOptions) {
+    func locate(_ call: MethodCall, id: CallID, session: SessionID, options: LocationOptions) {
         held[id] = call
         feed(.locate(id, session: session, options))
     }
 
-    func startUpdates(_ call: MethodCall, id: CallID, session: String, options: UpdateOptions) {
+    func startUpdates(_ call: MethodCall, id: CallID, session: SessionID, options: UpdateOptions) {
         held[id] = call
         feed(.startUpdates(id, session: session, options))
     }
 
     /// `call`: the `StopUpdates` call to answer, if there is one.
-    func stopUpdates(_ call: (id: CallID, call: MethodCall)?, session: String) {
+    func stopUpdates(_ call: (id: CallID, call: MethodCall)?, session: SessionID) {
         if let call { held[call.id] = call.call }
         feed(.stopUpdates(call?.id, session: session))
     }
 
     /// New filters for a session whose updates run (a client object's thresholds).
-    func setUpdateOptions(session: String, _ options: UpdateOptions) {
+    func setUpdateOptions(session: SessionID, _ options: UpdateOptions) {
         feed(.setUpdateOptions(session: session, options))
     }
 
     /// The session's grant ended (or it left): nothing more reaches it.
-    func drop(session: String) {
+    func drop(session: SessionID) {
         feed(.drop(session: session))
     }
 
     /// The session's login session is paused: no fix reaches it until `resume`.
-    func pause(session: String, _ reason: PauseReason) {
+    func pause(session: SessionID, _ reason: PauseReason) {
         feed(.pause(session: session, reason))
     }
 
-    func resume(session: String) {
+    func resume(session: SessionID) {
         feed(.resume(session: session))
     }
 
@@ -111,119 +111,134 @@ final class LocationService {
     /// A fix from gpsd, streamed: each reply and the first subscribers' signals
     /// leave as soon as the core has checked that session's grant and filters
     /// (in an order that rotates from fix to fix), so the first subscriber hears
-    /// it as if it were alone; the others follow in short batches. Client
-    /// objects' fixes (the GeoClue facade) go over after the core is done, in one
-    /// batch per accuracy as before: the facade encodes its properties once per
-    /// batch.
+    /// it as if it were alone; the others follow in short batches.
     private func received(_ fix: Fix) {
-        var sends = Sends(server: server)
-        var clients: [Accuracy: (fix: Fix, sessions: [String])] = [:]
-        var signals = 0
-        var batch: [(session: String, signal: UnicastSignal)] = []
-        func flush() {
-            for b in batch { b.signal.send(to: b.session) }
-            batch.removeAll(keepingCapacity: true)
-        }
+        var delivery = FixDelivery(server: server, frontEnds: frontEnds.all)
         let rest = core.handleFix(fix, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)) { effect in
-            guard case .locationUpdated(let sessions, let acc, let view) = effect else {
-                flush()   // in the core's order
-                return send(effect, &sends)
-            }
-            if clientFixes != nil, sessions.contains(where: Caller.isClientSession) {
-                clients[acc, default: (view, [])].sessions.append(contentsOf: sessions)
-                return
-            }
-            let signal = sends.signal(view, acc)
-            for session in sessions {
-                signals += 1
-                if signals <= Self.signalsBeforeYield {
-                    signal.send(to: session)
-                    if signals == Self.signalsBeforeYield { sched_yield() }
-                } else {
-                    batch.append((session, signal))
-                    if batch.count == Self.signalBatch { flush() }
-                }
-            }
+            perform(effect, &delivery)
         }
-        flush()
-        for acc in [Accuracy.full, .reduced] {
-            if let c = clients[acc] { clientFixes?(c.sessions, c.fix) }
-        }
-        execute(rest, sends: &sends)
+        execute(rest, &delivery)
     }
 
     private func execute(_ effects: [LocationEffect]) {
-        var sends = Sends(server: server)
-        execute(effects, sends: &sends)
+        var delivery = FixDelivery(server: server, frontEnds: frontEnds.all)
+        execute(effects, &delivery)
     }
 
-    /// Carries out a reply or a signal to sessions (our API's; client objects' are
-    /// split off before this).
-    private func send(_ effect: LocationEffect, _ sends: inout Sends) {
+    private func execute(_ effects: [LocationEffect], _ delivery: inout FixDelivery) {
+        for effect in effects { perform(effect, &delivery) }
+        delivery.flush()
+    }
+
+    /// Carries out one effect. Every fix, streamed or not, takes the one path of
+    /// `FixDelivery`; whatever else the core says comes after the fixes decided
+    /// before it.
+    private func perform(_ effect: LocationEffect, _ delivery: inout FixDelivery) {
+        if case .locationUpdated(let sessions, let acc, let fix) = effect {
+            return delivery.add(sessions, acc, fix)
+        }
+        delivery.flush()
         switch effect {
+        case .locationUpdated:
+            break
         case .reply(let id, .empty):
             held.removeValue(forKey: id)?.reply()
         case .reply(let id, .location(let fix, let acc)):
-            held.removeValue(forKey: id)?.reply(LocationBody.encode(sends.value(fix, acc)))
+            held.removeValue(forKey: id)?.reply(LocationBody.encode(delivery.sends.value(fix, acc)))
         case .fail(let id, let failure):
             held.removeValue(forKey: id)?.fail(DBusError(failure.dbusName, failure.message))
-        case .locationUpdated(let sessions, let acc, let fix):
-            let signal = sends.signal(fix, acc)
-            for s in sessions { signal.send(to: s) }
-        default:
-            break
+        case .locationError(.connection(let name), let failure):
+            server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                        member: LocationErrorSignal.member,
+                        LocationErrorSignal.encode(name: failure.dbusName, message: failure.message),
+                        destination: name)
+        case .locationError(.clientObject, _):
+            break   // GeoClue has no such signal: its clients just get no fix
+        case .gpsdConnectedChanged(let value):
+            propertyChanged(DaemonProperties.gpsdConnected, value)
+        case .inUseChanged(let value):
+            propertyChanged(DaemonProperties.inUse, value)
+            for frontEnd in frontEnds.all { frontEnd.inUseChanged(value) }
+        case .connect:
+            connector.connect { [weak self] result in self?.connected(result) }
+        case .disconnect:
+            if let w = clientWatch { loop.unwatch(w); clientWatch = nil }
+            client?.close()
+            client = nil
+        case .scheduleTimer(let timer, let seconds):
+            if let old = timers[timer] { loop.cancelTimer(old) }
+            timers[timer] = loop.schedule(after: seconds) { [weak self] in
+                guard let self else { return }
+                self.timers[timer] = nil
+                self.feed(.timerFired(timer))
+            }
+        case .cancelTimer(let timer):
+            if let t = timers.removeValue(forKey: timer) { loop.cancelTimer(t) }
+        case .log(.warning, let line):
+            Log.warning(line)
+        case .log(.notice, let line):
+            Log.notice(line)
+        case .log(.info, let line):
+            Log.info(line)
         }
     }
 
-    private func execute(_ effects: [LocationEffect], sends: inout Sends) {
-        for effect in effects {
-            switch effect {
-            case .reply, .fail:
-                send(effect, &sends)
-            case .locationUpdated(var sessions, let acc, let fix):
-                if let clientFixes {
-                    let clients = sessions.filter(Caller.isClientSession)
-                    if !clients.isEmpty {
-                        clientFixes(clients, fix)
-                        sessions.removeAll(where: Caller.isClientSession)
+    /// The one path a fix takes to its sessions, from gpsd's stream or from a
+    /// batch of effects (a cached fix at `StartUpdates`, a resume). Our API's
+    /// sessions get a unicast `LocationUpdated` as soon as they are decided: the
+    /// first `signalsBeforeYield` one by one, then in batches of `signalBatch`.
+    /// Client objects' sessions are gathered per view of the fix and handed to the front
+    /// ends at `flush`, so each encodes its properties once per group.
+    private struct FixDelivery {
+        var sends: Sends
+        let frontEnds: [FrontEnd]
+        private var signals = 0
+        private var batch: [(name: String, signal: UnicastSignal)] = []
+        private var clients: [(fix: Fix, sessions: [SessionID])] = []
+
+        init(server: ObjectServer, frontEnds: [FrontEnd]) {
+            sends = Sends(server: server)
+            self.frontEnds = frontEnds
+        }
+
+        mutating func add(_ sessions: [SessionID], _ acc: Accuracy, _ fix: Fix) {
+            var signal: UnicastSignal?
+            for session in sessions {
+                guard case .connection(let name) = session else {
+                    // One group per view of the fix (full, reduced), whatever the order.
+                    if let i = clients.firstIndex(where: { $0.fix == fix }) {
+                        clients[i].sessions.append(session)
+                    } else {
+                        clients.append((fix, [session]))
                     }
+                    continue
                 }
-                guard !sessions.isEmpty else { continue }
-                send(.locationUpdated(sessions: sessions, acc, fix), &sends)
-            case .locationError(let session, _) where Caller.isClientSession(session):
-                break   // GeoClue has no such signal: its clients just get no fix
-            case .locationError(let session, let failure):
-                server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: LocationErrorSignal.member,
-                            LocationErrorSignal.encode(name: failure.dbusName, message: failure.message),
-                            destination: session)
-            case .gpsdConnectedChanged(let value):
-                propertyChanged(DaemonProperties.gpsdConnected, value)
-            case .inUseChanged(let value):
-                propertyChanged(DaemonProperties.inUse, value)
-                inUseChanged?(value)
-            case .connect:
-                connector.connect { [weak self] result in self?.connected(result) }
-            case .disconnect:
-                if let w = clientWatch { loop.unwatch(w); clientWatch = nil }
-                client?.close()
-                client = nil
-            case .scheduleTimer(let timer, let seconds):
-                if let old = timers[timer] { loop.cancelTimer(old) }
-                timers[timer] = loop.schedule(after: seconds) { [weak self] in
-                    guard let self else { return }
-                    self.timers[timer] = nil
-                    self.feed(.timerFired(timer))
+                let s = signal ?? sends.signal(fix, acc)
+                signal = s
+                signals += 1
+                if signals <= LocationService.signalsBeforeYield {
+                    s.send(to: name)
+                    if signals == LocationService.signalsBeforeYield { sched_yield() }
+                } else {
+                    batch.append((name, s))
+                    if batch.count == LocationService.signalBatch { sendBatch() }
                 }
-            case .cancelTimer(let timer):
-                if let t = timers.removeValue(forKey: timer) { loop.cancelTimer(t) }
-            case .log(.warning, let line):
-                Log.warning(line)
-            case .log(.notice, let line):
-                Log.notice(line)
-            case .log(.info, let line):
-                Log.info(line)
             }
+        }
+
+        private mutating func sendBatch() {
+            for b in batch { b.signal.send(to: b.name) }
+            batch.removeAll(keepingCapacity: true)
+        }
+
+        /// Sends what is decided: before any other effect, and at the end.
+        mutating func flush() {
+            if !batch.isEmpty { sendBatch() }
+            guard !clients.isEmpty else { return }
+            for group in clients {
+                for frontEnd in frontEnds { frontEnd.deliver(group.sessions, group.fix) }
+            }
+            clients.removeAll()
         }
     }
 

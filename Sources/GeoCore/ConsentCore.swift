@@ -44,7 +44,7 @@ public final class ConsentCore {
 
     struct Waiter {
         var call: CallID
-        var session: String
+        var session: SessionID
         var kind: PromptKind
         var options: AuthOptions
         /// A client object's `Start`: the updates to start once granted.
@@ -82,7 +82,7 @@ public final class ConsentCore {
 
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
-    private var ended: Set<String> = []
+    private var ended: Set<SessionID> = []
     /// `Enabled` changed in this event: every session may have a new status.
     private var allChanged = false
     private var now: UInt64 = 0
@@ -101,12 +101,12 @@ public final class ConsentCore {
     // MARK: Queries (for the daemon and tests)
 
     public var sessionCount: Int { sessions.count }
-    public func hasSession(_ name: String) -> Bool { sessions[name] != nil }
+    public func hasSession(_ name: SessionID) -> Bool { sessions[name] != nil }
     /// The connection of session `name` (its own, or its client object's), while it exists.
-    public func connection(ofSession name: String) -> String? { sessions[name]?.caller.connection }
+    public func connection(ofSession name: SessionID) -> String? { sessions[name]?.caller.connection }
     /// Whether `connection` has a session of its own or of a client object.
     public func hasSessions(connection: String) -> Bool {
-        sessions[connection] != nil || !sessions.clientSessions(of: connection).isEmpty
+        sessions[.connection(connection)] != nil || !sessions.clientSessions(of: connection).isEmpty
     }
     public var openPromptCount: Int { prompts.count }
     /// Agents of ours and GeoClue agents: each is state a restart would lose.
@@ -116,19 +116,19 @@ public final class ConsentCore {
 
     /// The accuracy fixes for `session` must have now; nil: no fix may reach it
     /// (no grant, or its login session is paused).
-    public func grantedAccuracy(for session: String) -> Accuracy? {
+    public func grantedAccuracy(for session: SessionID) -> Accuracy? {
         guard let s = sessions[session], pause(s.caller) == nil else { return nil }
         return effectiveAccuracy(s)
     }
 
     /// Why `session`'s login session is paused, if it is.
-    public func pause(of session: String) -> PauseReason? { sessions[session].flatMap { pause($0.caller) } }
+    public func pause(of session: SessionID) -> PauseReason? { sessions[session].flatMap { pause($0.caller) } }
 
-    public func status(for session: String) -> AuthorizationStatus? {
+    public func status(for session: SessionID) -> AuthorizationStatus? {
         sessions[session].map(status)
     }
 
-    public func updatesOn(_ session: String) -> Bool { sessions[session]?.updates ?? false }
+    public func updatesOn(_ session: SessionID) -> Bool { sessions[session]?.updates ?? false }
 
     // MARK: Events
 
@@ -178,7 +178,7 @@ public final class ConsentCore {
     /// The GeoClue agent of a client object's uid (GeoClue speaks for GeoClue
     /// clients only: our own API's sessions never have one).
     private func geoclueAgent(of caller: Caller) -> GeoClueAgent? {
-        guard !geoclueAgents.isEmpty, caller.name != caller.connection else { return nil }
+        guard !geoclueAgents.isEmpty, caller.session.busName == nil else { return nil }
         return geoclueAgents[caller.uid]
     }
 
@@ -236,7 +236,7 @@ public final class ConsentCore {
     /// The caller's session, made at its first call unless its uid has all the
     /// sessions it may have (then the call fails and nil is returned).
     private func session(for caller: Caller, _ call: CallID) -> Session? {
-        if let s = sessions[caller.name] { return s }
+        if let s = sessions[caller.session] { return s }
         let limit = config.limits.sessionsPerUser
         if !caller.isRoot && sessions.sessionCount(uid: caller.uid) >= limit {
             effects.append(.fail(call, .limitsExceeded(
@@ -249,13 +249,13 @@ public final class ConsentCore {
         s.lastPause = pause(caller)
         sessions.add(s)
         // Before any updates of this session can start: they start paused.
-        if let p = s.lastPause { effects.append(.pauseFixes(session: caller.name, p)) }
+        if let p = s.lastPause { effects.append(.pauseFixes(session: caller.session, p)) }
         return s
     }
 
     private func client(_ call: CallID, _ caller: Caller, _ request: ClientRequest) {
         guard var s = session(for: caller, call) else { return }
-        let name = caller.name
+        let name = caller.session
         switch request {
         case .requestOneTime(let o):
             authorize(call, name, .oneTime, o)
@@ -299,7 +299,7 @@ public final class ConsentCore {
     /// The answer to an authorization request: the status that applies, or for a
     /// client object's `Start` (`start` set) its updates, or `accessDenied` saying
     /// why there is no grant.
-    private func conclude(_ call: CallID, _ name: String, _ status: AuthorizationStatus, _ start: UpdateOptions?) {
+    private func conclude(_ call: CallID, _ name: SessionID, _ status: AuthorizationStatus, _ start: UpdateOptions?) {
         guard let start else { return effects.append(.reply(call, .status(status))) }
         guard var s = sessions[name] else { return }
         guard effectiveAccuracy(s) != nil else {
@@ -329,7 +329,7 @@ public final class ConsentCore {
     }
 
     /// `RequestOneTimeAuthorization` and `RequestWhenInUseAuthorization`, rules 1-4 of docs/dbus-api.md.
-    private func authorize(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions,
+    private func authorize(_ call: CallID, _ name: SessionID, _ kind: PromptKind, _ o: AuthOptions,
                            start: UpdateOptions? = nil) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
@@ -376,7 +376,7 @@ public final class ConsentCore {
 
     /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
     @discardableResult
-    private func grantTemporary(_ name: String, _ a: Accuracy) -> Bool {
+    private func grantTemporary(_ name: SessionID, _ a: Accuracy) -> Bool {
         guard var s = sessions[name], !isRestricted(s.caller), pause(s.caller) == nil,
               !processGone.contains(s.caller.connection) else {
             return false
@@ -401,7 +401,7 @@ public final class ConsentCore {
         effects.append(.saveConsents(urgent: false))
     }
 
-    private func ask(_ call: CallID, _ name: String, _ kind: PromptKind, _ o: AuthOptions, start: UpdateOptions?) {
+    private func ask(_ call: CallID, _ name: SessionID, _ kind: PromptKind, _ o: AuthOptions, start: UpdateOptions?) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
         // Our own agent first; for a client object's Start, the uid's GeoClue agent else.
@@ -539,7 +539,7 @@ public final class ConsentCore {
     /// A connection left: its client objects' sessions end, then its own, and its agent goes.
     private func nameLeft(_ name: String) {
         for client in sessions.clientSessions(of: name).sorted() { endSession(client) }
-        endSession(name)
+        endSession(.connection(name))
         processGone.remove(name)
         loginSessionOf[name] = nil
         if let (uid, _) = agents.first(where: { $0.value.name == name }) {
@@ -551,7 +551,7 @@ public final class ConsentCore {
     }
 
     /// The session ends: its grant, its updates, and its part in a prompt.
-    private func endSession(_ name: String) {
+    private func endSession(_ name: SessionID) {
         if let s = sessions.remove(name) {
             let app = s.caller.app
             if s.lastGranted || s.updates { endGrant(name) }
@@ -588,7 +588,7 @@ public final class ConsentCore {
     /// stays in force while one of them grants.
     private func processExited(_ connection: String) {
         guard processGone.insert(connection).inserted else { return }
-        for name in [connection] + sessions.clientSessions(of: connection).sorted() {
+        for name in [SessionID.connection(connection)] + sessions.clientSessions(of: connection).sorted() {
             guard var s = sessions[name], s.tempGrant != nil else { continue }
             s.tempGrant = nil
             if effectiveAccuracy(s) == nil { s.limit = nil }
@@ -623,7 +623,7 @@ public final class ConsentCore {
     /// reason), and `grantEnded`.
     private func pauseChanged(of connections: [String]) {
         for connection in connections.sorted() {
-            for name in [connection] + sessions.clientSessions(of: connection).sorted() {
+            for name in [SessionID.connection(connection)] + sessions.clientSessions(of: connection).sorted() {
                 guard var s = sessions[name] else { continue }
                 if let p = pause(s.caller), s.lastPause == nil {
                     s.tempGrant = nil
@@ -643,7 +643,7 @@ public final class ConsentCore {
     /// A session waiting on a prompt (or for one) was paused: its request is
     /// answered now as when location is off, and a prompt nobody else waits
     /// on is withdrawn, so that no answer given later grants it.
-    private func answerPaused(_ name: String) {
+    private func answerPaused(_ name: SessionID) {
         guard let s = sessions[name], let waiting = s.waiting else { return }
         let app = s.caller.app
         var waiter: Waiter?
@@ -729,7 +729,7 @@ public final class ConsentCore {
     /// agent's level, so that a refused caller makes it call no one.
     public func geoclueAgentRefusal(_ caller: Caller) -> CoreError? {
         if let refusal = agentRefusal(caller) { return refusal }
-        if let g = geoclueAgents[caller.uid], g.name != caller.name { return .agentExists }
+        if let g = geoclueAgents[caller.uid], g.name != caller.connection { return .agentExists }
         return nil
     }
 
@@ -741,19 +741,19 @@ public final class ConsentCore {
         case .registerAgent(let path):
             if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
             if let a = agents[caller.uid] {
-                if a.name == caller.name && a.path == path { return effects.append(.reply(call, .empty)) }
+                if a.name == caller.connection && a.path == path { return effects.append(.reply(call, .empty)) }
                 return effects.append(.fail(call, .agentExists))
             }
-            agents[caller.uid] = Agent(name: caller.name, path: path, uid: caller.uid)
+            agents[caller.uid] = Agent(name: caller.connection, path: path, uid: caller.uid)
             effects.append(.reply(call, .empty))
         case .addGeoClueAgent(let maxAccuracy):
             if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
-            if let g = geoclueAgents[caller.uid], g.name != caller.name { return effects.append(.fail(call, .agentExists)) }
-            geoclueAgents[caller.uid] = GeoClueAgent(name: caller.name, uid: caller.uid, maxAccuracy: maxAccuracy)
+            if let g = geoclueAgents[caller.uid], g.name != caller.connection { return effects.append(.fail(call, .agentExists)) }
+            geoclueAgents[caller.uid] = GeoClueAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy)
             allChanged = true
             effects.append(.reply(call, .empty))
         case .unregisterAgent(let path):
-            guard let a = agents[caller.uid], a.name == caller.name, a.path == path else {
+            guard let a = agents[caller.uid], a.name == caller.connection, a.path == path else {
                 return effects.append(.fail(call, .invalidArgs("No agent is registered at \(path) by this connection")))
             }
             dropAgent(caller.uid)
@@ -780,8 +780,8 @@ public final class ConsentCore {
             effects.append(.reply(call, .empty))
         case .listSessions, .listSessionDetails:
             let list = sessions.all.filter { caller.isRoot || $0.caller.uid == caller.uid }
-                .sorted { $0.caller.name < $1.caller.name }
-                .map { SessionInfo(name: $0.caller.name, uid: $0.caller.uid, appID: $0.caller.appID,
+                .sorted { $0.caller.session < $1.caller.session }
+                .map { SessionInfo(name: $0.caller.session.description, uid: $0.caller.uid, appID: $0.caller.appID,
                                    status: status($0), updates: $0.updates, paused: pause($0.caller)) }
             effects.append(.reply(call, request == .listSessions ? .sessions(list) : .sessionDetails(list)))
         case .setEnabled(let value):
@@ -826,7 +826,7 @@ public final class ConsentCore {
 
     /// Adds `grantEnded` for a session, once per event (a set, not a scan of the
     /// effects: disabling the service ends every session's grant at once).
-    private func endGrant(_ name: String) {
+    private func endGrant(_ name: SessionID) {
         if ended.insert(name).inserted { effects.append(.grantEnded(session: name)) }
     }
 
@@ -837,7 +837,7 @@ public final class ConsentCore {
     /// of apps whose record changed; all of them only when `Enabled` changed.
     /// (The config does not change while an event is handled.)
     private func announceChanges() {
-        var names: [String]
+        var names: [SessionID]
         if allChanged {
             names = sessions.names.sorted()
         } else {

@@ -5,12 +5,12 @@ public typealias CallID = UInt64
 
 /// Who is calling, as the daemon resolved it from bus credentials.
 public struct Caller: Equatable, Sendable {
-    /// The session key: the unique bus name (`:1.42`), or for a client object
-    /// of that connection a name of its own (`clientSession(_:)`).
-    public var name: String
+    /// The session the call belongs to: the connection's own, or one of its
+    /// client objects' (`clientSession(_:)`).
+    public var session: SessionID
     /// The unique bus name of the connection the session belongs to: the session
-    /// ends when it leaves the bus. The same as `name` except for client objects.
-    public var connection: String
+    /// ends when it leaves the bus.
+    public var connection: String { session.connection }
     public let uid: UInt32
     public var pid: UInt32
     public let appID: String
@@ -21,10 +21,9 @@ public struct Caller: Equatable, Sendable {
     /// its app id when made, and the core asks for it several times per call.
     public let app: AppKey
 
-    public init(name: String, uid: UInt32, pid: UInt32, appID: String, identity: IdentityKind = .executable,
-                executable: String = "", connection: String? = nil) {
-        self.name = name
-        self.connection = connection ?? name
+    public init(session: SessionID, uid: UInt32, pid: UInt32, appID: String, identity: IdentityKind = .executable,
+                executable: String = "") {
+        self.session = session
         self.uid = uid
         self.pid = pid
         self.appID = appID
@@ -37,24 +36,13 @@ public struct Caller: Equatable, Sendable {
 
     /// The same app on the same connection, as the session of one of its client
     /// objects (a GeoClue `Client`, numbered by the daemon): each such object is
-    /// a grant of its own, named `CONNECTION/geoclue/NUMBER`, and ends with the
-    /// object or with the connection.
+    /// a grant of its own, and ends with the object or with the connection.
     public func clientSession(_ number: UInt32) -> Caller {
         var c = self
-        c.name = Caller.clientSessionName(connection: connection, number: number)
+        c.session = .clientObject(connection: connection, number: number)
         return c
     }
 
-    /// The session name of client object `number` of `connection`.
-    public static func clientSessionName(connection: String, number: UInt32) -> String {
-        connection + "/geoclue/" + String(number)
-    }
-
-    /// Whether a session name is a client object's (`clientSession(_:)`): a
-    /// unique bus name never holds a `/`.
-    public static func isClientSession(_ name: String) -> Bool {
-        name.utf8.contains(UInt8(ascii: "/"))
-    }
     /// Flatpak or Snap, verified or not (`IdentityKind.isSandboxed`).
     public var sandboxed: Bool { identity.isSandboxed }
 }
@@ -156,7 +144,7 @@ public enum CoreEvent: Equatable, Sendable {
     case nameLeft(String)
     /// A client object's session ends (`Stop`, the object deleted, its `Start`
     /// given up), as if its connection had left.
-    case sessionEnded(String)
+    case sessionEnded(SessionID)
     /// A GeoClue agent's `MaxAccuracyLevel` changed (nil: location off); ignored
     /// unless `name` is a registered GeoClue agent.
     case geoclueAgentLevel(name: String, maxAccuracy: Accuracy?)
@@ -343,7 +331,7 @@ public enum CoreEffect: Equatable, Sendable {
     case reply(CallID, CoreReply)
     case fail(CallID, CoreError)
     /// Unicast `AuthorizationChanged` to a session.
-    case authorizationChanged(session: String, AuthorizationStatus)
+    case authorizationChanged(session: SessionID, AuthorizationStatus)
     case confirm(ConfirmRequest)
     /// Ask a GeoClue agent (`AuthorizeApp`); it has no `Cancel`, so a withdrawn
     /// prompt's late answer is just dropped.
@@ -357,17 +345,17 @@ public enum CoreEffect: Equatable, Sendable {
     case enabledChanged(Bool)
     /// The session may receive fixes now (`StartUpdates`, `RequestLocation` passed the gate),
     /// with the options the call came with.
-    case startUpdates(CallID, session: String, UpdateOptions)
-    case stopUpdates(CallID?, session: String)
-    case locate(CallID, session: String, LocationOptions)
+    case startUpdates(CallID, session: SessionID, UpdateOptions)
+    case stopUpdates(CallID?, session: SessionID)
+    case locate(CallID, session: SessionID, LocationOptions)
     /// Stop the session's fixes at once: drop its updates and pending requests
     /// (its grant ended, or it called `Revoke`).
-    case grantEnded(session: String)
+    case grantEnded(session: SessionID)
     /// The session's login session is paused: its updates stay on but get no
     /// fix (`LocationError` says why), its waiting `RequestLocation` calls fail.
     /// Sent before any `startUpdates` of a session that is paused already.
-    case pauseFixes(session: String, PauseReason)
+    case pauseFixes(session: SessionID, PauseReason)
     /// The pause of the session ends (the user is back, or the session ended):
     /// its updates get fixes again.
-    case resumeFixes(session: String)
+    case resumeFixes(session: SessionID)
 }

@@ -4,31 +4,31 @@
 /// to report it, and without walking sessions nothing touched.
 
 extension ConsentCore {
-    /// The live sessions by unique name, indexed by app.
+    /// The live sessions by id, indexed by app.
     struct SessionTable {
-        private var byName: [String: Session] = [:]
-        private var byApp: [AppKey: Set<String>] = [:]
+        private var byName: [SessionID: Session] = [:]
+        private var byApp: [AppKey: Set<SessionID>] = [:]
         /// The client objects' sessions of each connection (`Caller.connection`).
-        private var clientsOf: [String: Set<String>] = [:]
+        private var clientsOf: [String: Set<SessionID>] = [:]
         /// Sessions of each uid, and those of them waiting on a prompt: the
         /// per-user limits, kept as the table is written.
         private var sessionsOf: [UInt32: Int] = [:]
         private var waitingOf: [UInt32: Int] = [:]
         /// Sessions written since `forgetChanges()`.
-        private(set) var changed: Set<String> = []
+        private(set) var changed: Set<SessionID> = []
 
         var count: Int { byName.count }
         func sessionCount(uid: UInt32) -> Int { sessionsOf[uid] ?? 0 }
         func waitingCount(uid: UInt32) -> Int { waitingOf[uid] ?? 0 }
-        var names: Dictionary<String, Session>.Keys { byName.keys }
-        var all: Dictionary<String, Session>.Values { byName.values }
-        func names(of app: AppKey) -> Set<String> { byApp[app] ?? [] }
+        var names: Dictionary<SessionID, Session>.Keys { byName.keys }
+        var all: Dictionary<SessionID, Session>.Values { byName.values }
+        func names(of app: AppKey) -> Set<SessionID> { byApp[app] ?? [] }
         /// The sessions of `connection`'s client objects (not its own).
-        func clientSessions(of connection: String) -> Set<String> { clientsOf[connection] ?? [] }
+        func clientSessions(of connection: String) -> Set<SessionID> { clientsOf[connection] ?? [] }
 
         /// Writing a session notes it as changed. Sessions come and go through
         /// `add` and `remove` only, which keep the index by app.
-        subscript(name: String) -> Session? {
+        subscript(name: SessionID) -> Session? {
             get { byName[name] }
             set {
                 guard let newValue else {
@@ -46,10 +46,10 @@ extension ConsentCore {
         }
 
         mutating func add(_ s: Session) {
-            precondition(byName[s.caller.name] == nil && s.waiting == nil, "a session is added once, not waiting")
-            byName[s.caller.name] = s
-            byApp[s.caller.app, default: []].insert(s.caller.name)
-            if s.caller.connection != s.caller.name { clientsOf[s.caller.connection, default: []].insert(s.caller.name) }
+            precondition(byName[s.caller.session] == nil && s.waiting == nil, "a session is added once, not waiting")
+            byName[s.caller.session] = s
+            byApp[s.caller.app, default: []].insert(s.caller.session)
+            if s.caller.session.busName == nil { clientsOf[s.caller.connection, default: []].insert(s.caller.session) }
             Self.count(&sessionsOf, s.caller.uid, 1)
         }
 
@@ -58,13 +58,13 @@ extension ConsentCore {
             table[uid] = n > 0 ? n : nil
         }
 
-        mutating func remove(_ name: String) -> Session? {
+        mutating func remove(_ name: SessionID) -> Session? {
             guard let s = byName.removeValue(forKey: name) else { return nil }
             let app = s.caller.app
             byApp[app]?.remove(name)
             if byApp[app]?.isEmpty == true { byApp[app] = nil }
             let connection = s.caller.connection
-            if connection != name {
+            if name.busName == nil {
                 clientsOf[connection]?.remove(name)
                 if clientsOf[connection]?.isEmpty == true { clientsOf[connection] = nil }
             }

@@ -37,14 +37,14 @@ public struct AuthorizeAppRequest: Equatable, Sendable {
     public var desktopID: String
     /// The client object's session that opened the prompt (its accuracy level is
     /// what the agent is told).
-    public var session: String
+    public var session: SessionID
     public var accuracy: Accuracy
     /// Seconds the agent has to answer.
     public var timeout: Double
     /// The uid whose agent is asked (the app's): the daemon's calls to agents are budgeted per uid.
     public var uid: UInt32
 
-    public init(agentName: String, requestID: String, desktopID: String, session: String, accuracy: Accuracy,
+    public init(agentName: String, requestID: String, desktopID: String, session: SessionID, accuracy: Accuracy,
                 timeout: Double, uid: UInt32 = 0) {
         self.agentName = agentName
         self.requestID = requestID

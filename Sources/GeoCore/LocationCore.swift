@@ -33,12 +33,12 @@ public final class LocationCore {
     private var outage = false
     private var lastFix: (fix: Fix, at: UInt64)?
     /// Waiting `RequestLocation` calls, per session in arrival order.
-    private var pending: [String: [CallID]] = [:]
-    private var pendingSession: [CallID: String] = [:]
-    private var subscribers: [String: Subscriber] = [:]
+    private var pending: [SessionID: [CallID]] = [:]
+    private var pendingSession: [CallID: SessionID] = [:]
+    private var subscribers: [SessionID: Subscriber] = [:]
     /// Sessions whose login session is paused (`pause`): their updates stay
     /// but get no fix and keep no gpsd connection open.
-    private var paused: [String: PauseReason] = [:]
+    private var paused: [SessionID: PauseReason] = [:]
 
     private var effects: [LocationEffect] = []
     /// During `handleFix(_:now:grants:send:)`: where replies and signals go as they are decided.
@@ -67,7 +67,7 @@ public final class LocationCore {
 
     /// Handles one event at monotonic time `now` (ns). `grants` is the accuracy a
     /// session may receive at this moment (nil: none), asked for every delivery.
-    public func handle(_ event: LocationEvent, now: UInt64, grants: (String) -> Accuracy?) -> [LocationEffect] {
+    public func handle(_ event: LocationEvent, now: UInt64, grants: (SessionID) -> Accuracy?) -> [LocationEffect] {
         self.now = now
         effects = []
         switch event {
@@ -110,7 +110,7 @@ public final class LocationCore {
     /// need not wait for the whole fan-out to be prepared. The other effects
     /// (timers, logs, `InUse`) are returned, to be carried out after those sends.
     /// `send` must not call back into this core.
-    public func handleFix(_ fix: Fix, now: UInt64, grants: (String) -> Accuracy?,
+    public func handleFix(_ fix: Fix, now: UInt64, grants: (SessionID) -> Accuracy?,
                           send: (LocationEffect) -> Void) -> [LocationEffect] {
         withoutActuallyEscaping(send) { send in
             sink = send
@@ -127,7 +127,7 @@ public final class LocationCore {
     // MARK: Requests (already past the consent gate)
 
     /// `RequestLocation`: a cached fix younger than `maxAge`, else the next one.
-    private func locate(_ call: CallID, _ session: String, _ options: LocationOptions, _ grants: (String) -> Accuracy?) {
+    private func locate(_ call: CallID, _ session: SessionID, _ options: LocationOptions, _ grants: (SessionID) -> Accuracy?) {
         if let p = paused[session] { return effects.append(.fail(call, .sessionPaused(p))) }
         if let last = lastFix, Double(now &- last.at) / 1e9 < options.maxAge, let acc = grants(session) {
             var shown = Shown(last.fix, grid: grid)
@@ -156,8 +156,8 @@ public final class LocationCore {
     }
 
     /// `StartUpdates`: replaces the session's options and restarts its filters.
-    private func startUpdates(_ call: CallID, _ session: String, _ options: UpdateOptions,
-                              _ grants: (String) -> Accuracy?) {
+    private func startUpdates(_ call: CallID, _ session: SessionID, _ options: UpdateOptions,
+                              _ grants: (SessionID) -> Accuracy?) {
         subscribers[session] = Subscriber(options: options)
         effects.append(.reply(call, .empty))
         if let p = paused[session] {
@@ -171,7 +171,7 @@ public final class LocationCore {
 
     /// A fix younger than `startCacheAge` goes to a session whose updates just
     /// started or resumed; during a gpsd outage it is told so.
-    private func sendRecent(to session: String, _ grants: (String) -> Accuracy?) {
+    private func sendRecent(to session: SessionID, _ grants: (SessionID) -> Accuracy?) {
         if let last = lastFix, now &- last.at < Self.startCacheAge {
             var shown = Shown(last.fix, grid: grid)
             deliver(&shown, to: [session], grants)
@@ -186,7 +186,7 @@ public final class LocationCore {
 
     /// The session's login session is paused: its updates say why and get no
     /// fix, its waiting requests fail. A new reason is said again.
-    private func pause(_ session: String, _ reason: PauseReason) {
+    private func pause(_ session: SessionID, _ reason: PauseReason) {
         let old = paused.updateValue(reason, forKey: session)
         if old != reason, subscribers[session] != nil {
             effects.append(.locationError(session: session, .sessionPaused(reason)))
@@ -201,7 +201,7 @@ public final class LocationCore {
 
     /// The pause ended (or the session did): its updates get fixes again, a
     /// recent one at once.
-    private func resume(_ session: String, _ grants: (String) -> Accuracy?) {
+    private func resume(_ session: SessionID, _ grants: (SessionID) -> Accuracy?) {
         guard paused.removeValue(forKey: session) != nil else { return }
         if paused.isEmpty { paused = [:] }
         if subscribers[session] != nil { sendRecent(to: session, grants) }
@@ -209,7 +209,7 @@ public final class LocationCore {
     }
 
     /// The session's grant ended (or it left): nothing more reaches it.
-    private func drop(_ session: String) {
+    private func drop(_ session: SessionID) {
         subscribers[session] = nil
         for call in pending.removeValue(forKey: session) ?? [] {
             pendingSession[call] = nil
@@ -242,7 +242,7 @@ public final class LocationCore {
         }
     }
 
-    private func received(_ fix: Fix, _ grants: (String) -> Accuracy?) {
+    private func received(_ fix: Fix, _ grants: (SessionID) -> Accuracy?) {
         backoff = 0.1
         if outage {
             outage = false
@@ -276,7 +276,7 @@ public final class LocationCore {
 
     /// The subscribers in the order this fix goes out to them: each fix starts one
     /// session further along, so over time no session is always the last to hear.
-    private func fanOutOrder() -> [String] {
+    private func fanOutOrder() -> [SessionID] {
         let keys = Array(subscribers.keys)
         guard keys.count > 1 else { return keys }
         let start = rotation % keys.count
@@ -288,8 +288,8 @@ public final class LocationCore {
     /// filters let it through, in that order. Streaming, each session's signal goes
     /// out as soon as it passes; else they are grouped by accuracy so each group's
     /// signal body is built once. A subscriber without a grant is dropped.
-    private func deliver(_ shown: inout Shown, to sessions: [String], _ grants: (String) -> Accuracy?) {
-        var groups: [Accuracy: [String]] = [:]
+    private func deliver(_ shown: inout Shown, to sessions: [SessionID], _ grants: (SessionID) -> Accuracy?) {
+        var groups: [Accuracy: [SessionID]] = [:]
         for session in sessions {
             guard var sub = subscribers[session], paused[session] == nil else { continue }
             guard let acc = grants(session) else {

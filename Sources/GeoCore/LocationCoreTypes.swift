@@ -5,22 +5,22 @@
 /// An event the location service feeds the core.
 public enum LocationEvent: Equatable, Sendable {
     /// `RequestLocation` passed the consent gate.
-    case locate(CallID, session: String, LocationOptions)
+    case locate(CallID, session: SessionID, LocationOptions)
     /// `StartUpdates` passed the consent gate: replaces the session's options.
-    case startUpdates(CallID, session: String, UpdateOptions)
+    case startUpdates(CallID, session: SessionID, UpdateOptions)
     /// New filter options for a session whose updates are on, which keep counting
     /// from the fix it was last sent (a GeoClue client's thresholds changed while
     /// it is started). Nothing happens for a session without updates.
-    case setUpdateOptions(session: String, UpdateOptions)
+    case setUpdateOptions(session: SessionID, UpdateOptions)
     /// `StopUpdates` (nil: no call to answer).
-    case stopUpdates(CallID?, session: String)
+    case stopUpdates(CallID?, session: SessionID)
     /// The session's grant ended, or it left the bus.
-    case drop(session: String)
+    case drop(session: SessionID)
     /// The session's login session is paused: its updates are kept but get no
     /// fix, and do not keep gpsd open; its waiting requests fail.
-    case pause(session: String, PauseReason)
+    case pause(session: SessionID, PauseReason)
     /// The session's pause ended: its updates get fixes again.
-    case resume(session: String)
+    case resume(session: SessionID)
     /// gpsd reported a fix.
     case fix(Fix)
     /// A connection attempt to gpsd succeeded.
@@ -88,9 +88,9 @@ public enum LocationEffect: Equatable, Sendable {
     case fail(CallID, LocationFailure)
     /// `LocationUpdated` to each of `sessions`: the same body for all of them
     /// (`fix` is already reduced for `.reduced`).
-    case locationUpdated(sessions: [String], Accuracy, Fix)
+    case locationUpdated(sessions: [SessionID], Accuracy, Fix)
     /// `LocationError` to one session.
-    case locationError(session: String, LocationFailure)
+    case locationError(session: SessionID, LocationFailure)
     /// `PropertiesChanged` for `GpsdConnected`.
     case gpsdConnectedChanged(Bool)
     /// `PropertiesChanged` for `InUse`.

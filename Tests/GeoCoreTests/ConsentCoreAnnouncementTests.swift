@@ -136,7 +136,7 @@ final class ConsentCoreAnnouncementTests: XCTestCase {
             path.play(rig)
             XCTAssertEqual(ledger.problems, [], path.label)
             for (c, st) in path.expect {
-                XCTAssertEqual(ledger.status(c), st, "\(path.label): \(c.name)")
+                XCTAssertEqual(ledger.status(c), st, "\(path.label): \(c.session)")
             }
             XCTAssertEqual(ledger.signals, path.signals, path.label)
         }
@@ -190,20 +190,20 @@ final class ConsentCoreAnnouncementTests: XCTestCase {
         var t = ConsentCore.SessionTable()
         for c in [W.maps1, W.maps2, W.weather] { t.add(session(c)) }
         XCTAssertEqual(t.changed, [], "a new session's status is taken when it is made")
-        XCTAssertEqual(t.names(of: W.maps1.app), [W.maps1.name, W.maps2.name])
-        t[W.maps2.name]?.updates = true
-        t[W.weather.name]?.waiting = .queued
-        XCTAssertEqual(t.changed, [W.maps2.name, W.weather.name])
-        t[W.maps3.name]?.tempGrant = .full
-        XCTAssertNil(t[W.maps3.name], "writing a missing session adds nothing")
-        XCTAssertEqual(t.changed, [W.maps2.name, W.weather.name])
+        XCTAssertEqual(t.names(of: W.maps1.app), [W.maps1.session, W.maps2.session])
+        t[W.maps2.session]?.updates = true
+        t[W.weather.session]?.waiting = .queued
+        XCTAssertEqual(t.changed, [W.maps2.session, W.weather.session])
+        t[W.maps3.session]?.tempGrant = .full
+        XCTAssertNil(t[W.maps3.session], "writing a missing session adds nothing")
+        XCTAssertEqual(t.changed, [W.maps2.session, W.weather.session])
         t.forgetChanges()
         XCTAssertEqual(t.changed, [])
-        XCTAssertEqual(t.remove(W.maps1.name)?.caller, W.maps1)
-        XCTAssertNil(t.remove(W.maps1.name))
-        XCTAssertEqual(t.names(of: W.maps1.app), [W.maps2.name])
-        _ = t.remove(W.maps2.name)
-        _ = t.remove(W.weather.name)
+        XCTAssertEqual(t.remove(W.maps1.session)?.caller, W.maps1)
+        XCTAssertNil(t.remove(W.maps1.session))
+        XCTAssertEqual(t.names(of: W.maps1.app), [W.maps2.session])
+        _ = t.remove(W.maps2.session)
+        _ = t.remove(W.weather.session)
         XCTAssertEqual(t.count, 0)
         XCTAssertEqual(t.names(of: W.maps1.app), [])
     }

@@ -20,12 +20,16 @@ final class ConsentCoreClientObjectTests: XCTestCase {
     }
 
     func testClientSessionNames() {
-        XCTAssertEqual(Self.client1.name, ":1.10/geoclue/1")
+        XCTAssertEqual(Self.client1.session, .clientObject(connection: ":1.10", number: 1))
+        XCTAssertEqual(Self.client1.session.description, ":1.10/geoclue/1", "as logs name it")
         XCTAssertEqual(Self.client1.connection, ":1.10")
         XCTAssertEqual(Self.client1.app, W.maps1.app, "the app of its connection")
-        XCTAssertEqual(W.maps1.connection, W.maps1.name)
-        XCTAssertTrue(Caller.isClientSession(Self.client1.name))
-        XCTAssertFalse(Caller.isClientSession(W.maps1.name))
+        XCTAssertEqual(W.maps1.session, .connection(W.maps1.connection))
+        XCTAssertEqual(Self.client1.session.busName, nil, "a client object's session is its front end's")
+        XCTAssertEqual(W.maps1.session.busName, ":1.10")
+        XCTAssertEqual([Self.client1.session, W.maps1.session, W.maps1.clientSession(2).session].sorted(),
+                       [W.maps1.session, Self.client1.session, W.maps1.clientSession(2).session],
+                       "a connection's own session first, then its client objects by number")
     }
 
     /// Every way `Start` can end, from the state before it and the agent's answer.
@@ -88,16 +92,16 @@ final class ConsentCoreClientObjectTests: XCTestCase {
             }
             switch c.outcome {
             case .updates(let acc):
-                XCTAssertTrue(out.contains(.startUpdates(s.call, session: Self.client1.name, Self.filters)), "\(c.label): \(out)")
-                XCTAssertEqual(rig.core.grantedAccuracy(for: Self.client1.name), acc, c.label)
-                XCTAssertTrue(rig.core.updatesOn(Self.client1.name), c.label)
+                XCTAssertTrue(out.contains(.startUpdates(s.call, session: Self.client1.session, Self.filters)), "\(c.label): \(out)")
+                XCTAssertEqual(rig.core.grantedAccuracy(for: Self.client1.session), acc, c.label)
+                XCTAssertTrue(rig.core.updatesOn(Self.client1.session), c.label)
             case .refused(let why):
                 guard case .accessDenied(let m)? = out.failure(of: s.call) else {
                     XCTFail("\(c.label): not refused: \(out)")
                     continue
                 }
                 XCTAssertTrue(m.contains(why), "\(c.label): \(m)")
-                XCTAssertNil(rig.core.grantedAccuracy(for: Self.client1.name), c.label)
+                XCTAssertNil(rig.core.grantedAccuracy(for: Self.client1.session), c.label)
             }
             XCTAssertEqual(out.reply(to: s.call), nil, "\(c.label): Start gets no status reply")
             XCTAssertEqual(rig.core.records[W.maps1.app]?.decision, c.stored, c.label)
@@ -116,9 +120,9 @@ final class ConsentCoreClientObjectTests: XCTestCase {
         let rig = Rig()
         let s = start(rig, Self.client1)
         rig.answer(s.promptID, "allow-once")
-        XCTAssertEqual(rig.core.grantedAccuracy(for: Self.client1.name), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: Self.client1.session), .full)
         // Another client object of the same connection asks again; the connection itself has nothing.
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
         XCTAssertNotNil(start(rig, Self.client2).confirm, "Allow Once covers only its own client object")
     }
 
@@ -126,8 +130,8 @@ final class ConsentCoreClientObjectTests: XCTestCase {
         let rig = Rig()
         let s = start(rig, Self.client1)
         rig.answer(s.promptID, "allow-once")
-        XCTAssertEqual(rig.send(.sessionEnded(Self.client1.name)), [.grantEnded(session: Self.client1.name)])
-        XCTAssertFalse(rig.core.hasSession(Self.client1.name))
+        XCTAssertEqual(rig.send(.sessionEnded(Self.client1.session)), [.grantEnded(session: Self.client1.session)])
+        XCTAssertFalse(rig.core.hasSession(Self.client1.session))
         XCTAssertNotNil(start(rig, Self.client1).confirm, "Start after Stop asks again")
     }
 
@@ -135,10 +139,10 @@ final class ConsentCoreClientObjectTests: XCTestCase {
         let rig = Rig()
         let s = start(rig, Self.client1)
         rig.answer(s.promptID, "allow-while-using")
-        rig.send(.sessionEnded(Self.client1.name))
+        rig.send(.sessionEnded(Self.client1.session))
         let again = start(rig, Self.client1)
         XCTAssertEqual(again.effects, [.saveConsents(urgent: false),   // last-used
-                                       .startUpdates(again.call, session: Self.client1.name, Self.filters)])
+                                       .startUpdates(again.call, session: Self.client1.session, Self.filters)])
     }
 
     func testConnectionLeavingEndsAllItsClientObjects() {
@@ -149,16 +153,16 @@ final class ConsentCoreClientObjectTests: XCTestCase {
         rig.approveTap(W.maps1)
         XCTAssertEqual(rig.core.sessionCount, 4)
         let out = rig.leave(W.maps1)
-        XCTAssertEqual(out.grantsEnded, [Self.client1.name, Self.client2.name, W.maps1.name])
+        XCTAssertEqual(out.grantsEnded, [Self.client1.session, Self.client2.session, W.maps1.session])
         XCTAssertEqual(rig.core.sessionCount, 1)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: Self.weather3.name), .full, "another connection's client is untouched")
+        XCTAssertEqual(rig.core.grantedAccuracy(for: Self.weather3.session), .full, "another connection's client is untouched")
     }
 
     func testClientObjectEndingWhileItsStartWaitsWithdrawsThePrompt() {
         let rig = Rig()
         let s = start(rig, Self.client1)
         let id = s.promptID
-        XCTAssertEqual(rig.send(.sessionEnded(Self.client1.name)).cancels, [id!])
+        XCTAssertEqual(rig.send(.sessionEnded(Self.client1.session)).cancels, [id!])
         XCTAssertEqual(rig.core.openPromptCount, 0)
         XCTAssertEqual(rig.answer(id, "allow-once"), [], "a late answer reaches nobody")
 
@@ -185,8 +189,8 @@ final class ConsentCoreClientObjectTests: XCTestCase {
         let out = rig.manage(W.root, .setEnabled(false)).effects
         guard case .accessDenied(let m)? = out.failure(of: waiting.call) else { return XCTFail("\(out)") }
         XCTAssertTrue(m.contains("switched off"), m)
-        XCTAssertTrue(out.grantsEnded.contains(Self.client1.name), "\(out)")
-        XCTAssertFalse(rig.core.updatesOn(Self.client1.name))
+        XCTAssertTrue(out.grantsEnded.contains(Self.client1.session), "\(out)")
+        XCTAssertFalse(rig.core.updatesOn(Self.client1.session))
     }
 
     func testClientObjectsCountAsSessionsOfTheirUser() {

@@ -13,33 +13,33 @@ enum Who {
     static let weatherID = "org.example.Weather"
 
     /// Two connections of the same app (uid 1000, Maps).
-    static let maps1 = Caller(name: ":1.10", uid: 1000, pid: 410, appID: mapsID, executable: "/usr/bin/maps")
-    static let maps2 = Caller(name: ":1.11", uid: 1000, pid: 411, appID: mapsID, executable: "/usr/bin/maps")
-    static let maps3 = Caller(name: ":1.12", uid: 1000, pid: 412, appID: mapsID, executable: "/usr/bin/maps")
+    static let maps1 = Caller(session: ":1.10", uid: 1000, pid: 410, appID: mapsID, executable: "/usr/bin/maps")
+    static let maps2 = Caller(session: ":1.11", uid: 1000, pid: 411, appID: mapsID, executable: "/usr/bin/maps")
+    static let maps3 = Caller(session: ":1.12", uid: 1000, pid: 412, appID: mapsID, executable: "/usr/bin/maps")
     /// Another app of the same user.
-    static let weather = Caller(name: ":1.20", uid: 1000, pid: 420, appID: weatherID, executable: "/usr/bin/weather")
+    static let weather = Caller(session: ":1.20", uid: 1000, pid: 420, appID: weatherID, executable: "/usr/bin/weather")
     /// The same app-id run by another user (uid 1001): a different app.
-    static let bobMaps = Caller(name: ":1.30", uid: 1001, pid: 430, appID: mapsID, executable: "/usr/bin/maps")
+    static let bobMaps = Caller(session: ":1.30", uid: 1001, pid: 430, appID: mapsID, executable: "/usr/bin/maps")
     /// A Flatpak app of uid 1000 (a verified one).
-    static let flatpak = Caller(name: ":1.40", uid: 1000, pid: 440, appID: "org.example.Flat", identity: .flatpak,
+    static let flatpak = Caller(session: ":1.40", uid: 1000, pid: 440, appID: "org.example.Flat", identity: .flatpak,
                                 executable: "/app/bin/flat")
     /// Consent agents.
-    static let agent = Caller(name: ":1.2", uid: 1000, pid: 200, appID: "/usr/bin/geoconsentctl",
+    static let agent = Caller(session: ":1.2", uid: 1000, pid: 200, appID: "/usr/bin/geoconsentctl",
                               executable: "/usr/bin/geoconsentctl")
-    static let agent2 = Caller(name: ":1.3", uid: 1000, pid: 201, appID: "/usr/bin/other-agent")
-    static let bobAgent = Caller(name: ":1.4", uid: 1001, pid: 202, appID: "/usr/bin/geoconsentctl")
+    static let agent2 = Caller(session: ":1.3", uid: 1000, pid: 201, appID: "/usr/bin/other-agent")
+    static let bobAgent = Caller(session: ":1.4", uid: 1001, pid: 202, appID: "/usr/bin/geoconsentctl")
     static let agentPath = "/org/example/Agent"
     /// Administrators and management tools.
-    static let root = Caller(name: ":1.1", uid: 0, pid: 1, appID: "/usr/bin/busctl")
-    static let aliceCtl = Caller(name: ":1.5", uid: 1000, pid: 205, appID: "/usr/bin/geoconsentctl")
-    static let bobCtl = Caller(name: ":1.6", uid: 1001, pid: 206, appID: "/usr/bin/geoconsentctl")
+    static let root = Caller(session: ":1.1", uid: 0, pid: 1, appID: "/usr/bin/busctl")
+    static let aliceCtl = Caller(session: ":1.5", uid: 1000, pid: 205, appID: "/usr/bin/geoconsentctl")
+    static let bobCtl = Caller(session: ":1.6", uid: 1001, pid: 206, appID: "/usr/bin/geoconsentctl")
 }
 
 extension Caller {
     /// A caller of another connection of the same app.
     func connection(_ name: String) -> Caller {
         var c = self
-        c.name = name
+        c.session = .connection(name)
         return c
     }
 }
@@ -57,8 +57,8 @@ extension Array where Element == CoreEffect {
     }
 
     /// `AuthorizationChanged` signals as (session, status).
-    var signals: [String: AuthorizationStatus] {
-        var out: [String: AuthorizationStatus] = [:]
+    var signals: [SessionID: AuthorizationStatus] {
+        var out: [SessionID: AuthorizationStatus] = [:]
         for e in self { if case .authorizationChanged(let s, let st) = e { out[s] = st } }
         return out
     }
@@ -67,7 +67,7 @@ extension Array where Element == CoreEffect {
         filter { if case .authorizationChanged = $0 { return true } else { return false } }.count
     }
 
-    var grantsEnded: Set<String> {
+    var grantsEnded: Set<SessionID> {
         Set(compactMap { if case .grantEnded(let s) = $0 { return s } else { return nil } })
     }
 
@@ -136,7 +136,7 @@ final class Rig {
         core = ConsentCore(config: config, records: records, enabled: enabled)
         for a in agents {
             let s = manage(a, .registerAgent(path: Who.agentPath))
-            precondition(s.effects == [.reply(s.call, .empty)], "agent \(a.name) did not register: \(s.effects)")
+            precondition(s.effects == [.reply(s.call, .empty)], "agent \(a.session) did not register: \(s.effects)")
         }
     }
 
@@ -190,7 +190,7 @@ final class Rig {
 
     /// A unique name leaves the bus.
     @discardableResult
-    func leave(_ c: Caller) -> [CoreEffect] { send(.nameLeft(c.name)) }
+    func leave(_ c: Caller) -> [CoreEffect] { send(.nameLeft(c.connection)) }
 
     /// `GetAuthorization` (starts a session if there is none).
     func auth(_ c: Caller, file: StaticString = #filePath, line: UInt = #line) -> AuthorizationInfo? {
@@ -275,8 +275,8 @@ func nonAnswers(for kind: PromptKind) -> [(String, AgentAnswer)] {
 final class Ledger {
     private let rig: Rig
     /// What each watched session was last told.
-    private var told: [String: AuthorizationStatus] = [:]
-    private var granted: [String: Bool] = [:]
+    private var told: [SessionID: AuthorizationStatus] = [:]
+    private var granted: [SessionID: Bool] = [:]
     /// `AuthorizationChanged` signals to watched sessions.
     private(set) var signals = 0
     private(set) var problems: [String] = []
@@ -285,13 +285,13 @@ final class Ledger {
     init(_ rig: Rig, watching callers: [Caller]) {
         self.rig = rig
         for c in callers {
-            told[c.name] = rig.auth(c)?.status
-            granted[c.name] = rig.core.grantedAccuracy(for: c.name) != nil
+            told[c.session] = rig.auth(c)?.status
+            granted[c.session] = rig.core.grantedAccuracy(for: c.session) != nil
         }
         rig.observer = { [unowned self] event, effects in self.check(event, effects) }
     }
 
-    func status(_ c: Caller) -> AuthorizationStatus? { told[c.name] }
+    func status(_ c: Caller) -> AuthorizationStatus? { told[c.session] }
 
     func check(_ event: CoreEvent, _ effects: [CoreEffect]) {
         let context = "after \(event)"

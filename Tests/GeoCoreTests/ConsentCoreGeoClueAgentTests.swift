@@ -7,7 +7,7 @@ import XCTest
 final class ConsentCoreGeoClueAgentTests: XCTestCase {
     typealias W = Who
 
-    static let shell = Caller(name: ":1.7", uid: 1000, pid: 207, appID: "/usr/bin/gnome-shell",
+    static let shell = Caller(session: ":1.7", uid: 1000, pid: 207, appID: "/usr/bin/gnome-shell",
                               executable: "/usr/bin/gnome-shell")
     static let client1 = W.maps1.clientSession(1)
     static let flatClient = W.flatpak.clientSession(4)
@@ -40,7 +40,7 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             /// nil: registered.
             var refused: String?
         }
-        let other = Caller(name: ":1.8", uid: 1000, pid: 208, appID: "/usr/bin/phosh")
+        let other = Caller(session: ":1.8", uid: 1000, pid: 208, appID: "/usr/bin/phosh")
         let cases: [Case] = [
             Case(label: "any unsandboxed program without an allow list", caller: Self.shell),
             Case(label: "never a sandbox", caller: W.flatpak, refused: "Sandboxed"),
@@ -61,15 +61,15 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             let early = rig.core.geoclueAgentRefusal(c.caller)
             let s = rig.manage(c.caller, .addGeoClueAgent(maxAccuracy: .reduced))
             XCTAssertEqual(early, s.error, "\(c.label): the early refusal is the registration's")
-            XCTAssertEqual(rig.core.isGeoClueAgent(c.caller.name, uid: c.caller.uid), c.refused == nil, c.label)
+            XCTAssertEqual(rig.core.isGeoClueAgent(c.caller.connection, uid: c.caller.uid), c.refused == nil, c.label)
             if let why = c.refused {
                 XCTAssertTrue(s.error.map { $0.message.contains(why) } ?? false, "\(c.label): \(s.effects)")
-                XCTAssertNotEqual(rig.core.geoclueAgent(forUID: c.caller.uid)?.name == c.caller.name
+                XCTAssertNotEqual(rig.core.geoclueAgent(forUID: c.caller.uid)?.name == c.caller.connection
                                   && rig.core.geoclueAgent(forUID: c.caller.uid)?.maxAccuracy == .reduced, true, c.label)
             } else {
                 XCTAssertEqual(s.effects, [.reply(s.call, .empty)], c.label)
                 XCTAssertEqual(rig.core.geoclueAgent(forUID: c.caller.uid),
-                               GeoClueAgent(name: c.caller.name, uid: c.caller.uid, maxAccuracy: .reduced), c.label)
+                               GeoClueAgent(name: c.caller.connection, uid: c.caller.uid, maxAccuracy: .reduced), c.label)
             }
         }
     }
@@ -133,9 +133,9 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             } else if let answer = c.answer {
                 guard let r = authorizes(s.effects).first else { XCTFail("\(c.label): not asked: \(s.effects)"); continue }
                 XCTAssertEqual(s.effects.confirms, [], c.label)
-                XCTAssertEqual(r.agentName, Self.shell.name, c.label)
+                XCTAssertEqual(r.agentName, Self.shell.connection, c.label)
                 XCTAssertEqual(r.desktopID, c.desktopID, c.label)
-                XCTAssertEqual(r.session, c.client.name, c.label)
+                XCTAssertEqual(r.session, c.client.session, c.label)
                 XCTAssertEqual(r.accuracy, c.accuracy, c.label)
                 XCTAssertEqual(r.timeout, ConsentCore.clientPromptTimeout, c.label)
                 out = rig.send(.agentAnswered(requestID: r.requestID, answer))
@@ -145,8 +145,8 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             }
             switch c.outcome {
             case .updates(let acc):
-                XCTAssertTrue(out.contains(.startUpdates(s.call, session: c.client.name, Self.filters)), "\(c.label): \(out)")
-                XCTAssertEqual(rig.core.grantedAccuracy(for: c.client.name), acc, c.label)
+                XCTAssertTrue(out.contains(.startUpdates(s.call, session: c.client.session, Self.filters)), "\(c.label): \(out)")
+                XCTAssertEqual(rig.core.grantedAccuracy(for: c.client.session), acc, c.label)
             case .refused(let why):
                 guard case .accessDenied(let m)? = out.failure(of: s.call) else {
                     XCTFail("\(c.label): not refused: \(out)")
@@ -168,13 +168,13 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         let first = start(rig, Self.client1)
         guard let r = authorizes(first.effects).first else { return XCTFail("not asked: \(first.effects)") }
         _ = rig.send(.agentAnswered(requestID: r.requestID, .capped(.allowWhileUsing, .reduced)))
-        XCTAssertEqual(rig.core.grantedAccuracy(for: Self.client1.name), .reduced)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: Self.client1.session), .reduced)
         let second = W.maps1.clientSession(2)
         let s = start(rig, second, .reduced)
         XCTAssertEqual(authorizes(s.effects), [], "reduced is covered: no prompt")
-        XCTAssertEqual(rig.core.grantedAccuracy(for: second.name), .reduced)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: second.session), .reduced)
         let third = W.maps1.clientSession(3)
-        XCTAssertEqual(authorizes(start(rig, third).effects).map(\.session), [third.name], "full is not: asked again")
+        XCTAssertEqual(authorizes(start(rig, third).effects).map(\.session), [third.session], "full is not: asked again")
     }
 
     func testOurOwnAPIIsNotAskedThroughAGeoClueAgentNorCapped() {
@@ -183,15 +183,15 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         let records = stored((W.maps1, .whenInUseFull))
         let capped = shellRig(nil, records: records)
         XCTAssertEqual(capped.ask(W.maps2).status, .whenInUse)
-        XCTAssertEqual(capped.core.grantedAccuracy(for: W.maps2.name), .full, "its cap is for GeoClue clients")
+        XCTAssertEqual(capped.core.grantedAccuracy(for: W.maps2.session), .full, "its cap is for GeoClue clients")
     }
 
     /// `MaxAccuracyLevel` changes while a client object runs: full, reduced, off, back on.
     func testCapFollowsTheAgentsLevel() {
         let rig = shellRig(.full, records: stored((W.maps1, .whenInUseFull)))
         let s = start(rig, Self.client1)
-        XCTAssertTrue(s.effects.contains(.startUpdates(s.call, session: Self.client1.name, Self.filters)))
-        let name = Self.client1.name
+        XCTAssertTrue(s.effects.contains(.startUpdates(s.call, session: Self.client1.session, Self.filters)))
+        let name = Self.client1.session
         let steps: [(Accuracy?, granted: Accuracy?, ended: Bool)] = [
             (.reduced, .reduced, false),
             (.full, .full, false),
@@ -199,7 +199,7 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             (.full, .full, false),
         ]
         for (cap, granted, ended) in steps {
-            let out = rig.send(.geoclueAgentLevel(name: Self.shell.name, maxAccuracy: cap))
+            let out = rig.send(.geoclueAgentLevel(name: Self.shell.connection, maxAccuracy: cap))
             XCTAssertEqual(rig.core.grantedAccuracy(for: name), granted, "cap \(String(describing: cap))")
             XCTAssertEqual(out.grantsEnded.contains(name), ended, "cap \(String(describing: cap)): \(out)")
         }
@@ -213,7 +213,7 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         let rig = shellRig(.reduced)
         let s = start(rig, Self.client1)
         XCTAssertEqual(authorizes(s.effects).count, 1)
-        let out = rig.send(.nameLeft(Self.shell.name))
+        let out = rig.send(.nameLeft(Self.shell.connection))
         XCTAssertEqual(out.cancels, [], "GeoClue agents have no Cancel")
         guard case .accessDenied(let m)? = out.failure(of: s.call) else { return XCTFail("\(out)") }
         XCTAssertTrue(m.contains("not answered"), m)
@@ -224,7 +224,7 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
     func testAClientEndingWhileTheGeoClueAgentIsAskedSendsNoCancel() {
         let rig = shellRig()
         let r = authorizes(start(rig, Self.client1).effects).first
-        XCTAssertEqual(rig.send(.sessionEnded(Self.client1.name)).cancels, [])
+        XCTAssertEqual(rig.send(.sessionEnded(Self.client1.session)).cancels, [])
         XCTAssertEqual(rig.core.openPromptCount, 0)
         XCTAssertEqual(rig.send(.agentAnswered(requestID: r?.requestID ?? "", .decision(.allowWhileUsing))), [],
                        "a late answer reaches nobody and stores nothing")

@@ -10,7 +10,7 @@ final class ConsentCoreIdentityTrustTests: XCTestCase {
 
     /// A caller of `uid` showing the app-id `id` as `kind`.
     private func caller(_ n: Int, uid: UInt32, _ kind: IdentityKind, _ id: String = firefox) -> Caller {
-        Caller(name: ":1.\(700 + n)", uid: uid, pid: UInt32(7000 + n), appID: id, identity: kind,
+        Caller(session: .connection(":1.\(700 + n)"), uid: uid, pid: UInt32(7000 + n), appID: id, identity: kind,
                executable: kind == .executable ? id : "/app/bin/firefox")
     }
 
@@ -61,7 +61,7 @@ final class ConsentCoreIdentityTrustTests: XCTestCase {
             let info = rig.auth(c)
             XCTAssertEqual(info?.status, status, label)
             XCTAssertEqual(info?.accuracy, accuracy, label)
-            XCTAssertEqual(rig.core.grantedAccuracy(for: c.name), accuracy, label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: c.session), accuracy, label)
             let fix = rig.call(c, .requestLocation(LocationOptions()))
             XCTAssertEqual(fix.error == .notAuthorized, accuracy == nil, "\(label): \(fix.effects)")
         }
@@ -115,7 +115,7 @@ final class ConsentCoreIdentityTrustTests: XCTestCase {
             let s = rig.manage(c, .registerAgent(path: W.agentPath))
             if allowed {
                 XCTAssertEqual(s.effects, [.reply(s.call, .empty)], label)
-                XCTAssertEqual(rig.core.agentName(forUID: c.uid), c.name, label)
+                XCTAssertEqual(rig.core.agentName(forUID: c.uid), c.connection, label)
             } else {
                 XCTAssertTrue(s.accessDenied, "\(label): \(s.effects)")
                 XCTAssertNil(rig.core.agentName(forUID: c.uid), label)

@@ -9,7 +9,7 @@ final class ConsentCoreLimitTests: XCTestCase {
 
     /// Uid 1000's app `appID`, connection number `n`.
     private func alice(_ n: Int, app appID: String = W.mapsID) -> Caller {
-        Caller(name: ":1.\(1000 + n)", uid: 1000, pid: UInt32(5000 + n), appID: appID, executable: "/usr/bin/x")
+        Caller(session: .connection(":1.\(1000 + n)"), uid: 1000, pid: UInt32(5000 + n), appID: appID, executable: "/usr/bin/x")
     }
 
     private func limits(_ edit: (inout Limits) -> Void) -> Config {
@@ -24,7 +24,7 @@ final class ConsentCoreLimitTests: XCTestCase {
         let over = rig.call(alice(3), .getAuthorization)
         guard case .limitsExceeded(let m)? = over.error else { return XCTFail("\(over.effects)") }
         XCTAssertTrue(m.contains("sessions-per-user"), m)
-        XCTAssertFalse(rig.core.hasSession(alice(3).name), "no session was made for the refused call")
+        XCTAssertFalse(rig.core.hasSession(alice(3).session), "no session was made for the refused call")
         // Another uid and root are not affected; a known session keeps calling.
         XCTAssertNil(rig.call(W.bobMaps, .getAuthorization).error)
         XCTAssertNil(rig.call(W.root, .getAuthorization).error)
@@ -60,9 +60,9 @@ final class ConsentCoreLimitTests: XCTestCase {
         var config = Config()
         config.limits.promptsPerUser = Limits.openPrompts
         let users = (0..<Limits.openPrompts).map { i in
-            Caller(name: ":2.\(i)", uid: UInt32(2000 + i), pid: UInt32(9000 + i), appID: "app", executable: "/usr/bin/app")
+            Caller(session: .connection(":2.\(i)"), uid: UInt32(2000 + i), pid: UInt32(9000 + i), appID: "app", executable: "/usr/bin/app")
         }
-        let agents = users.map { u in Caller(name: ":3.\(u.uid)", uid: u.uid, pid: u.pid + 1000, appID: "/usr/bin/agent") }
+        let agents = users.map { u in Caller(session: .connection(":3.\(u.uid)"), uid: u.uid, pid: u.pid + 1000, appID: "/usr/bin/agent") }
         let rig = Rig(config: config, agents: agents + [W.root])
         for u in users { XCTAssertNotNil(rig.tap(u).confirm) }
         XCTAssertEqual(rig.core.openPromptCount, Limits.openPrompts)
@@ -115,7 +115,7 @@ final class ConsentCoreLimitTests: XCTestCase {
 
     func testLocationRequestsPerSessionAreBounded() {
         let core = LocationCore(linger: 10, gridSize: 5000, gpsdLabel: "gpsd", requestsPerSession: 2)
-        let grants: (String) -> Accuracy? = { _ in .full }
+        let grants: (SessionID) -> Accuracy? = { _ in .full }
         var failures: [LocationFailure] = []
         for call in 1...3 as ClosedRange<CallID> {
             for e in core.handle(.locate(call, session: ":1.1", LocationOptions()), now: 1, grants: grants) {

@@ -19,7 +19,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
     typealias W = Who
     static let alice = "/org/freedesktop/login1/session/_31"
     static let bob = "/org/freedesktop/login1/session/_32"
-    static let systemProgram = Caller(name: ":1.50", uid: 100, pid: 450, appID: "/usr/libexec/tracker")
+    static let systemProgram = Caller(session: ":1.50", uid: 100, pid: 450, appID: "/usr/libexec/tracker")
 
     struct Row {
         var label: String
@@ -41,7 +41,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         XCTAssertNil(rig.call(c, .startUpdates(UpdateOptions())).error)
     }
 
-    static let m = W.maps1.name
+    static let m = W.maps1.session
     static let rows: [Row] = [
         Row(label: "a one-time grant ends at the lock",
             setUp: { rig, c in rig.approveTap(c); startUpdates(rig, c) },
@@ -82,11 +82,11 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         Row(label: "config always (a system uid's program in the session) pauses too",
             config: config(apps: [systemProgram.appID: .always]), caller: systemProgram,
             setUp: { rig, c in XCTAssertEqual(rig.tap(c).status, .always); startUpdates(rig, c) },
-            pauseEffects: [.pauseFixes(session: systemProgram.name, .locked),
-                           .authorizationChanged(session: systemProgram.name, .restricted)],
+            pauseEffects: [.pauseFixes(session: systemProgram.session, .locked),
+                           .authorizationChanged(session: systemProgram.session, .restricted)],
             updatesDuring: true,
-            resumeEffects: [.authorizationChanged(session: systemProgram.name, .always),
-                            .resumeFixes(session: systemProgram.name)],
+            resumeEffects: [.authorizationChanged(session: systemProgram.session, .always),
+                            .resumeFixes(session: systemProgram.session)],
             statusAfter: .always, accuracyAfter: .full),
     ]
 
@@ -99,15 +99,15 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
             row.setUp(rig, c)
             let before = rig.core.records
             XCTAssertEqual(rig.login(Self.alice, .paused(row.reason)), row.pauseEffects, row.label)
-            XCTAssertEqual(rig.core.status(for: c.name), .restricted, row.label)
-            XCTAssertNil(rig.core.grantedAccuracy(for: c.name), "\(row.label): no fix while paused")
-            XCTAssertEqual(rig.core.pause(of: c.name), row.reason, row.label)
-            XCTAssertEqual(rig.core.updatesOn(c.name), row.updatesDuring, row.label)
+            XCTAssertEqual(rig.core.status(for: c.session), .restricted, row.label)
+            XCTAssertNil(rig.core.grantedAccuracy(for: c.session), "\(row.label): no fix while paused")
+            XCTAssertEqual(rig.core.pause(of: c.session), row.reason, row.label)
+            XCTAssertEqual(rig.core.updatesOn(c.session), row.updatesDuring, row.label)
             XCTAssertEqual(rig.login(Self.alice, .paused(row.reason)), [], "\(row.label): the same word again changes nothing")
             XCTAssertEqual(rig.login(Self.alice, .inUse), row.resumeEffects, row.label)
-            XCTAssertEqual(rig.core.status(for: c.name), row.statusAfter, row.label)
-            XCTAssertEqual(rig.core.grantedAccuracy(for: c.name), row.accuracyAfter, row.label)
-            XCTAssertEqual(rig.core.updatesOn(c.name), row.updatesDuring, "\(row.label): updates resume by themselves")
+            XCTAssertEqual(rig.core.status(for: c.session), row.statusAfter, row.label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: c.session), row.accuracyAfter, row.label)
+            XCTAssertEqual(rig.core.updatesOn(c.session), row.updatesDuring, "\(row.label): updates resume by themselves")
             XCTAssertEqual(rig.core.records, before, "\(row.label): stored decisions stay as they were")
         }
     }
@@ -135,7 +135,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
             ("StartUpdates with a stored grant: accepted, the location side holds it paused",
              stored((W.maps1, .whenInUseFull)), { $0.call(W.maps1, .startUpdates(UpdateOptions())) }, { s in
                 XCTAssertNil(s.error)
-                XCTAssertTrue(s.effects.contains(.startUpdates(s.call, session: W.maps1.name, UpdateOptions())))
+                XCTAssertTrue(s.effects.contains(.startUpdates(s.call, session: W.maps1.session, UpdateOptions())))
             }),
             ("GetAuthorization: restricted, accuracy none", stored((W.maps1, .whenInUseFull)),
              { $0.call(W.maps1, .getAuthorization) }, { s in
@@ -148,11 +148,11 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
             rig.place(W.maps1, in: Self.alice)
             rig.login(Self.alice, .paused(.locked))
             let step = play(rig)
-            XCTAssertEqual(step.effects.first, .pauseFixes(session: W.maps1.name, .locked),
+            XCTAssertEqual(step.effects.first, .pauseFixes(session: W.maps1.session, .locked),
                            "\(label): a session that begins paused says so before anything else")
             check(step)
             XCTAssertEqual(rig.core.records, records, label)
-            XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name), label)
+            XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session), label)
         }
     }
 
@@ -182,8 +182,8 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         XCTAssertEqual(out.cancels, [], "maps2 still waits on the prompt")
         let answer = rig.answer(t1.promptID, "allow-once")
         XCTAssertEqual(answer.status(of: t2.call), .whenInUse)
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .full)
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .full)
     }
 
     func testAnotherUsersSessionIsUnaffected() {
@@ -193,9 +193,9 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         for id in [Self.alice, Self.bob] { rig.login(id, .inUse) }
         for c in [W.maps1, W.bobMaps] { XCTAssertEqual(rig.tap(c).status, .whenInUse) }
         let out = rig.login(Self.alice, .paused(.inactive))
-        XCTAssertEqual(out.grantsEnded, [W.maps1.name])
-        XCTAssertEqual(Set(out.signals.keys), [W.maps1.name])
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.bobMaps.name), .full)
+        XCTAssertEqual(out.grantsEnded, [W.maps1.session])
+        XCTAssertEqual(Set(out.signals.keys), [W.maps1.session])
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.bobMaps.session), .full)
         XCTAssertEqual(rig.tap(W.bobMaps).status, .whenInUse)
     }
 
@@ -205,13 +205,13 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         rig.place(W.maps1, in: Self.alice)
         XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
         XCTAssertEqual(rig.tap(W.maps2).status, .whenInUse)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
         rig.login(Self.alice, .paused(.locked))
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .full, "a connection never placed does not pause")
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .full, "a connection never placed does not pause")
         // logind left: nothing known any more, so no pause.
         let out = rig.login(Self.alice, nil)
-        XCTAssertEqual(out, [.authorizationChanged(session: W.maps1.name, .notDetermined), .resumeFixes(session: W.maps1.name)])
+        XCTAssertEqual(out, [.authorizationChanged(session: W.maps1.session, .notDetermined), .resumeFixes(session: W.maps1.session)])
         XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
     }
 
@@ -221,8 +221,8 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         rig.login(Self.alice, .paused(.locked))
         XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
         let out = rig.place(W.maps1, in: Self.alice)
-        XCTAssertEqual(out, [.pauseFixes(session: W.maps1.name, .locked),
-                             .authorizationChanged(session: W.maps1.name, .restricted), .grantEnded(session: W.maps1.name)])
+        XCTAssertEqual(out, [.pauseFixes(session: W.maps1.session, .locked),
+                             .authorizationChanged(session: W.maps1.session, .restricted), .grantEnded(session: W.maps1.session)])
     }
 
     func testClientObjectsPauseWithTheirConnection() {
@@ -232,9 +232,9 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         rig.login(Self.alice, .inUse)
         XCTAssertNil(rig.call(client, .start(AuthOptions(), UpdateOptions())).error)
         let out = rig.login(Self.alice, .paused(.locked))
-        XCTAssertTrue(out.contains(.pauseFixes(session: client.name, .locked)), "\(out)")
-        XCTAssertTrue(rig.core.updatesOn(client.name))
-        XCTAssertTrue(rig.login(Self.alice, .inUse).contains(.resumeFixes(session: client.name)))
+        XCTAssertTrue(out.contains(.pauseFixes(session: client.session, .locked)), "\(out)")
+        XCTAssertTrue(rig.core.updatesOn(client.session))
+        XCTAssertTrue(rig.login(Self.alice, .inUse).contains(.resumeFixes(session: client.session)))
         // A Start while paused without a stored grant is refused, saying why.
         let other = W.weather.clientSession(1)
         rig.place(W.weather, in: Self.alice)
@@ -252,8 +252,8 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         let start = rig.call(client, .start(AuthOptions(accuracy: .full), UpdateOptions()))
         XCTAssertTrue(start.pending)
         let out = rig.login(Self.alice, .paused(.locked))
-        let pauseAt = out.firstIndex(of: .pauseFixes(session: client.name, .locked))
-        let startAt = out.firstIndex(of: .startUpdates(start.call, session: client.name, UpdateOptions()))
+        let pauseAt = out.firstIndex(of: .pauseFixes(session: client.session, .locked))
+        let startAt = out.firstIndex(of: .startUpdates(start.call, session: client.session, UpdateOptions()))
         XCTAssertNotNil(pauseAt, "\(out)")
         XCTAssertNotNil(startAt, "\(out)")
         if let p = pauseAt, let s = startAt { XCTAssertLessThan(p, s, "paused before its updates start: \(out)") }
@@ -268,8 +268,8 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         _ = rig.auth(W.weather)
         let list = rig.manage(W.aliceCtl, .listSessions).reply
         XCTAssertEqual(list, .sessions([
-            SessionInfo(name: W.maps1.name, uid: 1000, appID: W.mapsID, status: .restricted, updates: true, paused: .inactive),
-            SessionInfo(name: W.weather.name, uid: 1000, appID: W.weatherID, status: .notDetermined, updates: false),
+            SessionInfo(name: W.maps1.session.description, uid: 1000, appID: W.mapsID, status: .restricted, updates: true, paused: .inactive),
+            SessionInfo(name: W.weather.session.description, uid: 1000, appID: W.weatherID, status: .notDetermined, updates: false),
         ]))
     }
 
@@ -278,7 +278,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         rig.place(W.maps1, in: Self.alice)
         rig.login(Self.alice, .paused(.locked))
         rig.call(W.maps1, .startUpdates(UpdateOptions()))
-        XCTAssertEqual(rig.leave(W.maps1), [.grantEnded(session: W.maps1.name), .resumeFixes(session: W.maps1.name)])
+        XCTAssertEqual(rig.leave(W.maps1), [.grantEnded(session: W.maps1.session), .resumeFixes(session: W.maps1.session)])
         // The placement went with the name: a new connection of that name would be placed afresh.
         XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
     }
@@ -289,7 +289,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         rig.login(Self.alice, .inUse)
         rig.call(W.maps1, .startUpdates(UpdateOptions()))
         rig.login(Self.alice, .paused(.locked))
-        XCTAssertEqual(rig.login(Self.alice, .paused(.inactive)), [.pauseFixes(session: W.maps1.name, .inactive)])
+        XCTAssertEqual(rig.login(Self.alice, .paused(.inactive)), [.pauseFixes(session: W.maps1.session, .inactive)])
     }
 
     func testStateFromLogindsProperties() {

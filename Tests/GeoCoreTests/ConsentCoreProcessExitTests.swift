@@ -4,7 +4,7 @@ import XCTest
 extension Rig {
     /// The process of `c`'s first call exited while its connection lives on.
     @discardableResult
-    func processExited(_ c: Caller) -> [CoreEffect] { send(.processExited(c.name)) }
+    func processExited(_ c: Caller) -> [CoreEffect] { send(.processExited(c.connection)) }
 }
 
 /// The tapping process (docs/dbus-api.md, "Words": Session): when the process a
@@ -15,7 +15,7 @@ final class ConsentCoreProcessExitTests: XCTestCase {
     typealias W = Who
 
     /// A system-uid program config names `always`: a grant no process exit ends.
-    static let daemonProgram = Caller(name: ":1.50", uid: 100, pid: 450, appID: "/usr/libexec/tracker")
+    static let daemonProgram = Caller(session: ":1.50", uid: 100, pid: 450, appID: "/usr/libexec/tracker")
 
     struct Row {
         var label: String
@@ -36,21 +36,21 @@ final class ConsentCoreProcessExitTests: XCTestCase {
                 rig.approveTap(c)
                 rig.call(c, .startUpdates(UpdateOptions()))
             },
-            effects: [.authorizationChanged(session: W.maps1.name, .notDetermined), .grantEnded(session: W.maps1.name)],
+            effects: [.authorizationChanged(session: W.maps1.session, .notDetermined), .grantEnded(session: W.maps1.session)],
             statusAfter: .notDetermined, accuracyAfter: nil),
         Row(label: "temporary grant from a silent tap",
             records: stored((W.maps1, .approvedFull)),
             setUp: { rig, c in XCTAssertEqual(rig.tap(c).status, .whenInUse) },
-            effects: [.authorizationChanged(session: W.maps1.name, .notDetermined), .grantEnded(session: W.maps1.name)],
+            effects: [.authorizationChanged(session: W.maps1.session, .notDetermined), .grantEnded(session: W.maps1.session)],
             statusAfter: .notDetermined, accuracyAfter: nil),
         Row(label: "temporary grant from the standard prompt's allow-once",
             setUp: { rig, c in rig.decide(c, "allow-once") },
-            effects: [.authorizationChanged(session: W.maps1.name, .notDetermined), .grantEnded(session: W.maps1.name)],
+            effects: [.authorizationChanged(session: W.maps1.session, .notDetermined), .grantEnded(session: W.maps1.session)],
             statusAfter: .notDetermined, accuracyAfter: nil),
         Row(label: "a tap on a denied app: back to denied",
             records: stored((W.maps1, .denied)),
             setUp: { rig, c in rig.approveTap(c) },
-            effects: [.authorizationChanged(session: W.maps1.name, .denied), .grantEnded(session: W.maps1.name)],
+            effects: [.authorizationChanged(session: W.maps1.session, .denied), .grantEnded(session: W.maps1.session)],
             statusAfter: .denied, accuracyAfter: nil),
         Row(label: "a stored when-in-use decision stays, and so does a request for less",
             records: stored((W.maps1, .whenInUseFull)),
@@ -85,12 +85,12 @@ final class ConsentCoreProcessExitTests: XCTestCase {
             row.setUp(rig, row.caller)
             let before = rig.core.records
             XCTAssertEqual(rig.processExited(row.caller), row.effects, row.label)
-            XCTAssertEqual(rig.core.status(for: row.caller.name), row.statusAfter, row.label)
-            XCTAssertEqual(rig.core.grantedAccuracy(for: row.caller.name), row.accuracyAfter, row.label)
+            XCTAssertEqual(rig.core.status(for: row.caller.session), row.statusAfter, row.label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: row.caller.session), row.accuracyAfter, row.label)
             XCTAssertEqual(rig.core.records, before, "\(row.label): stored decisions stay as they were")
-            XCTAssertTrue(rig.core.hasSession(row.caller.name), "\(row.label): the session lives on with its connection")
+            XCTAssertTrue(rig.core.hasSession(row.caller.session), "\(row.label): the session lives on with its connection")
             if row.accuracyAfter == nil {
-                XCTAssertFalse(rig.core.updatesOn(row.caller.name), "\(row.label): updates stop with the grant")
+                XCTAssertFalse(rig.core.updatesOn(row.caller.session), "\(row.label): updates stop with the grant")
             }
             XCTAssertEqual(rig.processExited(row.caller), [], "\(row.label): a second report changes nothing")
             XCTAssertEqual(ledger.problems, [], row.label)
@@ -126,7 +126,7 @@ final class ConsentCoreProcessExitTests: XCTestCase {
             let (call, effects) = play(rig)
             XCTAssertEqual(effects.status(of: call), expected, label)
             XCTAssertEqual(effects.signalCount, 0, label)
-            XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name), label)
+            XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session), label)
             XCTAssertEqual(rig.call(W.maps1, .requestLocation(LocationOptions())).error, .notAuthorized, label)
             XCTAssertEqual(rig.call(W.maps1, .startUpdates(UpdateOptions())).error, .notAuthorized, label)
             XCTAssertEqual(ledger.problems, [], label)
@@ -140,7 +140,7 @@ final class ConsentCoreProcessExitTests: XCTestCase {
         XCTAssertEqual(rig.processExited(W.maps1), [], "no grant yet: nothing to end")
         let out = rig.answer(tap.promptID, "allow-once")
         XCTAssertEqual(out.status(of: tap.call), .notDetermined)
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved, true, "the user's answer is stored: it is the app's")
         // Another connection of the app that joined the prompt gets its grant.
         let rig2 = Rig()
@@ -157,31 +157,31 @@ final class ConsentCoreProcessExitTests: XCTestCase {
         rig.processExited(W.maps1)
         let (ask, out) = rig.decide(W.maps1, "allow-while-using")
         XCTAssertEqual(out.status(of: ask.call), .whenInUse, "allow-while-using is stored for the app")
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
         XCTAssertNil(rig.call(W.maps1, .startUpdates(UpdateOptions())).error)
     }
 
     func testOtherSessionsAreUntouched() {
         let rig = Rig(records: stored((W.maps1, .approvedFull)))
         for c in [W.maps1, W.maps2, W.bobMaps] { rig.tap(c) }
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.bobMaps.name), nil, "bob's Maps is another app, without an approval")
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.bobMaps.session), nil, "bob's Maps is another app, without an approval")
         let out = rig.processExited(W.maps1)
-        XCTAssertEqual(out.grantsEnded, [W.maps1.name])
-        XCTAssertEqual(Set(out.signals.keys), [W.maps1.name])
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .full, "another connection of the app keeps its grant")
+        XCTAssertEqual(out.grantsEnded, [W.maps1.session])
+        XCTAssertEqual(Set(out.signals.keys), [W.maps1.session])
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .full, "another connection of the app keeps its grant")
     }
 
     func testAReportHoldsUntilTheNameLeaves() {
         let rig = Rig()
         XCTAssertEqual(rig.processExited(W.maps1), [], "no session yet: nothing to end")
-        XCTAssertFalse(rig.core.hasSession(W.maps1.name), "a report starts no session")
+        XCTAssertFalse(rig.core.hasSession(W.maps1.session), "a report starts no session")
         let tap = rig.tap(W.maps1)
         XCTAssertEqual(rig.answer(tap.promptID, "allow-once").status(of: tap.call), .notDetermined,
                        "a session the connection starts later gets no temporary grant either")
         XCTAssertEqual(rig.leave(W.maps1), [])
         // What the core kept about the connection went with its name (the approval is stored: a silent tap).
         XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
     }
 
     // MARK: - Client objects (GeoClue), sessions of the connection
@@ -198,15 +198,15 @@ final class ConsentCoreProcessExitTests: XCTestCase {
         let s = start(rig, Self.client1)
         let out = rig.answer(s.promptID, "allow-once")
         XCTAssertEqual(out.first { if case .startUpdates = $0 { return true } else { return false } },
-                       .startUpdates(s.call, session: Self.client1.name, UpdateOptions()))
+                       .startUpdates(s.call, session: Self.client1.session, UpdateOptions()))
         rig.approveTap(W.maps1)
         let bob = W.bobMaps.clientSession(1)
         let exit = rig.processExited(W.maps1)
-        XCTAssertEqual(exit.grantsEnded, [W.maps1.name, Self.client1.name])
-        XCTAssertEqual(exit.signals, [W.maps1.name: .notDetermined, Self.client1.name: .notDetermined])
-        XCTAssertFalse(rig.core.updatesOn(Self.client1.name))
-        XCTAssertNil(rig.core.grantedAccuracy(for: Self.client1.name))
-        XCTAssertFalse(rig.core.hasSession(bob.name))
+        XCTAssertEqual(exit.grantsEnded, [W.maps1.session, Self.client1.session])
+        XCTAssertEqual(exit.signals, [W.maps1.session: .notDetermined, Self.client1.session: .notDetermined])
+        XCTAssertFalse(rig.core.updatesOn(Self.client1.session))
+        XCTAssertNil(rig.core.grantedAccuracy(for: Self.client1.session))
+        XCTAssertFalse(rig.core.hasSession(bob.session))
 
         // A client object made after the exit gets no temporary grant: its Start is refused.
         let later = start(rig, Self.client2)
@@ -227,7 +227,7 @@ final class ConsentCoreProcessExitTests: XCTestCase {
         rig.call(W.maps1, .startUpdates(UpdateOptions()))
         rig.processExited(W.maps1)
         XCTAssertEqual(rig.leave(W.maps1), [], "the grant and updates ended already")
-        XCTAssertFalse(rig.core.hasSession(W.maps1.name))
+        XCTAssertFalse(rig.core.hasSession(W.maps1.session))
         XCTAssertEqual(rig.core.sessionCount, 0)
     }
 }

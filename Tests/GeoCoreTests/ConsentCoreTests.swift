@@ -26,9 +26,9 @@ final class ConsentCoreTests: XCTestCase {
         for (label, request) in starters {
             let rig = Rig()
             rig.call(W.maps1, request)
-            XCTAssertTrue(rig.core.hasSession(W.maps1.name), label)
+            XCTAssertTrue(rig.core.hasSession(W.maps1.session), label)
             rig.leave(W.maps1)
-            XCTAssertFalse(rig.core.hasSession(W.maps1.name), "\(label): the session ends with its name")
+            XCTAssertFalse(rig.core.hasSession(W.maps1.session), "\(label): the session ends with its name")
         }
     }
 
@@ -36,8 +36,8 @@ final class ConsentCoreTests: XCTestCase {
         let rig = Rig()
         rig.approveTap(W.maps1)
         rig.call(W.maps1, .startUpdates(UpdateOptions()))
-        XCTAssertEqual(rig.leave(W.maps1), [.grantEnded(session: W.maps1.name)])
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
+        XCTAssertEqual(rig.leave(W.maps1), [.grantEnded(session: W.maps1.session)])
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
         // A new connection of the app starts without a grant, though the tap would be silent now.
         XCTAssertEqual(rig.auth(W.maps2)?.status, .notDetermined)
         XCTAssertEqual(rig.core.openPromptCount, 0)
@@ -65,12 +65,12 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(out, [
             .saveConsents(urgent: true),
             .reply(tap.call, .status(.whenInUse)),
-            .authorizationChanged(session: W.maps1.name, .whenInUse),
+            .authorizationChanged(session: W.maps1.session, .whenInUse),
         ])
         XCTAssertEqual(rig.record(W.maps1), ConsentRecord(oneTimeApproved: true, oneTimeAccuracy: .full,
                                                           decidedAt: 2_000, lastUsed: 2_000))
-        XCTAssertEqual(rig.core.status(for: W.maps1.name), .whenInUse)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
+        XCTAssertEqual(rig.core.status(for: W.maps1.session), .whenInUse)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
         XCTAssertEqual(rig.core.openPromptCount, 0)
     }
 
@@ -78,20 +78,20 @@ final class ConsentCoreTests: XCTestCase {
         let rig = Rig()
         rig.approveTap(W.maps1, .reduced)
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeAccuracy, .reduced)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .reduced)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .reduced)
     }
 
     func testConfirmCarriesTheRequestDetails() {
         let rig = Rig(config: config(promptTimeout: 17), agents: [W.agent, W.bobAgent])
         let tap = rig.tap(W.flatpak, .reduced, reason: "Show the weather here", appName: "Flat App", window: "x11:0x42")
         XCTAssertEqual(tap.effects, [.confirm(ConfirmRequest(
-            agentName: W.agent.name, agentPath: W.agentPath, requestID: tap.promptID ?? "?",
+            agentName: W.agent.connection, agentPath: W.agentPath, requestID: tap.promptID ?? "?",
             appID: "org.example.Flat", kind: .oneTime, appName: "Flat App", reason: "Show the weather here",
             accuracy: .reduced, pid: 440, sandboxed: true, executable: "/app/bin/flat",
             parentWindow: "x11:0x42", timeout: 17, uid: W.flatpak.uid))])
         let ask = rig.ask(W.bobMaps, reason: "Route")
         XCTAssertEqual(ask.confirm?.kind, .whenInUse)
-        XCTAssertEqual(ask.confirm?.agentName, W.bobAgent.name, "uid 1001's app goes to uid 1001's agent")
+        XCTAssertEqual(ask.confirm?.agentName, W.bobAgent.connection, "uid 1001's app goes to uid 1001's agent")
         XCTAssertEqual(ask.confirm?.accuracy, .full, "accuracy defaults to full")
         XCTAssertEqual(ask.confirm?.sandboxed, false)
         XCTAssertNotEqual(ask.promptID, tap.promptID, "request ids are unique")
@@ -106,7 +106,7 @@ final class ConsentCoreTests: XCTestCase {
             let out = rig.send(.agentAnswered(requestID: tap.promptID ?? "?", answer))
             XCTAssertEqual(out, [.reply(tap.call, .status(.notDetermined))], label)
             XCTAssertNil(rig.record(W.maps1), "\(label): nothing is stored")
-            XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name), label)
+            XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session), label)
             XCTAssertEqual(rig.core.openPromptCount, 0, label)
             XCTAssertEqual(rig.tap(W.maps1).confirm?.kind, .oneTime, "\(label): the next tap asks again")
         }
@@ -144,7 +144,7 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertTrue(tap.effects.confirms.isEmpty, "no prompt: \(tap.effects)")
         XCTAssertEqual(tap.status, .whenInUse)
         XCTAssertFalse(tap.effects.saves.contains(true), "no decision was made: \(tap.effects)")
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .full)
         XCTAssertEqual(rig.record(W.maps1)?.lastUsed, 9_000, "last-used: when the app last got a grant")
         XCTAssertEqual(rig.record(W.maps1)?.decidedAt, 1_000, "decided-at does not move on use")
         // It works while the first connection is still there too, and needs no agent.
@@ -160,10 +160,10 @@ final class ConsentCoreTests: XCTestCase {
         let rig = Rig()
         rig.call(W.maps2, .getAuthorization)
         let out = rig.approveTap(W.maps1)
-        XCTAssertNil(out.signals[W.maps2.name], "the other connection's status did not change: \(out)")
+        XCTAssertNil(out.signals[W.maps2.session], "the other connection's status did not change: \(out)")
         XCTAssertEqual(rig.auth(W.maps2)?.status, .notDetermined)
         XCTAssertEqual(rig.call(W.maps2, .startUpdates(UpdateOptions())).error, .notAuthorized)
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps2.name))
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps2.session))
     }
 
     func testTapAskingMoreAccuracyThanConfirmedPromptsAgain() {
@@ -177,7 +177,7 @@ final class ConsentCoreTests: XCTestCase {
             XCTAssertTrue(tap.pending, label)
             rig.answer(tap.promptID, "allow-once")
             XCTAssertEqual(rig.record(W.maps1)?.oneTimeAccuracy, .full, label)
-            XCTAssertEqual(rig.core.grantedAccuracy(for: second.name), .full, label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: second.session), .full, label)
         }
     }
 
@@ -187,7 +187,7 @@ final class ConsentCoreTests: XCTestCase {
         let tap = rig.tap(W.maps2, .reduced)
         XCTAssertTrue(tap.effects.confirms.isEmpty)
         XCTAssertEqual(tap.status, .whenInUse)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .reduced, "the grant has the accuracy asked for")
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .reduced, "the grant has the accuracy asked for")
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeAccuracy, .full, "a silent tap does not narrow the record")
     }
 
@@ -207,14 +207,14 @@ final class ConsentCoreTests: XCTestCase {
             let s = lower(rig)
             XCTAssertEqual(s.effects.confirms.count, 0, "\(label): no prompt")
             XCTAssertEqual(s.status, .whenInUse, label)
-            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .reduced, label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .reduced, label)
             XCTAssertEqual(rig.auth(W.maps1)?.accuracy, .reduced, label)
             XCTAssertEqual(rig.record(W.maps1)?.decisionAccuracy, records[W.maps1.app]?.decisionAccuracy,
                            "\(label): lowering a session does not touch the record")
             // Asking for full again is covered by what was stored or confirmed: silent.
             let up = rig.tap(W.maps1, .full)
             XCTAssertTrue(up.effects.confirms.isEmpty, "\(label): \(up.effects)")
-            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full, label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full, label)
         }
     }
 
@@ -229,9 +229,9 @@ final class ConsentCoreTests: XCTestCase {
         rig.now = 7_000
         let out = rig.answer(tap.promptID, "allow-once")
         XCTAssertEqual(out.status(of: tap.call), .whenInUse)
-        XCTAssertEqual(out.signals, [W.maps1.name: .whenInUse], "only the tapping session changes")
-        XCTAssertEqual(rig.core.status(for: W.maps1.name), .whenInUse)
-        XCTAssertEqual(rig.core.status(for: W.maps2.name), .denied, "status 4 for that session only")
+        XCTAssertEqual(out.signals, [W.maps1.session: .whenInUse], "only the tapping session changes")
+        XCTAssertEqual(rig.core.status(for: W.maps1.session), .whenInUse)
+        XCTAssertEqual(rig.core.status(for: W.maps2.session), .denied, "status 4 for that session only")
         let info = rig.auth(W.maps1)
         XCTAssertEqual(info?.temporary, true)
         XCTAssertEqual(info?.oneTimeApproved, true)
@@ -256,9 +256,9 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(out.status(of: ask.call), .denied)
         XCTAssertEqual(rig.record(W.maps1), ConsentRecord(decision: .denied, oneTimeApproved: true,
                                                           oneTimeAccuracy: .full, decidedAt: 200, lastUsed: 100))
-        XCTAssertNil(out.signals[W.maps1.name], "the tapping session keeps its temporary grant: \(out)")
-        XCTAssertEqual(rig.core.status(for: W.maps1.name), .whenInUse)
-        XCTAssertEqual(rig.core.status(for: W.maps2.name), .denied)
+        XCTAssertNil(out.signals[W.maps1.session], "the tapping session keeps its temporary grant: \(out)")
+        XCTAssertEqual(rig.core.status(for: W.maps1.session), .whenInUse)
+        XCTAssertEqual(rig.core.status(for: W.maps2.session), .denied)
         let tap = rig.tap(W.maps3)
         XCTAssertEqual(tap.status, .whenInUse, "one-time-approved still makes the button silent")
         XCTAssertTrue(tap.effects.confirms.isEmpty)
@@ -275,7 +275,7 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertFalse(out.saves.contains(true), "nothing is decided for good: \(out)")
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved ?? false, false)
         XCTAssertNil(rig.record(W.maps1)?.decision)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .reduced)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .reduced)
         let info = rig.auth(W.maps1)
         XCTAssertEqual(info?.temporary, true)
         XCTAssertEqual(info?.oneTimeApproved, false)
@@ -292,19 +292,19 @@ final class ConsentCoreTests: XCTestCase {
         rig.now = 3_000
         let (ask, out) = rig.decide(W.maps1, "allow-while-using")
         XCTAssertEqual(Array(out.prefix(2)), [.saveConsents(urgent: true), .reply(ask.call, .status(.whenInUse))])
-        XCTAssertEqual(out.signals, [W.maps1.name: .whenInUse, W.maps2.name: .whenInUse],
+        XCTAssertEqual(out.signals, [W.maps1.session: .whenInUse, W.maps2.session: .whenInUse],
                        "every session of the app (uid 1000, Maps) and no other: \(out)")
         XCTAssertEqual(out.count, 4, "\(out)")
         XCTAssertEqual(rig.record(W.maps1), ConsentRecord(decision: .whenInUse, decisionAccuracy: .full,
                                                           decidedAt: 3_000, lastUsed: 3_000))
         for c in [W.maps1, W.maps2, W.maps3] {
             let info = rig.auth(c)
-            XCTAssertEqual(info?.status, .whenInUse, c.name)
-            XCTAssertEqual(info?.temporary, false, c.name)
-            XCTAssertEqual(info?.accuracy, .full, c.name)
+            XCTAssertEqual(info?.status, .whenInUse, "\(c.session)")
+            XCTAssertEqual(info?.temporary, false, "\(c.session)")
+            XCTAssertEqual(info?.accuracy, .full, "\(c.session)")
         }
-        XCTAssertEqual(rig.core.status(for: W.bobMaps.name), .notDetermined, "uid 1001's Maps is another app")
-        XCTAssertEqual(rig.core.status(for: W.weather.name), .notDetermined)
+        XCTAssertEqual(rig.core.status(for: W.bobMaps.session), .notDetermined, "uid 1001's Maps is another app")
+        XCTAssertEqual(rig.core.status(for: W.weather.session), .notDetermined)
     }
 
     func testStandardPromptAllowWhileUsingReducedStoresReduced() {
@@ -323,7 +323,7 @@ final class ConsentCoreTests: XCTestCase {
         rig.now = 4_000
         let (ask, out) = rig.decide(W.maps1, "deny")
         XCTAssertEqual(Array(out.prefix(2)), [.saveConsents(urgent: true), .reply(ask.call, .status(.denied))])
-        XCTAssertEqual(out.signals, [W.maps1.name: .denied, W.maps2.name: .denied])
+        XCTAssertEqual(out.signals, [W.maps1.session: .denied, W.maps2.session: .denied])
         XCTAssertEqual(rig.record(W.maps1), ConsentRecord(decision: .denied, decidedAt: 4_000))
         XCTAssertEqual(rig.auth(W.maps3)?.status, .denied)
         XCTAssertEqual(rig.call(W.maps1, .requestLocation(LocationOptions())).error, .notAuthorized)
@@ -409,8 +409,8 @@ final class ConsentCoreTests: XCTestCase {
             XCTAssertEqual(out.status(of: second.call), want, label)
             XCTAssertEqual(out.confirms.count, 0, label)
             XCTAssertEqual(out.saves.filter { $0 }.count, urgentSaves, "\(label): one decision, one save: \(out)")
-            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), grant, label)
-            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), grant, label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), grant, label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), grant, label)
         }
     }
 
@@ -420,8 +420,8 @@ final class ConsentCoreTests: XCTestCase {
         let reduced = rig.tap(W.maps2, .reduced)
         XCTAssertEqual(reduced.effects, [], "a reduced request joins a full prompt")
         rig.answer(full.promptID, "allow-once")
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .reduced)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .reduced)
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeAccuracy, .full)
     }
 
@@ -437,7 +437,7 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(out.confirms.map(\.accuracy), [.full])
         let out2 = rig.answer(out.confirms.first?.requestID, "allow-once")
         XCTAssertEqual(out2.status(of: full.call), .whenInUse)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .full)
     }
 
     func testWhenInUseRequestQueuedBehindOneTimePromptIsEvaluatedAfresh() {
@@ -564,7 +564,7 @@ final class ConsentCoreTests: XCTestCase {
         let one = rig.tap(W.maps1)
         rig.tap(W.maps2)
         XCTAssertEqual(rig.leave(W.maps1), [], "maps2 still waits")
-        XCTAssertEqual(rig.leave(W.maps2), [.cancel(agentName: W.agent.name, agentPath: W.agentPath,
+        XCTAssertEqual(rig.leave(W.maps2), [.cancel(agentName: W.agent.connection, agentPath: W.agentPath,
                                                     requestID: one.promptID ?? "?")])
         XCTAssertEqual(rig.core.openPromptCount, 0)
         XCTAssertNil(rig.record(W.maps1), "no consent stored")
@@ -580,7 +580,7 @@ final class ConsentCoreTests: XCTestCase {
                 rig.call(W.maps2, .getAuthorization)
                 XCTAssertEqual(rig.answer(s.promptID, decision), [], label)
                 XCTAssertNil(rig.record(W.maps1), label)
-                XCTAssertEqual(rig.core.status(for: W.maps2.name), .notDetermined, label)
+                XCTAssertEqual(rig.core.status(for: W.maps2.session), .notDetermined, label)
                 XCTAssertEqual(rig.tap(W.maps2).confirm?.kind, .oneTime, "\(label): a fresh prompt opens")
             }
         }
@@ -593,10 +593,10 @@ final class ConsentCoreTests: XCTestCase {
         rig.leave(W.maps1)
         let out = rig.answer(one.promptID, "allow-once")
         XCTAssertFalse(out.answers(one.call), "\(out)")
-        XCTAssertNil(out.signals[W.maps1.name])
+        XCTAssertNil(out.signals[W.maps1.session])
         XCTAssertEqual(out.status(of: two.call), .whenInUse)
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved, true, "the outcome still applies")
-        XCTAssertFalse(rig.core.hasSession(W.maps1.name))
+        XCTAssertFalse(rig.core.hasSession(W.maps1.session))
     }
 
     func testCancelledPromptLetsTheQueuedRequestAsk() {
@@ -604,7 +604,7 @@ final class ConsentCoreTests: XCTestCase {
         let tap = rig.tap(W.maps1)
         let ask = rig.ask(W.maps2)
         let out = rig.leave(W.maps1)
-        XCTAssertEqual(out.first, .cancel(agentName: W.agent.name, agentPath: W.agentPath, requestID: tap.promptID ?? "?"))
+        XCTAssertEqual(out.first, .cancel(agentName: W.agent.connection, agentPath: W.agentPath, requestID: tap.promptID ?? "?"))
         XCTAssertEqual(out.confirms.map(\.kind), [.whenInUse], "\(out)")
         XCTAssertFalse(out.answers(ask.call))
         // A queued waiter that leaves needs no Cancel.
@@ -679,20 +679,20 @@ final class ConsentCoreTests: XCTestCase {
         let rig = Rig(agents: [W.agent])
         let bob = rig.tap(W.bobMaps)
         XCTAssertEqual(bob.effects, [.fail(bob.call, .noAgent)], "a uid-1001 app with only a uid-1000 agent")
-        let rootApp = Caller(name: ":1.50", uid: 0, pid: 500, appID: W.mapsID)
+        let rootApp = Caller(session: ":1.50", uid: 0, pid: 500, appID: W.mapsID)
         let r = rig.ask(rootApp)
         XCTAssertEqual(r.effects, [.fail(r.call, .noAgent)])
         let rig2 = Rig(agents: [W.bobAgent])
         let alice = rig2.tap(W.maps1)
         XCTAssertEqual(alice.effects, [.fail(alice.call, .noAgent)])
-        XCTAssertEqual(rig2.tap(W.bobMaps).confirm?.agentName, W.bobAgent.name)
+        XCTAssertEqual(rig2.tap(W.bobMaps).confirm?.agentName, W.bobAgent.connection)
     }
 
     func testOneAgentPerUID() {
         let rig = Rig(agents: [W.agent])
         let second = rig.manage(W.agent2, .registerAgent(path: "/other"))
         XCTAssertEqual(second.effects, [.fail(second.call, .agentExists)])
-        XCTAssertEqual(rig.core.agentName(forUID: 1000), W.agent.name)
+        XCTAssertEqual(rig.core.agentName(forUID: 1000), W.agent.connection)
         let bob = rig.manage(W.bobAgent, .registerAgent(path: W.agentPath))
         XCTAssertEqual(bob.effects, [.reply(bob.call, .empty)], "another uid may have its own")
         // Dropped when its connection leaves the bus; then another may register.
@@ -700,19 +700,19 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertNil(rig.core.agentName(forUID: 1000))
         let third = rig.manage(W.agent2, .registerAgent(path: "/other"))
         XCTAssertEqual(third.effects, [.reply(third.call, .empty)])
-        XCTAssertEqual(rig.tap(W.maps1).confirm?.agentName, W.agent2.name)
+        XCTAssertEqual(rig.tap(W.maps1).confirm?.agentName, W.agent2.connection)
         XCTAssertEqual(rig.tap(W.maps1.connection(":1.99")).confirm, nil, "joined")
     }
 
     func testWhoMayRegisterAnAgent() {
         // (label, allow list, caller, allowed)
-        let listed = Caller(name: ":1.60", uid: 120, pid: 600, appID: "org.gnome.Agent")
-        let listedOfUser = Caller(name: ":1.63", uid: 1000, pid: 603, appID: "org.gnome.Agent")
-        let sandboxedListed = Caller(name: ":1.61", uid: 1000, pid: 601, appID: "org.gnome.Agent", identity: .flatpak)
+        let listed = Caller(session: ":1.60", uid: 120, pid: 600, appID: "org.gnome.Agent")
+        let listedOfUser = Caller(session: ":1.63", uid: 1000, pid: 603, appID: "org.gnome.Agent")
+        let sandboxedListed = Caller(session: ":1.61", uid: 1000, pid: 601, appID: "org.gnome.Agent", identity: .flatpak)
         let table: [(String, [String], Caller, Bool)] = [
             ("any unsandboxed app", [], W.agent, true),
             ("sandboxed", [], W.flatpak, false),
-            ("root sandboxed", [], Caller(name: ":1.62", uid: 0, pid: 602, appID: "x", identity: .flatpak), false),
+            ("root sandboxed", [], Caller(session: ":1.62", uid: 0, pid: 602, appID: "x", identity: .flatpak), false),
             ("listed, a system uid", ["org.gnome.Agent", "org.kde.Agent"], listed, true),
             ("listed, uid 1000: any program of it could show that id", ["org.gnome.Agent"], listedOfUser, false),
             ("not listed", ["org.gnome.Agent"], W.agent, false),
@@ -723,7 +723,7 @@ final class ConsentCoreTests: XCTestCase {
             let s = rig.manage(caller, .registerAgent(path: W.agentPath))
             if allowed {
                 XCTAssertEqual(s.effects, [.reply(s.call, .empty)], label)
-                XCTAssertEqual(rig.core.agentName(forUID: caller.uid), caller.name, label)
+                XCTAssertEqual(rig.core.agentName(forUID: caller.uid), caller.connection, label)
             } else {
                 XCTAssertEqual(s.effects.count, 1, label)
                 XCTAssertTrue(s.accessDenied, "\(label): \(s.effects)")
@@ -755,15 +755,15 @@ final class ConsentCoreTests: XCTestCase {
         rig.call(W.maps1, .startUpdates(UpdateOptions()))
         let r = rig.call(W.maps1, .revoke)
         XCTAssertEqual(r.reply, .empty)
-        XCTAssertEqual(r.effects.grantsEnded, [W.maps1.name])
-        XCTAssertEqual(r.effects.signals, [W.maps1.name: .notDetermined])
+        XCTAssertEqual(r.effects.grantsEnded, [W.maps1.session])
+        XCTAssertEqual(r.effects.signals, [W.maps1.session: .notDetermined])
         XCTAssertEqual(r.effects.count, 3, "\(r.effects)")
         if let reply = r.effects.index(ofReplyTo: r.call),
-           let signal = r.effects.firstIndex(of: .authorizationChanged(session: W.maps1.name, .notDetermined)) {
+           let signal = r.effects.firstIndex(of: .authorizationChanged(session: W.maps1.session, .notDetermined)) {
             XCTAssertLessThan(reply, signal, "AuthorizationChanged follows the reply")
         }
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
-        XCTAssertFalse(rig.core.updatesOn(W.maps1.name))
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
+        XCTAssertFalse(rig.core.updatesOn(W.maps1.session))
         XCTAssertEqual(rig.call(W.maps1, .requestLocation(LocationOptions())).error, .notAuthorized)
         XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved, true, "Revoke forgets nothing stored")
         // The button is silent again afterwards.
@@ -784,20 +784,20 @@ final class ConsentCoreTests: XCTestCase {
             let rig = Rig(records: records)
             if tapFirst { rig.approveTap(W.maps1) }
             rig.call(W.maps1, .startUpdates(UpdateOptions()))
-            XCTAssertTrue(rig.core.updatesOn(W.maps1.name), label)
+            XCTAssertTrue(rig.core.updatesOn(W.maps1.session), label)
             let r = rig.call(W.maps1, .revoke)
             XCTAssertEqual(r.reply, .empty, label)
-            XCTAssertEqual(r.effects.signals, signal ? [W.maps1.name: after] : [:], "\(label): \(r.effects)")
-            XCTAssertTrue(r.effects.grantsEnded.contains(W.maps1.name), "\(label): updates end now")
-            XCTAssertFalse(rig.core.updatesOn(W.maps1.name), label)
-            XCTAssertEqual(rig.core.status(for: W.maps1.name), after, label)
+            XCTAssertEqual(r.effects.signals, signal ? [W.maps1.session: after] : [:], "\(label): \(r.effects)")
+            XCTAssertTrue(r.effects.grantsEnded.contains(W.maps1.session), "\(label): updates end now")
+            XCTAssertFalse(rig.core.updatesOn(W.maps1.session), label)
+            XCTAssertEqual(rig.core.status(for: W.maps1.session), after, label)
         }
         // A stored when-in-use still applies afterwards.
         let rig = Rig(records: stored((W.maps1, .whenInUseFull)))
         rig.call(W.maps1, .revoke)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
         let loc = rig.call(W.maps1, .requestLocation(LocationOptions()))
-        XCTAssertEqual(loc.effects, [.locate(loc.call, session: W.maps1.name, LocationOptions())])
+        XCTAssertEqual(loc.effects, [.locate(loc.call, session: W.maps1.session, LocationOptions())])
         XCTAssertEqual(rig.auth(W.maps1)?.temporary, false)
     }
 
@@ -806,9 +806,9 @@ final class ConsentCoreTests: XCTestCase {
         rig.approveTap(W.maps1)
         rig.tap(W.maps2)
         let r = rig.call(W.maps1, .revoke)
-        XCTAssertNil(r.effects.signals[W.maps2.name])
-        XCTAssertFalse(r.effects.grantsEnded.contains(W.maps2.name))
-        XCTAssertEqual(rig.core.status(for: W.maps2.name), .whenInUse)
+        XCTAssertNil(r.effects.signals[W.maps2.session])
+        XCTAssertFalse(r.effects.grantsEnded.contains(W.maps2.session))
+        XCTAssertEqual(rig.core.status(for: W.maps2.session), .whenInUse)
     }
 
     // MARK: - ResetConsent
@@ -826,9 +826,9 @@ final class ConsentCoreTests: XCTestCase {
             return XCTFail("\(r.effects)")
         }
         XCTAssertLessThan(save, reply, "the record is gone from disk before the reply")
-        XCTAssertEqual(r.effects.signals, [W.maps1.name: .notDetermined], "live sessions whose status changed")
-        XCTAssertEqual(r.effects.grantsEnded, [W.maps1.name])
-        XCTAssertEqual(rig.core.status(for: W.maps1.name), .notDetermined)
+        XCTAssertEqual(r.effects.signals, [W.maps1.session: .notDetermined], "live sessions whose status changed")
+        XCTAssertEqual(r.effects.grantsEnded, [W.maps1.session])
+        XCTAssertEqual(rig.core.status(for: W.maps1.session), .notDetermined)
         XCTAssertEqual(rig.tap(W.maps1).confirm?.kind, .oneTime, "asks again")
     }
 
@@ -839,7 +839,7 @@ final class ConsentCoreTests: XCTestCase {
         rig.call(W.maps2, .getAuthorization)
         rig.call(W.weather, .getAuthorization)
         let a = rig.manage(W.aliceCtl, .resetConsent(appID: W.mapsID, uid: nil))
-        XCTAssertEqual(a.effects.signals, [W.maps1.name: .notDetermined, W.maps2.name: .notDetermined])
+        XCTAssertEqual(a.effects.signals, [W.maps1.session: .notDetermined, W.maps2.session: .notDetermined])
         let b = rig.manage(W.aliceCtl, .resetConsent(appID: W.weatherID, uid: nil))
         XCTAssertEqual(b.effects.signalCount, 0, "\(b.effects)")
         XCTAssertNil(rig.record(W.weather))
@@ -847,7 +847,7 @@ final class ConsentCoreTests: XCTestCase {
 
     func testResetConsentByRoot() {
         // (label, uid option, which record goes)
-        let rootApp = Caller(name: ":1.70", uid: 0, pid: 700, appID: W.mapsID)
+        let rootApp = Caller(session: ":1.70", uid: 0, pid: 700, appID: W.mapsID)
         let table: [(String, UInt32?, AppKey, AppKey)] = [
             ("uid option", 1000, W.maps1.app, rootApp.app),
             ("uid option for 1001", 1001, W.bobMaps.app, W.maps1.app),
@@ -916,14 +916,14 @@ final class ConsentCoreTests: XCTestCase {
         if let save = r.effects.firstIndex(of: .saveEnabled), let reply = r.effects.index(ofReplyTo: r.call) {
             XCTAssertLessThan(save, reply, "Enabled is kept across restarts before the reply")
         }
-        XCTAssertEqual(r.effects.signals, [W.maps1.name: .restricted, W.weather.name: .restricted,
-                                           W.bobMaps.name: .restricted, W.flatpak.name: .restricted])
-        XCTAssertEqual(r.effects.grantsEnded, [W.maps1.name, W.weather.name])
+        XCTAssertEqual(r.effects.signals, [W.maps1.session: .restricted, W.weather.session: .restricted,
+                                           W.bobMaps.session: .restricted, W.flatpak.session: .restricted])
+        XCTAssertEqual(r.effects.grantsEnded, [W.maps1.session, W.weather.session])
         for c in [W.maps1, W.weather, W.bobMaps, W.flatpak] {
-            XCTAssertEqual(rig.core.status(for: c.name), .restricted, c.name)
-            XCTAssertNil(rig.core.grantedAccuracy(for: c.name), c.name)
+            XCTAssertEqual(rig.core.status(for: c.session), .restricted, "\(c.session)")
+            XCTAssertNil(rig.core.grantedAccuracy(for: c.session), "\(c.session)")
         }
-        XCTAssertFalse(rig.core.updatesOn(W.maps1.name))
+        XCTAssertFalse(rig.core.updatesOn(W.maps1.session))
         XCTAssertEqual(rig.record(W.maps1), .whenInUseFull, "stored decisions are kept, just not applied")
     }
 
@@ -956,11 +956,11 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(r.reply, .empty)
         XCTAssertTrue(r.effects.contains(.saveEnabled))
         XCTAssertTrue(r.effects.contains(.enabledChanged(true)))
-        XCTAssertEqual(r.effects.signals, [W.maps1.name: .whenInUse, W.weather.name: .denied])
-        XCTAssertEqual(rig.core.status(for: W.maps1.name), .whenInUse, "stored decisions apply again")
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .full)
-        XCTAssertEqual(rig.core.status(for: W.weather.name), .denied, "the temporary grant over denied is gone")
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.weather.name))
+        XCTAssertEqual(r.effects.signals, [W.maps1.session: .whenInUse, W.weather.session: .denied])
+        XCTAssertEqual(rig.core.status(for: W.maps1.session), .whenInUse, "stored decisions apply again")
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
+        XCTAssertEqual(rig.core.status(for: W.weather.session), .denied, "the temporary grant over denied is gone")
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.weather.session))
         XCTAssertEqual(r.effects.grantsEnded, [], "nobody had a grant while disabled")
     }
 
@@ -969,9 +969,9 @@ final class ConsentCoreTests: XCTestCase {
         rig.approveTap(W.weather)
         rig.manage(W.root, .setEnabled(false))
         let r = rig.manage(W.root, .setEnabled(true))
-        XCTAssertEqual(r.effects.signals, [W.weather.name: .notDetermined])
-        XCTAssertEqual(rig.core.status(for: W.weather.name), .notDetermined)
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.weather.name))
+        XCTAssertEqual(r.effects.signals, [W.weather.session: .notDetermined])
+        XCTAssertEqual(rig.core.status(for: W.weather.session), .notDetermined)
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.weather.session))
         XCTAssertEqual(rig.call(W.weather, .startUpdates(UpdateOptions())).error, .notAuthorized)
         // The confirmation itself stays: the button is silent again.
         XCTAssertEqual(rig.tap(W.weather).status, .whenInUse)
@@ -989,8 +989,8 @@ final class ConsentCoreTests: XCTestCase {
         let out = rig.answer(tap.promptID, "allow-once")
         XCTAssertEqual(out, [], "a late answer to a withdrawn prompt changes nothing")
         let r = rig.manage(W.root, .setEnabled(true))
-        XCTAssertEqual(rig.core.status(for: W.maps1.name), .notDetermined, "\(r.effects)")
-        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.name))
+        XCTAssertEqual(rig.core.status(for: W.maps1.session), .notDetermined, "\(r.effects)")
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
     }
 
     func testSettingEnabledToItsValueIsQuiet() {
@@ -1024,7 +1024,7 @@ final class ConsentCoreTests: XCTestCase {
             XCTAssertEqual(info?.status, want, label)
             XCTAssertEqual(info?.accuracy, accuracy, "\(label): always means full")
             XCTAssertEqual(info?.temporary, false, label)
-            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), accuracy, label)
+            XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), accuracy, label)
             let start = rig.call(W.maps1, .startUpdates(UpdateOptions()))
             XCTAssertEqual(start.error == nil, accuracy != nil, "\(label): \(start.effects)")
             // Other apps, and the same app-id is judged per app-id for every uid.
@@ -1037,14 +1037,14 @@ final class ConsentCoreTests: XCTestCase {
         // "Every grant has one [accuracy] ... A request for less than the session holds lowers
         // the session's grant ... Config `always` means `full`." Rule 1 still returns 3.
         let rig = Rig(config: config(apps: [W.mapsID: .always], systemUIDMax: 1000))
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), nil)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), nil)
         let s = rig.tap(W.maps1, .reduced)
         XCTAssertEqual(s.effects, [.reply(s.call, .status(.always))])
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.name), .reduced, "the session asked for reduced fixes")
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .reduced, "the session asked for reduced fixes")
         XCTAssertEqual(rig.auth(W.maps1)?.accuracy, .reduced)
         let w = rig.ask(W.maps2, .reduced)
         XCTAssertEqual(w.status, .always)
-        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.name), .reduced)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps2.session), .reduced)
     }
 
     func testDisabledWinsOverConfigAlways() {
@@ -1083,7 +1083,7 @@ final class ConsentCoreTests: XCTestCase {
     // MARK: - Listing
 
     func testListConsentsShowsOwnUIDAndRootSeesAll() {
-        let rootApp = Caller(name: ":1.70", uid: 0, pid: 700, appID: "/usr/bin/locate-me")
+        let rootApp = Caller(session: ":1.70", uid: 0, pid: 700, appID: "/usr/bin/locate-me")
         let records = stored((W.maps1, .whenInUseFull), (W.weather, .denied), (W.bobMaps, .approvedReduced),
                              (rootApp, .approvedFull))
         let rig = Rig(records: records)
@@ -1092,7 +1092,7 @@ final class ConsentCoreTests: XCTestCase {
             (W.aliceCtl, [W.maps1.app, W.weather.app]),
             (W.bobCtl, [W.bobMaps.app]),
             (W.root, [rootApp.app, W.maps1.app, W.weather.app, W.bobMaps.app]),
-            (Caller(name: ":1.80", uid: 2000, pid: 800, appID: "x"), []),
+            (Caller(session: ":1.80", uid: 2000, pid: 800, appID: "x"), []),
         ]
         for (caller, apps) in table {
             let r = rig.manage(caller, .listConsents)
@@ -1108,9 +1108,9 @@ final class ConsentCoreTests: XCTestCase {
         rig.call(W.maps1, .startUpdates(UpdateOptions()))
         rig.call(W.weather, .getAuthorization)
         rig.call(W.bobMaps, .getAuthorization)
-        let alice = [SessionInfo(name: W.maps1.name, uid: 1000, appID: W.mapsID, status: .whenInUse, updates: true),
-                     SessionInfo(name: W.weather.name, uid: 1000, appID: W.weatherID, status: .notDetermined, updates: false)]
-        let bob = [SessionInfo(name: W.bobMaps.name, uid: 1001, appID: W.mapsID, status: .denied, updates: false)]
+        let alice = [SessionInfo(name: W.maps1.session.description, uid: 1000, appID: W.mapsID, status: .whenInUse, updates: true),
+                     SessionInfo(name: W.weather.session.description, uid: 1000, appID: W.weatherID, status: .notDetermined, updates: false)]
+        let bob = [SessionInfo(name: W.bobMaps.session.description, uid: 1001, appID: W.mapsID, status: .denied, updates: false)]
         let table: [(Caller, [SessionInfo])] = [(W.aliceCtl, alice), (W.bobCtl, bob), (W.root, alice + bob)]
         for (caller, want) in table {
             let r = rig.manage(caller, .listSessions)
@@ -1120,7 +1120,7 @@ final class ConsentCoreTests: XCTestCase {
         }
         rig.call(W.maps1, .stopUpdates)
         guard case .sessions(let after)? = rig.manage(W.aliceCtl, .listSessions).reply else { return XCTFail() }
-        XCTAssertEqual(after.first { $0.name == W.maps1.name }?.updates, false)
+        XCTAssertEqual(after.first { $0.name == W.maps1.session.description }?.updates, false)
     }
 
     // MARK: - Location gate
@@ -1144,17 +1144,17 @@ final class ConsentCoreTests: XCTestCase {
             let start = rig.call(W.maps1, .startUpdates(updates))
             let locate = rig.call(W.maps1, .requestLocation(once))
             if granted {
-                XCTAssertEqual(start.effects, [.startUpdates(start.call, session: W.maps1.name, updates)], label)
-                XCTAssertEqual(locate.effects, [.locate(locate.call, session: W.maps1.name, once)], label)
-                XCTAssertTrue(rig.core.updatesOn(W.maps1.name), label)
+                XCTAssertEqual(start.effects, [.startUpdates(start.call, session: W.maps1.session, updates)], label)
+                XCTAssertEqual(locate.effects, [.locate(locate.call, session: W.maps1.session, once)], label)
+                XCTAssertTrue(rig.core.updatesOn(W.maps1.session), label)
             } else {
                 XCTAssertEqual(start.effects, [.fail(start.call, .notAuthorized)], label)
                 XCTAssertEqual(locate.effects, [.fail(locate.call, .notAuthorized)], label)
-                XCTAssertFalse(rig.core.updatesOn(W.maps1.name), label)
+                XCTAssertFalse(rig.core.updatesOn(W.maps1.session), label)
             }
             let stop = rig.call(W.maps1, .stopUpdates)
-            XCTAssertEqual(stop.effects, [.stopUpdates(stop.call, session: W.maps1.name)], label)
-            XCTAssertFalse(rig.core.updatesOn(W.maps1.name), label)
+            XCTAssertEqual(stop.effects, [.stopUpdates(stop.call, session: W.maps1.session)], label)
+            XCTAssertFalse(rig.core.updatesOn(W.maps1.session), label)
         }
     }
 

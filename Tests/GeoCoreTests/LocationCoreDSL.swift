@@ -37,20 +37,20 @@ extension Array where Element == LocationEffect {
     }
 
     /// The fix each session got in a `LocationUpdated`.
-    var updates: [String: Fix] {
-        var out: [String: Fix] = [:]
+    var updates: [SessionID: Fix] {
+        var out: [SessionID: Fix] = [:]
         for case .locationUpdated(let sessions, _, let fix) in self { for s in sessions { out[s] = fix } }
         return out
     }
 
     /// The sessions of each `LocationUpdated` group.
-    var groups: [Accuracy: Set<String>] {
-        var out: [Accuracy: Set<String>] = [:]
+    var groups: [Accuracy: Set<SessionID>] {
+        var out: [Accuracy: Set<SessionID>] = [:]
         for case .locationUpdated(let sessions, let acc, _) in self { out[acc, default: []].formUnion(sessions) }
         return out
     }
 
-    var locationErrors: [String] {
+    var locationErrors: [SessionID] {
         compactMap { if case .locationError(let s, _) = $0 { return s } else { return nil } }
     }
 
@@ -98,7 +98,7 @@ final class LocationRig {
     let core: LocationCore
     var now: UInt64 = 1_000_000_000_000
     /// What the consent core would answer for each session (absent: no grant).
-    var grants: [String: Accuracy] = [:]
+    var grants: [SessionID: Accuracy] = [:]
     /// Deadlines of the timers the core has scheduled and not cancelled.
     private(set) var timers: [LocationTimer: UInt64] = [:]
     /// A connection attempt is under way.
@@ -107,7 +107,7 @@ final class LocationRig {
     private(set) var grantQueries = 0
     private var nextCall: CallID = 0
 
-    init(linger: Double = 10, grid: Double = 5000, grants: [String: Accuracy] = [:]) {
+    init(linger: Double = 10, grid: Double = 5000, grants: [SessionID: Accuracy] = [:]) {
         core = LocationCore(linger: linger, gridSize: grid, gpsdLabel: Self.gpsdLabel)
         self.grants = grants
     }
@@ -161,27 +161,27 @@ final class LocationRig {
     }
 
     @discardableResult
-    func locate(_ session: String, maxAge: Double = 5, timeout: Double = 30) -> LocationStep {
+    func locate(_ session: SessionID, maxAge: Double = 5, timeout: Double = 30) -> LocationStep {
         let id = newCall()
         return LocationStep(call: id, effects: send(.locate(id, session: session,
                                                             LocationOptions(maxAge: maxAge, timeout: timeout))))
     }
 
     @discardableResult
-    func start(_ session: String, distance: Double = 0, interval: Double = 0) -> LocationStep {
+    func start(_ session: SessionID, distance: Double = 0, interval: Double = 0) -> LocationStep {
         let id = newCall()
         return LocationStep(call: id, effects: send(.startUpdates(id, session: session,
                                                                   UpdateOptions(distanceFilter: distance, minInterval: interval))))
     }
 
     @discardableResult
-    func stop(_ session: String) -> LocationStep {
+    func stop(_ session: SessionID) -> LocationStep {
         let id = newCall()
         return LocationStep(call: id, effects: send(.stopUpdates(id, session: session)))
     }
 
     @discardableResult
-    func drop(_ session: String) -> [LocationEffect] { send(.drop(session: session)) }
+    func drop(_ session: SessionID) -> [LocationEffect] { send(.drop(session: session)) }
 
     @discardableResult
     func fix(_ f: Fix = Spot.here) -> [LocationEffect] { send(.fix(f)) }
@@ -221,7 +221,7 @@ final class LocationRig {
     }
 
     /// `sessions` subscribed (default options) with gpsd connected.
-    static func streaming(_ sessions: [String: Accuracy], linger: Double = 10) -> LocationRig {
+    static func streaming(_ sessions: [SessionID: Accuracy], linger: Double = 10) -> LocationRig {
         let rig = LocationRig(linger: linger, grants: sessions)
         for s in sessions.keys.sorted() { rig.start(s) }
         rig.connected()

@@ -3,7 +3,7 @@ import XCTest
 
 extension Array where Element == LocationEffect {
     /// `LocationError` signals as (session, failure), in order.
-    var locationErrorList: [(String, LocationFailure)] {
+    var locationErrorList: [(SessionID, LocationFailure)] {
         compactMap { if case .locationError(let s, let f) = $0 { return (s, f) } else { return nil } }
     }
 }
@@ -12,7 +12,7 @@ extension Array where Element == LocationEffect {
 /// kept but no fix, no demand on gpsd, waiting requests fail saying why; back
 /// in use, fixes flow again by themselves.
 final class LocationCorePauseTests: XCTestCase {
-    let a = ":1.10", b = ":1.11"
+    let a: SessionID = ":1.10", b: SessionID = ":1.11"
 
     func testAPausedStreamGetsNoFixAndResumes() {
         for reason in [PauseReason.locked, .inactive] {

@@ -6,7 +6,7 @@ import XCTest
 /// session further along with every fix, and the grant is still asked per session
 /// at delivery (see LocationCoreDSL's `streamFix`).
 final class LocationCoreStreamingTests: XCTestCase {
-    let a = ":1.10", b = ":1.11", c = ":1.12", d = ":1.13"
+    let a: SessionID = ":1.10", b: SessionID = ":1.11", c: SessionID = ":1.12", d: SessionID = ":1.13"
 
     func testEachSignalGoesOutRightAfterItsSessionsGrantIsChecked() {
         let rig = LocationRig.streaming([a: .full, b: .reduced, c: .full])
@@ -38,10 +38,10 @@ final class LocationCoreStreamingTests: XCTestCase {
     func testTheFanOutStartsOneSessionFurtherAlongWithEveryFix() {
         let sessions = [a, b, c, d]
         let rig = LocationRig.streaming(Dictionary(uniqueKeysWithValues: sessions.map { ($0, Accuracy.full) }))
-        var orders: [[String]] = []
+        var orders: [[SessionID]] = []
         for i in 0..<8 {
-            var order: [String] = []
-            _ = rig.streamFix(Spot.north(Double(i))) { if $0.hasPrefix("send ") { order.append(String($0.dropFirst(5))) } }
+            var order: [SessionID] = []
+            _ = rig.streamFix(Spot.north(Double(i))) { if $0.hasPrefix("send ") { order.append(.connection(String($0.dropFirst(5)))) } }
             XCTAssertEqual(Set(order), Set(sessions), "every subscriber, once, at fix \(i)")
             XCTAssertEqual(order.count, sessions.count)
             orders.append(order)
@@ -68,7 +68,7 @@ final class LocationCoreStreamingTests: XCTestCase {
     }
 
     func testStreamedAndCollectedFixesReachTheSameSessions() {
-        let grants: [String: Accuracy] = [a: .full, b: .reduced, c: .full]
+        let grants: [SessionID: Accuracy] = [a: .full, b: .reduced, c: .full]
         let streamed = LocationRig.streaming(grants), collected = LocationRig.streaming(grants)
         streamed.grants[c] = nil
         collected.grants[c] = nil

@@ -3,7 +3,7 @@ import XCTest
 
 /// The rules of `LocationCore`, one test per rule, clock and grants injected (see LocationCoreDSL).
 final class LocationCoreTests: XCTestCase {
-    let a = ":1.10", b = ":1.11", c = ":1.12"
+    let a: SessionID = ":1.10", b: SessionID = ":1.11", c: SessionID = ":1.12"
 
     // MARK: - Update filters
 

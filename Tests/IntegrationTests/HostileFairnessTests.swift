@@ -44,7 +44,7 @@ final class HostileFairnessTests: AllowingAgentTestCase {
             config.limits.sessionsPerUser = n   // one uid's sessions, beyond the default limit
             let core = ConsentCore(config: config, records: [app: ConsentRecord(oneTimeApproved: true, oneTimeAccuracy: .full)])
             var id: CallID = 0
-            func caller(_ i: Int) -> Caller { Caller(name: ":1.\(i)", uid: 1000, pid: 4242, appID: app.appID) }
+            func caller(_ i: Int) -> Caller { Caller(session: .connection(":1.\(i)"), uid: 1000, pid: 4242, appID: app.appID) }
             for i in 0..<n {
                 id += 1
                 _ = core.handle(.client(id, caller(i), .getAuthorization), now: 1)

@@ -31,7 +31,7 @@ final class GeoClueFacade: FrontEnd {
     private lazy var clientInterface = GeoClueClientObject.interface(self)
 
     private var clients: [UInt32: GeoClueClientObject] = [:]
-    private var bySession: [String: GeoClueClientObject] = [:]
+    private var bySession: [SessionID: GeoClueClientObject] = [:]
     /// Each connection's clients, and the one `GetClient` returns.
     private var clientsOf: [String: Set<UInt32>] = [:]
     private var defaultClient: [String: UInt32] = [:]
@@ -278,7 +278,7 @@ final class GeoClueFacade: FrontEnd {
 
     /// A session lost its grant (location switched off, its consent reset): a
     /// client object's updates have stopped, and its owner is told.
-    func grantEnded(session: String) {
+    func grantEnded(session: SessionID) {
         guard let c = bySession[session] else { return }
         setActive(c, false)
     }
@@ -298,7 +298,7 @@ final class GeoClueFacade: FrontEnd {
     /// an idle callback, later too. `sessions` come in the location core's
     /// order, which starts at another session each fix, so that no client is
     /// always served last.
-    func deliver(_ sessions: [String], _ fix: Fix) {
+    func deliver(_ sessions: [SessionID], _ fix: Fix) {
         var delivered: [(client: GeoClueClientObject, old: String)] = []
         delivered.reserveCapacity(sessions.count)
         // In the core's order, which starts one session further along at every
@@ -375,7 +375,7 @@ final class GeoClueFacade: FrontEnd {
     }
 
     /// The `RequestedAccuracyLevel` of the client object whose session is `session`.
-    func requestedLevel(session: String) -> UInt32? { bySession[session]?.requestedLevel }
+    func requestedLevel(session: SessionID) -> UInt32? { bySession[session]?.requestedLevel }
 
     /// Location was switched on or off.
     func enabledChanged() {

@@ -11,7 +11,7 @@ final class GeoClueClientObject {
     let owner: String
     let path: String
     /// Its session in the consent core (`Caller.clientSession`).
-    let session: String
+    let session: SessionID
 
     var distanceThreshold: UInt32 = 0
     var timeThreshold: UInt32 = 0
@@ -38,7 +38,7 @@ final class GeoClueClientObject {
         self.number = number
         self.owner = owner
         path = GeoClueAPI.clientPath(number)
-        session = Caller.clientSessionName(connection: owner, number: number)
+        session = .clientObject(connection: owner, number: number)
     }
 
     /// The filters its thresholds ask for.
