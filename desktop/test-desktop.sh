@@ -263,11 +263,16 @@ REQ=$(awk '{print $2}' <<<"$READY")
 PROMPT=$(line agent "^prompt $REQ ")
 DEMO_EXE=$(readlink "/proc/$(pid_of demo)/exe")
 [[ $PROMPT == *"kind=one-time app-id=$DEMO_EXE "* ]] || fail "unexpected prompt: '$PROMPT' (app is $DEMO_EXE)"
+# How sure the daemon is of the app: a program's path is proven only for a system uid.
+PROVEN=$(( $(id -u) <= 999 ? 1 : 0 ))
+IDENT=$(line agent "^identity $REQ ")
+[[ $IDENT == "identity $REQ kind=executable proven=$PROVEN" ]] || fail "identity line: '$IDENT' (expected proven=$PROVEN)"
+[[ -n $(field "$READY" precise) ]] || fail "no Precise switch in a precise request's dialog: '$READY'"
 DLG=$(find_window '^Location request$')
 [[ -n $DLG && $DLG == "$(field "$READY" window)" ]] || fail "no visible 'Location request' window matching '$READY'"
 sleep 0.2
 shot consent-prompt.png
-pass "pressing the button opens a one-time prompt naming $DEMO_EXE (dialog $DLG)"
+pass "pressing the button opens a one-time prompt naming $DEMO_EXE, identity executable proven=$PROVEN, with a Precise switch (dialog $DLG)"
 
 # ---- 2. Allow Once: the fix --------------------------------------------------
 ALLOW=$(field "$READY" allow-once)
@@ -345,6 +350,30 @@ busctl_done() { ! alive busctl; }
 wait_for 10 "busctl to return" busctl_done
 [[ $(cat "$TMP/busctl.log") == "u 2" ]] || fail "busctl got '$(cat "$TMP/busctl.log" "$TMP/busctl.err")', expected 'u 2'"
 pass "Don't Allow answers the standard prompt with denied (status 2)"
+
+# ---- 4b. Precise off ---------------------------------------------------------------
+# geoconsentctl asks again (its first prompt was withdrawn, nothing stored); the
+# user turns Precise off and allows once: the app gets the approximate location.
+start locate2 "$BIN/geoconsentctl" --bus "$BUS" locate
+ctl_prompts() { (($(grep -c '^prompt [^ ]* kind=one-time app-id=.*/geoconsentctl ' "$TMP/agent.log") >= 2)); }
+wait_for 20 "geoconsentctl's second prompt" ctl_prompts
+REQ_P=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=one-time app-id=.*/geoconsentctl ')")
+wait_for 10 "its dialog" has_line agent "^ready $REQ_P "
+READY_P=$(line agent "^ready $REQ_P ")
+DLG_P=$(find_window '^Location request$')
+[[ -n $DLG_P && $DLG_P == "$(field "$READY_P" window)" ]] || fail "no dialog for geoconsentctl's prompt ($READY_P)"
+click_rect "$DLG_P" "$(field "$READY_P" precise)"
+wait_for 5 "the Precise switch to turn off" has_line agent "^precise $REQ_P off$"
+sleep 0.3
+shot consent-prompt-precise-off.png
+click_rect "$DLG_P" "$(field "$READY_P" allow-once)"
+wait_for 10 "the agent to answer" has_line agent "^answered $REQ_P allow-once-reduced$"
+locate2_done() { ! alive locate2; }
+wait_for 40 "geoconsentctl's fix" locate2_done
+grep -Eq '^ *Authorization: reduced$' "$TMP/locate2.log" ||
+    fail "geoconsentctl did not get the approximate location: $(cat "$TMP/locate2.log" "$TMP/locate2.err")"
+grep -q 'Altitude' "$TMP/locate2.log" && fail "an approximate fix with an altitude: $(cat "$TMP/locate2.log")"
+pass "Precise off, Allow Once: the agent answers allow-once-reduced and the app gets the approximate location"
 
 stop demo
 stop agent

@@ -23,6 +23,12 @@ public struct AgentPrompt: Equatable, Sendable {
     public var pid: UInt32
     /// The app runs in a Flatpak or Snap sandbox.
     public var sandboxed: Bool
+    /// What the app id rests on, and so how sure the daemon is of the app; nil
+    /// from a daemon that does not say (an agent then shows the id as unproven).
+    public var identity: IdentityKind?
+    /// Whether the daemon holds the app id proven (a verified sandbox, or a
+    /// program of a system user); false: the app's own claim.
+    public var identityProven: Bool
     /// The calling process's executable.
     public var executable: String
     /// The app's window, for a dialog to attach to (`x11:ID`, `wayland:HANDLE` or empty).
@@ -30,7 +36,8 @@ public struct AgentPrompt: Equatable, Sendable {
 
     /// A prompt; details left out read as the daemon never sends them (empty, 0, false, full).
     public init(requestID: String, appID: String, kind: PromptKind?, appName: String = "", reason: String = "",
-                accuracy: Accuracy = .full, pid: UInt32 = 0, sandboxed: Bool = false, executable: String = "",
+                accuracy: Accuracy = .full, pid: UInt32 = 0, sandboxed: Bool = false,
+                identity: IdentityKind? = nil, identityProven: Bool = false, executable: String = "",
                 parentWindow: String = "") {
         self.requestID = requestID
         self.appID = appID
@@ -40,6 +47,8 @@ public struct AgentPrompt: Equatable, Sendable {
         self.accuracy = accuracy
         self.pid = pid
         self.sandboxed = sandboxed
+        self.identity = identity
+        self.identityProven = identityProven
         self.executable = executable
         self.parentWindow = parentWindow
     }
@@ -58,13 +67,15 @@ public enum ConfirmCall {
             "accuracy": .string(r.accuracy.rawValue),
             "pid": .uint32(r.pid),
             "sandboxed": .bool(r.sandboxed),
+            "identity": .string(r.identity.rawValue),
+            "identity-proven": .bool(r.identityProven),
             "executable": .string(r.executable),
             "parent-window": .string(r.parentWindow),
         ])]
     }
 
     /// Nil unless the values are `ssss`-typed as declared; missing details read as
-    /// "", 0 and false, an unknown accuracy as full.
+    /// "", 0 and false, an unknown accuracy as full, an unknown identity as nil.
     public static func decode(_ values: [DBusValue]) -> AgentPrompt? {
         guard values.count == 4, let id = values[0].stringValue, let app = values[1].stringValue,
               let kind = values[2].stringValue, let d = values[3].vardictValue else { return nil }
@@ -72,6 +83,8 @@ public enum ConfirmCall {
                            appName: d["app-name"]?.stringValue ?? "", reason: d["reason"]?.stringValue ?? "",
                            accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? "") ?? .full,
                            pid: d["pid"]?.uint32Value ?? 0, sandboxed: d["sandboxed"]?.boolValue ?? false,
+                           identity: d["identity"]?.stringValue.flatMap(IdentityKind.init(rawValue:)),
+                           identityProven: d["identity-proven"]?.boolValue ?? false,
                            executable: d["executable"]?.stringValue ?? "",
                            parentWindow: d["parent-window"]?.stringValue ?? "")
     }
@@ -81,6 +94,18 @@ public enum ConfirmCall {
 public enum ConfirmReply {
     /// An agent's answer.
     public static func encode(_ decision: AgentDecision) -> [DBusValue] { encode(word: decision.rawValue) }
+
+    /// An agent's answer that allows at most `accuracy`: with Precise off
+    /// (`.reduced`), an allowing decision is spelled `allow-once-reduced` or
+    /// `allow-while-using-reduced`; `deny` and `.full` are the plain words.
+    public static func encode(_ decision: AgentDecision, accuracy: Accuracy) -> [DBusValue] {
+        encode(word: word(decision, accuracy: accuracy))
+    }
+
+    /// The reply word for `decision` allowing at most `accuracy`.
+    public static func word(_ decision: AgentDecision, accuracy: Accuracy) -> String {
+        decision == .deny || accuracy == .full ? decision.rawValue : decision.rawValue + AgentAnswer.reducedSuffix
+    }
 
     /// Any word, decision or not (tests of agents that answer nonsense).
     public static func encode(word: String) -> [DBusValue] { [.string(word)] }

@@ -36,8 +36,15 @@ public final class AgentResponder: @unchecked Sendable {
 
     /// Answers the prompt with `decision` (nothing, once it was withdrawn).
     public func reply(_ decision: AgentDecision) {
+        reply(decision, accuracy: .full)
+    }
+
+    /// Answers the prompt with `decision` allowing at most `accuracy`: the
+    /// user's Precise switch (`.reduced`: off; the app then gets a grid cell
+    /// of a few kilometres, and asks again when it needs more).
+    public func reply(_ decision: AgentDecision, accuracy: Accuracy) {
         loop.post { [requestID, weak endpoint] in
-            endpoint?.pending.removeValue(forKey: requestID)?.reply(ConfirmReply.encode(decision))
+            endpoint?.pending.removeValue(forKey: requestID)?.reply(ConfirmReply.encode(decision, accuracy: accuracy))
         }
     }
 }

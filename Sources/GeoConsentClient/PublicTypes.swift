@@ -42,6 +42,9 @@ public typealias SessionInfo = GeoCore.SessionInfo
 public typealias PromptKind = GeoCore.PromptKind
 /// An agent's answer to a prompt.
 public typealias AgentDecision = GeoCore.AgentDecision
+/// What an app id rests on (a prompt's `identity`): a verified Flatpak or
+/// Snap, an unverified Flatpak, a systemd unit, or an executable path.
+public typealias IdentityKind = GeoCore.IdentityKind
 
 /// A fix as the daemon sends it, with the accuracy it was granted at.
 public typealias Location = GeoConsentAPI::Location

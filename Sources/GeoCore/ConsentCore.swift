@@ -460,7 +460,9 @@ public final class ConsentCore {
         effects.append(.confirm(ConfirmRequest(
             agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
             appName: o.appName, reason: o.reason, accuracy: o.accuracy, pid: s.caller.pid,
-            sandboxed: s.caller.sandboxed, executable: s.caller.executable, parentWindow: o.parentWindow,
+            sandboxed: s.caller.sandboxed, identity: s.caller.identity,
+            identityProven: config.grantsByName(to: s.caller),
+            executable: s.caller.executable, parentWindow: o.parentWindow,
             timeout: start == nil ? config.promptTimeout : min(config.promptTimeout, Self.clientPromptTimeout),
             uid: app.uid)))
     }

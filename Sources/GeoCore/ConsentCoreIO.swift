@@ -78,17 +78,25 @@ public enum AgentDecision: String, Sendable {
 public enum AgentAnswer: Equatable, Sendable, CustomStringConvertible {
     /// A decision, not yet checked against the kind.
     case decision(AgentDecision)
-    /// A decision that allows at most this accuracy: a GeoClue agent's
-    /// `AuthorizeApp` that allowed a lower level than the one asked for.
+    /// A decision that allows at most this accuracy: the user turned Precise
+    /// off (`allow-once-reduced`, `allow-while-using-reduced`), or a GeoClue
+    /// agent's `AuthorizeApp` allowed a lower level than the one asked for.
     case capped(AgentDecision, Accuracy)
     /// Timeout, error reply, wrong reply type, an unknown word, agent gone.
     case noAnswer(String)
+
+    /// The suffix of an allowing decision that allows reduced accuracy at most
+    /// (Precise off): `allow-once-reduced`, `allow-while-using-reduced`.
+    public static let reducedSuffix = "-reduced"
 
     /// The agent's reply string: a decision, or no answer when it is not one of
     /// the words of the contract (they are matched exactly, case included).
     public init(reply: String) {
         if let d = AgentDecision(rawValue: reply) {
             self = .decision(d)
+        } else if reply.hasSuffix(Self.reducedSuffix),
+                  let d = AgentDecision(rawValue: String(reply.dropLast(Self.reducedSuffix.count))), d != .deny {
+            self = .capped(d, .reduced)
         } else {
             self = .noAnswer("unknown decision '\(reply)'")
         }
@@ -299,6 +307,13 @@ public struct ConfirmRequest: Equatable, Sendable {
     public var accuracy: Accuracy
     public var pid: UInt32
     public var sandboxed: Bool
+    /// What the app id rests on (`identity` in the details): the prompt says how
+    /// sure the daemon is of the app.
+    public var identity: IdentityKind
+    /// Whether that kind proves the app id for this caller (`Config.grantsByName`:
+    /// a verified sandbox, or a process of a system uid): else the id is the
+    /// app's own claim, and the prompt says so.
+    public var identityProven: Bool
     public var executable: String
     public var parentWindow: String
     /// Seconds the agent has to answer.
@@ -308,6 +323,7 @@ public struct ConfirmRequest: Equatable, Sendable {
 
     public init(agentName: String, agentPath: String, requestID: String, appID: String, kind: PromptKind,
                 appName: String, reason: String, accuracy: Accuracy, pid: UInt32, sandboxed: Bool,
+                identity: IdentityKind = .executable, identityProven: Bool = false,
                 executable: String, parentWindow: String, timeout: Double, uid: UInt32 = 0) {
         self.agentName = agentName
         self.agentPath = agentPath
@@ -319,6 +335,8 @@ public struct ConfirmRequest: Equatable, Sendable {
         self.accuracy = accuracy
         self.pid = pid
         self.sandboxed = sandboxed
+        self.identity = identity
+        self.identityProven = identityProven
         self.executable = executable
         self.parentWindow = parentWindow
         self.timeout = timeout

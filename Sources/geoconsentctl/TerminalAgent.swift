@@ -14,11 +14,16 @@ final class TerminalAgent {
     }
 
     let auto: AgentDecision?
+    /// `--auto allow-once-reduced`, `allow-while-using-reduced`: Precise off.
+    let autoAccuracy: Accuracy
     var prompts: [Prompt] = []
     var shown: String?
     var input: [UInt8] = []
 
-    init(auto: AgentDecision?) { self.auto = auto }
+    init(auto: AgentDecision?, accuracy: Accuracy = .full) {
+        self.auto = auto
+        autoAccuracy = accuracy
+    }
 
     func handle(_ request: AgentRequest) {
         switch request {
@@ -39,9 +44,11 @@ final class TerminalAgent {
         if let auto {
             // allow-while-using is not an answer to the button: give what the user meant, once.
             let d: AgentDecision = (auto == .allowWhileUsing && p.prompt.kind == .oneTime) ? .allowOnce : auto
-            print("Request \(TerminalAgent.printable(p.id)): \(describe(p.prompt)) -> \(d.rawValue)")
+            let reduced = autoAccuracy == .reduced && d != .deny
+            print("Request \(TerminalAgent.printable(p.id)): \(describe(p.prompt)) -> \(d.rawValue)" +
+                  (reduced ? ", approximate only" : ""))
             fflush(stdout)
-            return p.responder.reply(d)
+            return p.responder.reply(d, accuracy: autoAccuracy)
         }
         prompts.append(p)
         showNext()
@@ -67,16 +74,39 @@ final class TerminalAgent {
 
     func describe(_ p: AgentPrompt) -> String {
         let name = TerminalAgent.printable(p.appName)
-        let who = TerminalAgent.printable(p.appID, limit: 4096) + " (pid \(p.pid))" + (name.isEmpty ? "" : ", calling itself \"\(name)\"")
+        let who = TerminalAgent.printable(p.appID, limit: 4096) + " (pid \(p.pid))" + (name.isEmpty ? "" : ", calling itself \"\(name)\" (not proven)")
         let acc = p.accuracy == .reduced ? "approximate" : "precise"
         let what = p.kind == .oneTime ? "your \(acc) location once" : "your \(acc) location while in use"
         return "\(who) asks for \(what)"
     }
 
+    /// How sure the daemon is of the app (the prompt's `identity` and
+    /// `identity-proven`): every claim the contract does not hold proven is
+    /// marked so (docs/dbus-api.md, "What each identity proves").
+    static func identityLine(_ p: AgentPrompt) -> String {
+        let proven = p.identityProven
+        switch p.identity {
+        case .flatpak?: return "Identity: Flatpak app, verified (installed system-wide by the administrator)"
+        case .snap?: return "Identity: Snap, confined by the kernel under its profile"
+        case .unverifiedFlatpak?: return "Identity: claims to be a Flatpak app, NOT VERIFIED (any program can claim this)"
+        case .systemdUnit?:
+            return proven ? "Identity: systemd unit of a system service (proven)"
+                          : "Identity: systemd unit name, NOT PROVEN (any program of this user can run under it)"
+        case .executable?:
+            return proven ? "Identity: program of a system user (proven)"
+                          : "Identity: program path, NOT PROVEN (any program of this user can show it)"
+        case nil: return "Identity: not reported by the daemon, NOT PROVEN"
+        }
+    }
+
+    /// Precise can be turned off only when the app asks for it.
+    static func offersPrecise(_ p: AgentPrompt) -> Bool { p.accuracy == .full }
+
     func showNext() {
         guard shown == nil, let p = prompts.first else { return }
         shown = p.id
         print("\n\(describe(p.prompt)).")
+        print(TerminalAgent.identityLine(p.prompt))
         if !p.prompt.reason.isEmpty {
             print("Reason given by the app: \(TerminalAgent.printable(p.prompt.reason))")
         }
@@ -84,6 +114,10 @@ final class TerminalAgent {
             print("[a] Allow Once   [d] Don't Allow")
         } else {
             print("[o] Allow Once   [w] Allow While Using   [d] Don't Allow")
+        }
+        if TerminalAgent.offersPrecise(p.prompt) {
+            print("Add r to allow only your approximate location (Precise off): " +
+                  (p.prompt.kind == .oneTime ? "ar" : "or, wr"))
         }
         print("> ", terminator: "")
         fflush(stdout)
@@ -102,6 +136,12 @@ final class TerminalAgent {
     func answer(_ line: String) {
         guard let id = shown, let i = prompts.firstIndex(where: { $0.id == id }) else { return }
         let p = prompts[i]
+        var line = line
+        var accuracy = Accuracy.full
+        if TerminalAgent.offersPrecise(p.prompt), line.count == 2, line.hasSuffix("r"), line != "dr" {
+            accuracy = .reduced
+            line.removeLast()
+        }
         let decision: AgentDecision?
         switch (p.prompt.kind == .oneTime, line) {
         case (true, "a"), (false, "o"): decision = .allowOnce
@@ -116,8 +156,8 @@ final class TerminalAgent {
         }
         prompts.remove(at: i)
         shown = nil
-        p.responder.reply(decision)
-        print("Answered \(decision.rawValue).")
+        p.responder.reply(decision, accuracy: accuracy)
+        print("Answered \(decision.rawValue)\(accuracy == .reduced && decision != .deny ? ", approximate only" : "").")
         showNext()
     }
 }
@@ -141,9 +181,15 @@ enum AgentInput {
 func agentCommand(_ ctx: inout Context) async throws {
     let autoWord = try ctx.option("--auto")
     var auto: AgentDecision?
-    if let autoWord {
-        guard let d = AgentDecision(rawValue: autoWord) else {
-            throw UsageError("--auto wants allow-once, allow-while-using or deny")
+    var autoAccuracy = Accuracy.full
+    if var word = autoWord {
+        if word.hasSuffix("-reduced"), word != "deny-reduced" {
+            autoAccuracy = .reduced
+            word.removeLast("-reduced".count)
+        }
+        guard let d = AgentDecision(rawValue: word) else {
+            throw UsageError("--auto wants allow-once, allow-while-using or deny " +
+                             "(allow-once-reduced, allow-while-using-reduced: Precise off)")
         }
         auto = d
     }
@@ -163,7 +209,7 @@ func agentCommand(_ ctx: inout Context) async throws {
     if auto == nil {
         StandardInput.read { bytes in feed.yield(.typed(bytes)) } closed: { feed.yield(.inputClosed) }
     }
-    let agent = TerminalAgent(auto: auto)
+    let agent = TerminalAgent(auto: auto, accuracy: autoAccuracy)
     for await input in inputs {
         switch input {
         case .request(let r): agent.handle(r)

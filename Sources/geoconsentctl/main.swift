@@ -14,7 +14,7 @@ Commands:
                                 a one-time grant, then print one fix
   watch [--accuracy A] [--distance M] [--interval S]
                                 the same, then print fixes until Ctrl-C
-  agent [--auto allow-once|allow-while-using|deny]
+  agent [--auto allow-once|allow-while-using|deny|allow-once-reduced|allow-while-using-reduced]
                                 be the consent agent of your user (answers prompts
                                 on the terminal, or automatically for scripts)
   consents                      list stored consents (root: of every user)

@@ -150,18 +150,29 @@ final class WireShapeTests: XCTestCase {
     func testConfirmCallReplyAndCancel() {
         let request = ConfirmRequest(agentName: ":1.9", agentPath: "/agent", requestID: "7", appID: "org.example.Maps",
                                      kind: .oneTime, appName: "Maps", reason: "show the map", accuracy: .reduced,
-                                     pid: 4711, sandboxed: true, executable: "/app/bin/maps",
-                                     parentWindow: "x11:42", timeout: 60)
+                                     pid: 4711, sandboxed: true, identity: .flatpak, identityProven: true,
+                                     executable: "/app/bin/maps", parentWindow: "x11:42", timeout: 60)
         let args = ConfirmCall.encode(request)
         XCTAssertEqual(args, [.string("7"), .string("org.example.Maps"), .string("one-time"), .vardict([
             "app-name": .string("Maps"), "reason": .string("show the map"), "accuracy": .string("reduced"),
-            "pid": .uint32(4711), "sandboxed": .bool(true), "executable": .string("/app/bin/maps"),
+            "pid": .uint32(4711), "sandboxed": .bool(true), "identity": .string("flatpak"),
+            "identity-proven": .bool(true), "executable": .string("/app/bin/maps"),
             "parent-window": .string("x11:42"),
         ])])
         XCTAssertEqual(ConfirmCall.decode(args),
                        AgentPrompt(requestID: "7", appID: "org.example.Maps", kind: .oneTime, appName: "Maps",
                                    reason: "show the map", accuracy: .reduced, pid: 4711, sandboxed: true,
+                                   identity: .flatpak, identityProven: true,
                                    executable: "/app/bin/maps", parentWindow: "x11:42"))
+        // From a daemon of the earlier contract: no identity, so nothing is proven.
+        guard var older = args.last?.vardictValue else { return XCTFail("no details") }
+        older["identity"] = nil
+        older["identity-proven"] = nil
+        let old = ConfirmCall.decode(args.prefix(3) + [.vardict(older)])
+        XCTAssertEqual(old?.identity, nil)
+        XCTAssertEqual(old?.identityProven, false)
+        older["identity"] = DBusValue.string("a-kind-of-tomorrow")
+        XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(older)])?.identity, nil, "an unknown kind")
         XCTAssertNil(ConfirmCall.decode(ConfirmCall.encode(request)[...2].map { $0 }))
         XCTAssertNil(ConfirmCall.decode(args.prefix(3) + [.string("not a dict")]))
         var unknown = args
@@ -169,6 +180,12 @@ final class WireShapeTests: XCTestCase {
         XCTAssertNil(ConfirmCall.decode(unknown)?.kind, "a kind this library does not know")
 
         XCTAssertEqual(ConfirmReply.encode(.allowWhileUsing), [.string("allow-while-using")])
+        XCTAssertEqual(ConfirmReply.encode(.allowOnce, accuracy: .reduced), [.string("allow-once-reduced")])
+        XCTAssertEqual(ConfirmReply.encode(.allowWhileUsing, accuracy: .reduced), [.string("allow-while-using-reduced")])
+        XCTAssertEqual(ConfirmReply.encode(.deny, accuracy: .reduced), [.string("deny")])
+        XCTAssertEqual(ConfirmReply.encode(.allowOnce, accuracy: .full), [.string("allow-once")])
+        XCTAssertEqual(ConfirmReply.decode(signature: "s", ConfirmReply.encode(.allowOnce, accuracy: .reduced)),
+                       .capped(.allowOnce, .reduced))
         XCTAssertEqual(ConfirmReply.decode(signature: "s", ConfirmReply.encode(.deny)), .decision(.deny))
         XCTAssertEqual(ConfirmReply.decode(signature: "s", ConfirmReply.encode(word: "yes please")),
                        .noAnswer("unknown decision 'yes please'"))

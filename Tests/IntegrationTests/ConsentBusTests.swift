@@ -571,14 +571,20 @@ final class ConsentBusTests: XCTestCase {
 
     // MARK: 11. The command-line agent
 
-    func testCtlAgentAutoAllowOnceAnswersAndConsentsListsTheApp() throws {
-        let logs = try TempDir()
+    /// `geoconsentctl agent --auto WORD`, registered (its banner read).
+    func ctlAgent(auto word: String, _ logs: TempDir) throws -> ChildProcess {
         let ctlAgent = try ChildProcess(executable: ctlPath,
-                                        arguments: ["--bus", stack.bus.address, "agent", "--auto", "allow-once"],
+                                        arguments: ["--bus", stack.bus.address, "agent", "--auto", word],
                                         logPath: logs.file("agent.log"), captureStdout: true)
-        defer { ctlAgent.stop() }
         let banner = ctlAgent.readStdoutLine(timeout: 10) ?? ""
         XCTAssertTrue(banner.contains("Consent agent registered"), banner + consentTail(logs.file("agent.log")))
+        return ctlAgent
+    }
+
+    func testCtlAgentAutoAllowOnceAnswersAndConsentsListsTheApp() throws {
+        let logs = try TempDir()
+        let ctlAgent = try ctlAgent(auto: "allow-once", logs)
+        defer { ctlAgent.stop() }
         // It holds the uid's agent slot.
         XCTAssertDBusError(TestAgent(peer: try stack.peer(), behaviour: .never).register(),
                            GeoConsentAPI.ErrorName.agentExists)
@@ -605,6 +611,21 @@ final class ConsentBusTests: XCTestCase {
             return registered
         }
         XCTAssertTrue(registered)
+    }
+
+    /// `geoconsentctl agent --auto allow-once-reduced`: Precise off for a
+    /// request for full accuracy; the grant is reduced.
+    func testCtlAgentAutoPreciseOffGrantsReduced() throws {
+        let logs = try TempDir()
+        let ctlAgent = try ctlAgent(auto: "allow-once-reduced", logs)
+        defer { ctlAgent.stop() }
+        let client = try stack.peer()
+        XCTAssertEqual(try client.tap(AuthOptions(accuracy: .full)).get(), 4)
+        let answered = ctlAgent.readStdoutLine(timeout: 5) ?? ""
+        XCTAssertTrue(answered.hasSuffix("-> allow-once, approximate only"), answered)
+        XCTAssertEqual(try client.authorization().accuracy, .reduced)
+        let bad = try stack.ctl(["agent", "--auto", "deny-reduced"])
+        XCTAssertEqual(bad.status, 2, "a usage error: \(bad.output)")
     }
 }
 

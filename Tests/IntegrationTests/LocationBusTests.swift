@@ -452,6 +452,33 @@ final class LocationBusTests: XCTestCase {
 
     // MARK: 5. Reduced accuracy
 
+    /// The user turns Precise off in the prompt (`allow-once-reduced`): the app
+    /// asked for full accuracy and gets the grid cell, its grant and record say
+    /// reduced, and asking for full again prompts again. The prompt said what
+    /// the app id rests on.
+    func testPreciseOffGivesReducedFixesAndFullIsAskedAgain() throws {
+        agent.behaviour = .answer("allow-once-reduced")
+        let p = try tappedClient(accuracy: .full)
+        let prompt = try XCTUnwrap(agent.confirms.last)
+        XCTAssertEqual(prompt.accuracy, .full)
+        XCTAssertEqual(prompt.identity, .executable, "the test process is a plain program")
+        XCTAssertEqual(prompt.identityProven, getuid() <= 999, "proven only for a system uid")
+        XCTAssertEqual(try p.authorization().accuracy, .reduced)
+        let feed = LocationFeed(latitude: 48.1372, longitude: 11.5756, step: 10)
+        let d = try XCTUnwrap(locate(p, feed, maxAge: 0))
+        XCTAssertEqual(d.accuracy, .reduced)
+        XCTAssertNil(d.fix.altitude, "reduced: no altitude")
+        XCTAssertGreaterThanOrEqual(d.fix.horizontalAccuracy ?? 0, 3530, "a ~5 km cell")
+
+        agent.behaviour = .answer("allow-once")
+        XCTAssertEqual(try p.tap(AuthOptions(accuracy: .full)).get(), 4)
+        XCTAssertEqual(agent.confirms.count, 2, "full accuracy was asked again")
+        XCTAssertEqual(try p.authorization().accuracy, .full)
+        let precise = try XCTUnwrap(locate(p, feed, maxAge: 0))
+        XCTAssertEqual(precise.accuracy, .full)
+        XCTAssertNotNil(precise.fix.altitude)
+    }
+
     func testReducedAccuracyCannotBeAveragedBack() throws {
         let p = try tappedClient(accuracy: .reduced)
         XCTAssertEqual(agent.confirms.last?.accuracy, .reduced)

@@ -169,15 +169,32 @@ final class GeoClueBusTests: GeoClueTestCase {
         startFeeding()
         let c = try startedClient(p, level: GeoClueAccuracyLevel.city)
         XCTAssertEqual(agent.confirms.first?.accuracy, .reduced)
-        let path = try XCTUnwrap(waitForUpdate(p, c)).new
-        let loc = try XCTUnwrap(try p.geoclueLocation(path).get())
+        try assertTheGridCell(p, c)
+    }
+
+    /// The client's next Location is the grid cell of the fed position, with nothing more.
+    func assertTheGridCell(_ p: BusPeer, _ client: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let path = try XCTUnwrap(waitForUpdate(p, client), file: file, line: line).new
+        let loc = try XCTUnwrap(try p.geoclueLocation(path).get(), file: file, line: line)
         let cell = ReducedGrid(cellSize: 5000).reduce(Fix(latitude: feed.latitude, longitude: feed.longitude, mode: .threeD))
-        XCTAssertEqual(loc.latitude, cell.latitude, accuracy: 1e-9)
-        XCTAssertEqual(loc.longitude, cell.longitude, accuracy: 1e-9)
-        XCTAssertEqual(loc.accuracy ?? 0, cell.horizontalAccuracy ?? -1, accuracy: 1e-6, "the cell's half-diagonal")
-        XCTAssertNil(loc.altitude)
-        XCTAssertNil(loc.speed)
-        XCTAssertNil(loc.heading)
+        XCTAssertEqual(loc.latitude, cell.latitude, accuracy: 1e-9, file: file, line: line)
+        XCTAssertEqual(loc.longitude, cell.longitude, accuracy: 1e-9, file: file, line: line)
+        XCTAssertEqual(loc.accuracy ?? 0, cell.horizontalAccuracy ?? -1, accuracy: 1e-6, "the cell's half-diagonal",
+                       file: file, line: line)
+        XCTAssertNil(loc.altitude, file: file, line: line)
+        XCTAssertNil(loc.speed, file: file, line: line)
+        XCTAssertNil(loc.heading, file: file, line: line)
+    }
+
+    /// The user turns Precise off in our agent's prompt for an exact-level
+    /// client (`allow-once-reduced`): the client gets the grid cell, as at city level.
+    func testPreciseOffGivesAnExactClientTheGridCell() throws {
+        let p = try stack.peer()
+        agent.behaviour = .answer("allow-once-reduced")
+        startFeeding()
+        let c = try startedClient(p, level: GeoClueAccuracyLevel.exact)
+        XCTAssertEqual(agent.confirms.first?.accuracy, .full, "exact was asked for")
+        try assertTheGridCell(p, c)
     }
 
     /// Firefox changes accuracy on a live client: `Stop`, set
