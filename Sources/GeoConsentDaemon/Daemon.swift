@@ -250,11 +250,15 @@ public final class Daemon {
         var ended: String?
         if case .sessionEnded(let name) = event { ended = core.connection(ofSession: name) }
         let effects = core.handle(event, now: GeoSystem.now())
+        let notes = core.grantNotes
         if let ended, !core.hasSessions(connection: ended) { processes.forget(ended) }
         let count = core.sessionCount
         sessionPeak = max(sessionPeak, count)
         if count >= 256 { crowdSinceEmpty = true }
         execute(effects)
+        // The grant journal (GrantJournal.swift): after the effects, so a line
+        // never tells of a grant the app has not been told of yet.
+        for n in notes { Log.byCaller(uid: n.uid, .info, n.description) }
         if case .client(_, let caller, _) = event { watchProcess(of: caller) }
         checkIdle()
     }

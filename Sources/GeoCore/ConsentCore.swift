@@ -83,6 +83,8 @@ public final class ConsentCore {
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
     private var ended: Set<SessionID> = []
+    /// Why a grant ending in this event ends (`CoreEvent.grantEndCause`).
+    private var endCause = ""
     /// `Enabled` changed in this event: every session may have a new status.
     private var allChanged = false
     private var now: UInt64 = 0
@@ -101,6 +103,9 @@ public final class ConsentCore {
     // MARK: Queries (for the daemon and tests)
 
     public var sessionCount: Int { sessions.count }
+    /// The grant journal's lines of the last event (GrantJournal.swift): the
+    /// daemon logs them after carrying out its effects.
+    public private(set) var grantNotes: [GrantNote] = []
     public func hasSession(_ name: SessionID) -> Bool { sessions[name] != nil }
     /// The connection of session `name` (its own, or its client object's), while it exists.
     public func connection(ofSession name: SessionID) -> String? { sessions[name]?.caller.connection }
@@ -137,6 +142,8 @@ public final class ConsentCore {
         self.now = now
         effects = []
         ended = []
+        grantNotes = []
+        endCause = event.grantEndCause
         switch event {
         case .client(let call, let caller, let request):
             client(call, caller, request)
@@ -248,6 +255,8 @@ public final class ConsentCore {
         s.lastGranted = effectiveAccuracy(s) != nil
         s.lastPause = pause(caller)
         sessions.add(s)
+        // A stored decision (or the config) grants a new session of the app from its first call.
+        if s.lastGranted, let a = effectiveAccuracy(s) { grantNotes.append(GrantNote(caller, .began(a, temporary: false))) }
         // Before any updates of this session can start: they start paused.
         if let p = s.lastPause { effects.append(.pauseFixes(session: caller.session, p)) }
         return s
@@ -555,6 +564,7 @@ public final class ConsentCore {
     /// The session ends: its grant, its updates, and its part in a prompt.
     private func endSession(_ name: SessionID) {
         if let s = sessions.remove(name) {
+            if s.lastGranted { grantNotes.append(GrantNote(s.caller, .ended(endCause))) }
             let app = s.caller.app
             if s.lastGranted || s.updates { endGrant(name) }
             // The location side forgets the session's pause with it.
@@ -865,6 +875,9 @@ public final class ConsentCore {
             if s.lastGranted && !granted {
                 s.updates = false
                 endGrant(name)
+                grantNotes.append(GrantNote(s.caller, .ended(p?.grantEndCause ?? endCause)))
+            } else if granted && !s.lastGranted, let a = effectiveAccuracy(s) {
+                grantNotes.append(GrantNote(s.caller, .began(a, temporary: s.tempGrant != nil && !storedCovers(s.caller.app, a))))
             }
             s.lastGranted = granted
             sessions[name] = s

@@ -139,6 +139,25 @@ final class ConsentBusTests: XCTestCase {
         }
     }
 
+    /// The grant journal: the daemon's log says when a grant began and why it
+    /// ended, with the app, the uid and its identity kind, and no coordinate.
+    func testTheJournalSaysEachGrantAndWhyItEnded() throws {
+        let agent = try registeredAgent(.answer("allow-once"))
+        let p = try stack.peer()
+        XCTAssertEqual(try p.tap(AuthOptions(accuracy: .full)).get(), 4)
+        XCTAssertEqual(agent.confirms.count, 1)
+        let began = "grant began: \(selfAppID) (uid \(getuid()), executable), session \(p.uniqueName), one-time, full"
+        let ended = "grant ended: \(selfAppID) (uid \(getuid()), executable), session \(p.uniqueName): the app left the bus"
+        stack.peers.pump(timeout: 5) { self.stack.daemon.log().contains(began) }
+        XCTAssertTrue(stack.daemon.log().contains(began), stack.daemon.log().suffix(2000).description)
+        p.connection.close()
+        stack.peers.pump(timeout: 5) { self.stack.daemon.log().contains(ended) }
+        let log = stack.daemon.log()
+        XCTAssertTrue(log.contains(ended), log.suffix(2000).description)
+        let grantLines = log.split(separator: "\n").filter { $0.contains("grant ") }
+        XCTAssertEqual(grantLines.count, 2, "one line each: \(grantLines)")
+    }
+
     // MARK: 2. A second user
 
     func testAnotherUserCannotSeeUseOrResetRootsConsent() throws {
