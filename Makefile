@@ -155,7 +155,7 @@ INSTALL_NEEDS :=
 INSTALL_FROM = $(BINDIR_SRC)
 endif
 
-.PHONY: install install-geoclue uninstall
+.PHONY: install install-geoclue install-agent uninstall
 
 install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 	@test -x "$(INSTALL_FROM)/geoconsentd" -a -x "$(INSTALL_FROM)/geoconsentctl" || \
@@ -215,6 +215,21 @@ install-geoclue:
 	  echo "         systemctl reload dbus; systemctl try-restart geoconsentd.service (docs/geoclue.md)"; \
 	fi
 
+# The graphical consent agent (desktop/; debian/rules installs it into the
+# package geoconsent-agent): the program, its man page, its XDG autostart
+# entry (started with the desktop session; systemd's user manager runs it as
+# a unit of xdg-desktop-autostart.target), its .desktop file and its icon.
+AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
+install-agent:
+	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(AUTOSTARTDIR)" \
+	  "$(DESTDIR)$(PREFIX)/share/applications" "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps"
+	$(INSTALL) -m 0755 desktop/geoconsent-agent "$(DESTDIR)$(BINDIR)/geoconsent-agent"
+	$(INSTALL) -m 0644 man/geoconsent-agent.1 "$(DESTDIR)$(MANDIR)/man1/"
+	$(INSTALL) -m 0644 desktop/data/geoconsent-agent-autostart.desktop \
+	  "$(DESTDIR)$(AUTOSTARTDIR)/org.geoconsent.Agent.desktop"
+	$(INSTALL) -m 0644 desktop/data/org.geoconsent.Agent.desktop "$(DESTDIR)$(PREFIX)/share/applications/"
+	$(INSTALL) -m 0644 desktop/data/org.geoconsent.Agent.svg "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/"
+
 # Removes what install put there, except the config (yours) and the state.
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/geoconsentd" "$(DESTDIR)$(BINDIR)/geoconsentctl" \
@@ -226,6 +241,10 @@ uninstall:
 	  "$(DESTDIR)$(DBUSDATADIR)/interfaces/org.geoconsent.GeoConsent1.xml" \
 	  "$(DESTDIR)$(MANDIR)/man1/geoconsentctl.1" "$(DESTDIR)$(MANDIR)/man5/geoconsent.conf.5" \
 	  "$(DESTDIR)$(MANDIR)/man8/geoconsentd.8"
+	rm -f "$(DESTDIR)$(BINDIR)/geoconsent-agent" "$(DESTDIR)$(MANDIR)/man1/geoconsent-agent.1" \
+	  "$(DESTDIR)$(AUTOSTARTDIR)/org.geoconsent.Agent.desktop" \
+	  "$(DESTDIR)$(PREFIX)/share/applications/org.geoconsent.Agent.desktop" \
+	  "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.geoconsent.Agent.svg"
 	@# The GeoClue2 facade's files (GEOCLUE=1), if they are ours: the activation
 	@# file has GeoClue's path, so it goes only when it names our unit.
 	rm -f "$(DESTDIR)$(DBUSPOLICYDIR)/org.freedesktop.GeoClue2.geoconsent.conf" \

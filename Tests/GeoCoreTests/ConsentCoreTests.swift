@@ -87,7 +87,8 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(tap.effects, [.confirm(ConfirmRequest(
             agentName: W.agent.connection, agentPath: W.agentPath, requestID: tap.promptID ?? "?",
             appID: "org.example.Flat", kind: .oneTime, appName: "Flat App", reason: "Show the weather here",
-            accuracy: .reduced, pid: 440, sandboxed: true, executable: "/app/bin/flat",
+            accuracy: .reduced, pid: 440, sandboxed: true, identity: .flatpak, identityProven: true,
+            executable: "/app/bin/flat",
             parentWindow: "x11:0x42", timeout: 17, uid: W.flatpak.uid))])
         let ask = rig.ask(W.bobMaps, reason: "Route")
         XCTAssertEqual(ask.confirm?.kind, .whenInUse)

@@ -365,7 +365,8 @@ check_kill_helper() {
            $(daemon_pid) != 0 && $(unit_prop geoconsentd.service NRestarts) == $((restarts + 1)) ]]
     }
     expect "after kill -9 of the identity helper systemd restarted the daemon" wait_for 10 restarted
-    expect "the daemon said why it exited" \
+    # journald may take a moment to store the dying daemon's last line.
+    expect "the daemon said why it exited" wait_for 5 \
         eval 'ct_sh "journalctl -u geoconsentd --no-pager -o cat" | grep -q "the identity helper is gone"'
     expect "the restarted daemon has a helper again" eval '[[ -n $(helper_pid "$(daemon_pid)") ]]'
 }

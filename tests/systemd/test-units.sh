@@ -195,6 +195,7 @@ variant_deb() {
         eval 'ct_exec dpkg-query -W -f="\${Conffiles}" geoconsent | grep -q "^ */etc/geoconsent/geoconsent.conf "'
     run_checks
     check_geoclue_package
+    check_agent_package
     check_reinstall
     check_purge
     ct_teardown
@@ -226,6 +227,43 @@ check_geoclue_package() {
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent-geoclue
     expect "after the purge the daemon runs without org.freedesktop.GeoClue2" wait_for 10 \
         eval '! ct_exec busctl --system status org.freedesktop.GeoClue2 >/dev/null 2>&1 && ct_exec timeout 10 geoconsentctl status >/dev/null'
+}
+
+# The graphical consent agent's package (desktop/, README "Desktop"): it
+# installs beside the daemon, its XDG autostart entry is what a desktop
+# session starts (systemd's own generator turns it into a unit of
+# xdg-desktop-autostart.target that runs the installed program), the program
+# runs with Debian's python3 and its GTK packages, and a purge leaves nothing.
+check_agent_package() {
+    local adeb gen unit
+    adeb=$(compgen -G "$(dirname "$DEB")/geoconsent-agent_*_all.deb" | head -n 1)
+    [[ -n $adeb ]] || { fail "no geoconsent-agent_*_all.deb beside $DEB (make deb)"; return; }
+    run_logged "apt install ./$(basename "$adeb")" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y "$adeb" || return
+    expect "the agent, its autostart entry, .desktop file, icon and man page are installed" \
+        ct_exec test -x /usr/bin/geoconsent-agent -a -f /etc/xdg/autostart/org.geoconsent.Agent.desktop \
+            -a -f /usr/share/applications/org.geoconsent.Agent.desktop \
+            -a -f /usr/share/icons/hicolor/scalable/apps/org.geoconsent.Agent.svg \
+            -a -f /usr/share/man/man1/geoconsent-agent.1.gz
+    expect "the installed agent runs (--help) with the packages it depends on" \
+        eval 'ct_exec geoconsent-agent --help | grep -q "consent agent"'
+    gen=$(ct_exec sh -c 'ls /usr/lib/systemd/user-generators/systemd-xdg-autostart-generator \
+        /lib/systemd/user-generators/systemd-xdg-autostart-generator 2>/dev/null | head -n 1')
+    if [[ -n $gen ]]; then
+        ct_exec sh -c 'rm -rf /run/geoconsent-gen && mkdir /run/geoconsent-gen'
+        ct_exec env XDG_CONFIG_DIRS=/etc/xdg "$gen" /run/geoconsent-gen /run/geoconsent-gen /run/geoconsent-gen
+        unit=$(ct_exec sh -c 'cat /run/geoconsent-gen/app-org.geoconsent.Agent@autostart.service 2>/dev/null')
+        expect "systemd's autostart generator makes a unit of the session that runs it: ${unit:-none}" \
+            eval '[[ $unit == *"ExecStart=:/usr/bin/geoconsent-agent"* || $unit == *"ExecStart=/usr/bin/geoconsent-agent"* ]] &&
+                  ct_exec test -L /run/geoconsent-gen/xdg-desktop-autostart.target.wants/app-org.geoconsent.Agent@autostart.service'
+        ct_exec rm -rf /run/geoconsent-gen
+    else
+        fail "no systemd-xdg-autostart-generator in the container"
+    fi
+    run_logged "apt purge geoconsent-agent" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent-agent
+    expect "after the purge no file of the agent is left" \
+        eval '! ct_exec test -e /usr/bin/geoconsent-agent -o -e /etc/xdg/autostart/org.geoconsent.Agent.desktop'
 }
 
 # An upgrade (here: the same version again) restarts a running daemon
