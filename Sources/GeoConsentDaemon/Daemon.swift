@@ -104,6 +104,7 @@ public final class Daemon {
             for rule in frontEnds.all.flatMap(\.matchRules) { try connection.addMatch(rule) }
             logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
             logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
+            logind.onBegan = { [weak self] id, at in self?.feed(.loginSessionBegan(id: id, at: at)) }
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
@@ -353,6 +354,8 @@ public final class Daemon {
                 location.pause(session: session, reason)
             case .resumeFixes(let session):
                 location.resume(session: session)
+            case .wakeUp(let seconds):
+                loop.schedule(after: seconds) { [weak self] in self?.feed(.wokeUp) }
             }
         }
     }

@@ -60,6 +60,8 @@ final class LogindWatch {
         var waiting: Set<String> = []
         /// The state last told (`onState`): only a change is told again.
         var told: LoginSessionState?
+        /// When the session began (`Timestamp`, wall microseconds), once told (`onBegan`).
+        var began: UInt64?
         /// Whose calls the reads count against (OutgoingCalls), and whose lines its
         /// changes are in the log: the first connection's uid other than root's.
         var uid: UInt32
@@ -95,6 +97,9 @@ final class LogindWatch {
     var onPlaced: (_ connection: String, _ id: String) -> Void = { _, _ in }
     /// What logind says of login session `id` now (nil: nothing known).
     var onState: (_ id: String, _ state: LoginSessionState?) -> Void = { _, _ in }
+    /// When a login session began (logind's `Timestamp`), told once, before
+    /// its state and the connections placed in it.
+    var onBegan: (_ id: String, _ at: UInt64) -> Void = { _, _ in }
 
     /// Asks the bus once (start-up, blocking as the other start-up calls are)
     /// whether logind is there, and subscribes to its arrival and departure.
@@ -329,6 +334,10 @@ final class LogindWatch {
     private func update(_ path: String, _ props: [String: DBusValue]) {
         if let v = props["Active"]?.unwrapped.boolValue { followed[path]?.active = v }
         if let v = props["LockedHint"]?.unwrapped.boolValue { followed[path]?.locked = v }
+        if followed[path]?.began == nil, let t = props["Timestamp"]?.unwrapped.uint64Value, t > 0 {
+            followed[path]?.began = t
+            onBegan(path, t)
+        }
     }
 
     private func changed(_ path: String) {

@@ -103,6 +103,8 @@ public enum ConfigParser {
                     result.gpsdLinger = v
                 case "idle-exit":
                     result.idleExit = try seconds(value, key: key, allowZero: true, fail: fail)
+                case "agent-wait":
+                    result.agentWait = try seconds(value, key: key, allowZero: true, fail: fail)
                 case "reduced-grid":
                     guard let v = decimal(value), reducedGridRange.contains(v) else {
                         throw fail("reduced-grid must be a number of metres from 1 to 1000000, not '\(value)'")

@@ -79,6 +79,8 @@ public final class ConsentCore {
     private var loginSessionOf: [String: String] = [:]
     /// What logind says of each login session the daemon follows (`loginSessionState`).
     private var loginStates: [String: LoginSessionState] = [:]
+    /// When each login session began (`loginSessionBegan`).
+    private var loginBegan: [String: UInt64] = [:]
 
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
@@ -163,6 +165,10 @@ public final class ConsentCore {
             loginSession(connection, id)
         case .loginSessionState(let id, let state):
             loginSessionState(id, state)
+        case .loginSessionBegan(let id, let at):
+            loginBegan[id] = at
+        case .wokeUp:
+            agentWaitOver()
         }
         announceChanges()
         sessions.forgetChanges()
@@ -416,6 +422,14 @@ public final class ConsentCore {
         // Our own agent first; for a client object's Start, the uid's GeoClue agent else.
         let geoclue = start == nil ? nil : geoclueAgents[app.uid].map { Agent(name: $0.name, path: "", uid: $0.uid, geoclue: true) }
         guard let agent = agents[app.uid] ?? geoclue else {
+            if let deadline = agentDeadline(s.caller), deadline > now,
+               app.uid == 0 || sessions.waitingCount(uid: app.uid) < config.limits.waitingPerUser {
+                // The user's session has just begun: its agent may not be there yet.
+                queued[app, default: []].append(Waiter(call: call, session: name, kind: kind, options: o, start: start))
+                s.waiting = .queued
+                sessions[name] = s
+                return effects.append(.wakeUp(after: Double(deadline - now) / 1e6))
+            }
             if start != nil {
                 return effects.append(.fail(call, .accessDenied(
                     "No consent agent is registered for uid \(app.uid), so nobody can allow \(app.appID) to use location")))
@@ -547,6 +561,25 @@ public final class ConsentCore {
         }
     }
 
+    /// Until when a request of `caller` that needs a prompt waits for its uid's
+    /// agent: `agentWait` after its login session began; nil when logind did
+    /// not place it or did not say when that session began.
+    private func agentDeadline(_ caller: Caller) -> UInt64? {
+        guard config.agentWait > 0, let id = loginSessionOf[caller.connection], let began = loginBegan[id] else { return nil }
+        return began &+ UInt64(config.agentWait * 1e6)
+    }
+
+    /// An agent of `uid` registered: the requests that waited for one are asked now.
+    private func agentArrived(_ uid: UInt32) {
+        for app in queued.keys.sorted() where app.uid == uid { reevaluateQueued(app) }
+    }
+
+    /// The time a request waiting for an agent asked for has come: each is
+    /// evaluated afresh (without an agent after its deadline: `NoAgent`).
+    private func agentWaitOver() {
+        for app in queued.keys.sorted() where agents[app.uid] == nil { reevaluateQueued(app) }
+    }
+
     /// A connection left: its client objects' sessions end, then its own, and its agent goes.
     private func nameLeft(_ name: String) {
         for client in sessions.clientSessions(of: name).sorted() { endSession(client) }
@@ -620,6 +653,7 @@ public final class ConsentCore {
 
     /// logind's word on login session `id` changed (nil: it says nothing any more).
     private func loginSessionState(_ id: String, _ state: LoginSessionState?) {
+        if state == nil { loginBegan[id] = nil }
         guard loginStates[id] != state else { return }
         loginStates[id] = state
         // Lock and unlock are rare; the connections of one login session are few.
@@ -758,12 +792,14 @@ public final class ConsentCore {
             }
             agents[caller.uid] = Agent(name: caller.connection, path: path, uid: caller.uid)
             effects.append(.reply(call, .empty))
+            agentArrived(caller.uid)
         case .addGeoClueAgent(let maxAccuracy):
             if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
             if let g = geoclueAgents[caller.uid], g.name != caller.connection { return effects.append(.fail(call, .agentExists)) }
             geoclueAgents[caller.uid] = GeoClueAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy)
             allChanged = true
             effects.append(.reply(call, .empty))
+            agentArrived(caller.uid)
         case .unregisterAgent(let path):
             guard let a = agents[caller.uid], a.name == caller.connection, a.path == path else {
                 return effects.append(.fail(call, .invalidArgs("No agent is registered at \(path) by this connection")))

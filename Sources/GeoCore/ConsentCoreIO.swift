@@ -169,6 +169,12 @@ public enum CoreEvent: Equatable, Sendable {
     /// What logind now says of login session `id`; nil: nothing known any more
     /// (logind left the bus), which behaves as a session logind never knew.
     case loginSessionState(id: String, LoginSessionState?)
+    /// Login session `id` began at this wall time (logind's `Timestamp`,
+    /// microseconds): its user's requests wait for an agent for a while
+    /// after it (`Config.agentWait`).
+    case loginSessionBegan(id: String, at: UInt64)
+    /// A time the core asked for (`wakeUp`) has come.
+    case wokeUp
 }
 
 /// Why the user of a login session is not at it, as logind says.
@@ -376,4 +382,7 @@ public enum CoreEffect: Equatable, Sendable {
     /// The pause of the session ends (the user is back, or the session ended):
     /// its updates get fixes again.
     case resumeFixes(session: SessionID)
+    /// Send `wokeUp` after this many seconds (requests waiting for an agent
+    /// give up then). Each is a time of its own; an early one does no harm.
+    case wakeUp(after: Double)
 }

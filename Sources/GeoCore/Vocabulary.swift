@@ -105,6 +105,11 @@ public struct Config: Equatable, Sendable {
     /// daemon gives up its name and exits (the bus starts it again on the next
     /// call); 0: never.
     public var idleExit: Double = 60
+    /// Seconds after a login session began during which a request of its
+    /// user that needs a prompt waits for the user's agent to register,
+    /// instead of `NoAgent` at once (`[daemon] agent-wait`): the agent starts
+    /// with the session, maybe after the first app. 0: never wait.
+    public var agentWait: Double = 20
     /// Cell size in metres for reduced accuracy.
     public var reducedGrid: Double = 5000
     /// Where consent records and `Enabled` are kept.

@@ -41,6 +41,7 @@ final class ConfigParserTests: XCTestCase {
         prompt-timeout = 60        # seconds an agent has to answer
         gpsd-linger = 10           # seconds gpsd stays connected with no demand
         idle-exit = 60             # seconds idle before the daemon exits (0: never); see "Exit when idle"
+        agent-wait = 20            # seconds after login a request waits for the user's agent (0: never); rule 4
         reduced-grid = 5000        # metres, cell size for reduced accuracy
         state-dir = /var/lib/geoconsent
         system-uid-max = 999       # highest uid whose executables config may name
@@ -72,6 +73,8 @@ final class ConfigParserTests: XCTestCase {
             Case(text: "[daemon]\ngpsd-linger = 0") { $0.gpsdLinger == 0 },
             Case(text: "[daemon]\nidle-exit = 0") { $0.idleExit == 0 },
             Case(text: "[daemon]\nidle-exit = 0.25") { $0.idleExit == 0.25 },
+            Case(text: "[daemon]\nagent-wait = 0") { $0.agentWait == 0 },
+            Case(text: "[daemon]\nagent-wait = 5.5") { $0.agentWait == 5.5 },
             Case(text: "[daemon]\ngpsd-linger = 2.25") { $0.gpsdLinger == 2.25 },
             Case(text: "[daemon]\nreduced-grid = 1") { $0.reducedGrid == 1 },
             Case(text: "[daemon]\nreduced-grid = 1000000") { $0.reducedGrid == 1_000_000 },

@@ -128,6 +128,24 @@ final class LoginSessionTests: StackTestCase {
         XCTAssertEqual(try control.consents().first?.record.decision, .whenInUse, "the stored decision stayed")
     }
 
+    /// The first tap after login: the user's login session began a moment
+    /// ago and its agent has not registered yet (it starts with the session,
+    /// maybe after the app). The tap waits for it (`agent-wait`), and the
+    /// prompt is shown once it registers; a caller of an old session gets
+    /// `NoAgent` at once, as before.
+    func testTheFirstTapAfterLoginWaitsForTheAgent() throws {
+        try logind.setTimestamp(Self.me, UInt64(Date().timeIntervalSince1970 * 1e6))
+        let app = try stack.peer()
+        let tap = app.geoAsync("RequestOneTimeAuthorization", [OptionDictionary.encode(AuthOptions())])
+        stack.peers.settle(0.5)
+        XCTAssertFalse(tap.isDone, "no NoAgent while the session is new: \(String(describing: tap.result))")
+        let a = try agent("allow-once")
+        waitUntil("the tap is answered") { tap.isDone }
+        guard case .success(let v)? = tap.result else { return XCTFail("tap: \(String(describing: tap.result))") }
+        XCTAssertEqual(StatusReply.decode(v), .whenInUse)
+        XCTAssertEqual(a.confirms.count, 1, "the agent that came was asked")
+    }
+
     func testLockPausesTheStreamAndUnlockResumesIt() throws {
         try checkPauseAndResume(reason: "locked",
                                 pause: { try logind.setLockedHint(Self.me, true) },

@@ -61,6 +61,12 @@ final class LogindMock {
         _ = try peer.call(Self.busName, Self.path(id), Self.sessionInterface, lock ? "Lock" : "Unlock").get()
     }
 
+    /// When the session began (`Timestamp`, wall microseconds; the template says 42).
+    func setTimestamp(_ id: String, _ usec: UInt64) throws {
+        _ = try peer.call(Self.busName, Self.path(id), Self.mockInterface, "UpdateProperties",
+                          [.string(Self.sessionInterface), .vardict(["Timestamp": .uint64(usec)])]).get()
+    }
+
     /// The session comes to the foreground of its seat or leaves it.
     func setActive(_ id: String, _ active: Bool) throws {
         _ = try peer.call(Self.busName, Self.path(id), Self.mockInterface, "UpdateProperties",
