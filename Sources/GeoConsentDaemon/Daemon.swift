@@ -33,6 +33,8 @@ public final class Daemon {
 
     /// Calls the core has not answered yet, by the id it knows them by.
     var calls: [CallID: MethodCall] = [:]
+    /// Requests a front end made of its own accord (`holdWithoutCall`): no call to answer.
+    private var callless: Set<CallID> = []
     private var nextCallID: CallID = 1
     /// Prompts already withdrawn with `Agent.Cancel` whose `Confirm` call is still
     /// pending, so its timeout does not send a second `Cancel`.
@@ -212,9 +214,17 @@ public final class Daemon {
         return id
     }
 
+    func holdWithoutCall() -> CallID {
+        let id = nextCallID
+        nextCallID += 1
+        callless.insert(id)
+        return id
+    }
+
     /// Fails a call the core holds but will not answer any more (its session ended).
     func abandon(_ id: CallID, _ error: DBusError) {
         calls.removeValue(forKey: id)?.fail(error)
+        callless.remove(id)
     }
 
     /// Resolves the caller and, at its connection's first call, its login
@@ -286,6 +296,7 @@ public final class Daemon {
         for effect in effects {
             switch effect {
             case .reply(let id, let reply):
+                callless.remove(id)
                 guard let call = calls.removeValue(forKey: id) else { continue }
                 if let saveFailure {
                     // Never report a decision that is not on disk.
@@ -294,6 +305,7 @@ public final class Daemon {
                 }
                 call.reply(encode(reply))
             case .fail(let id, let error):
+                callless.remove(id)
                 calls.removeValue(forKey: id)?.fail(error.dbusError)
                 for frontEnd in frontEnds.all { frontEnd.callFailed(id, error.dbusError) }
             case .authorizationChanged(.connection(let name), let status):
@@ -331,11 +343,12 @@ public final class Daemon {
                                          changed: DaemonProperties.changed(DaemonProperties.enabled, value))
                 for frontEnd in frontEnds.all { frontEnd.enabledChanged() }
             case .startUpdates(let id, let session, let options):
-                guard let call = calls.removeValue(forKey: id) else { continue }
+                let call = calls.removeValue(forKey: id)
+                guard call != nil || callless.remove(id) != nil else { continue }
                 if let saveFailure {
                     // A client object's Start right after a decision that is not on disk.
                     let e = DBusError.failed("Could not store the decision: \(saveFailure)")
-                    call.fail(e)
+                    call?.fail(e)
                     for frontEnd in frontEnds.all { frontEnd.callFailed(id, e) }
                     continue
                 }
@@ -354,6 +367,7 @@ public final class Daemon {
                 location.pause(session: session, reason)
             case .resumeFixes(let session):
                 location.resume(session: session)
+                for frontEnd in frontEnds.all { frontEnd.sessionResumed(session) }
             case .wakeUp(let seconds):
                 loop.schedule(after: seconds) { [weak self] in self?.feed(.wokeUp) }
             }

@@ -31,6 +31,8 @@ protocol FrontEnd: AnyObject {
     func updatesStarted(_ id: CallID)
     /// A session lost its grant.
     func grantEnded(session: SessionID)
+    /// The session's login session is in use again (the user is back).
+    func sessionResumed(_ session: SessionID)
     /// A prompt for one of its agents (`authorizeApp`); true when it asked it.
     func authorize(_ r: AuthorizeAppRequest) -> Bool
     /// Location was switched on or off.
@@ -63,6 +65,9 @@ protocol FrontEndHost: AnyObject {
     func feed(_ event: CoreEvent)
     /// Keeps a call the core will answer; returns its id.
     func hold(_ call: MethodCall) -> CallID
+    /// An id for a request the front end makes of its own accord, with no
+    /// call to answer (the core's answer reaches the front end all the same).
+    func holdWithoutCall() -> CallID
     /// Fails a held call the core will not answer any more.
     func abandon(_ id: CallID, _ error: DBusError)
     /// Something that kept the daemon busy may have ended.

@@ -49,8 +49,9 @@ final class LocationService {
         feed(.locate(id, session: session, options))
     }
 
-    func startUpdates(_ call: MethodCall, id: CallID, session: SessionID, options: UpdateOptions) {
-        held[id] = call
+    /// `call`: nil for a front end's own request (nothing to answer).
+    func startUpdates(_ call: MethodCall?, id: CallID, session: SessionID, options: UpdateOptions) {
+        if let call { held[id] = call }
         feed(.startUpdates(id, session: session, options))
     }
 

@@ -43,6 +43,14 @@ final class LogindMock {
 
     func stop() { process.stop() }
 
+    /// The mock on `stack`'s bus, driven through a connection of its own, with
+    /// session `id` of this process's uid (where the stack's clients are placed).
+    static func start(on stack: Stack, logPath: String, session id: String) throws -> LogindMock {
+        let mock = try LogindMock(address: stack.bus.address, peer: try stack.peer(), loop: stack.peers, logPath: logPath)
+        try mock.addSession(id, uid: getuid())
+        return mock
+    }
+
     static func path(_ id: String) -> String { "/org/freedesktop/login1/session/" + id }
 
     /// A session `id` of `uid` on `seat` (a seat is created with its first session).

@@ -171,20 +171,27 @@ final class GeoClueFacade: FrontEnd {
             }
             if c.active { return call.reply() }
             if c.pendingStart != nil { return c.joinedStarts.append(call) }
-            let id = self.host.hold(call)
-            c.pendingStart = id
-            self.starting[id] = c
-            c.startDeadline = self.loop.schedule(after: GeoClueFacade.startDeadline) { [weak self, weak c] in
-                guard let self, let c else { return }
-                self.giveUp(c, .accessDenied("The location prompt was not answered in time"))
-            }
-            self.host.feed(.client(id, caller.clientSession(c.number),
-                                     .start(AuthOptions(accuracy: accuracy, appName: c.desktopID), c.updateOptions)))
+            c.startedBy = caller.clientSession(c.number)
+            self.ask(c, self.host.hold(call), accuracy)
         }
+    }
+
+    /// Hands the consent core the client's `Start` under id `id`.
+    private func ask(_ c: GeoClueClientObject, _ id: CallID, _ accuracy: Accuracy) {
+        guard let caller = c.startedBy else { return }
+        c.restartWhenBack = false
+        c.pendingStart = id
+        starting[id] = c
+        c.startDeadline = loop.schedule(after: GeoClueFacade.startDeadline) { [weak self, weak c] in
+            guard let self, let c else { return }
+            self.giveUp(c, .accessDenied("The location prompt was not answered in time"))
+        }
+        host.feed(.client(id, caller, .start(AuthOptions(accuracy: accuracy, appName: c.desktopID), c.updateOptions)))
     }
 
     /// `Stop`: the updates and the grant end (an Allow Once with them).
     func stop(_ c: GeoClueClientObject, _ call: MethodCall) {
+        c.restartWhenBack = false
         end(c, why: "the client was stopped")
         call.reply()
     }
@@ -278,9 +285,30 @@ final class GeoClueFacade: FrontEnd {
 
     /// A session lost its grant (location switched off, its consent reset): a
     /// client object's updates have stopped, and its owner is told.
+    ///
+    /// A grant that ended because the user locked the screen or switched away
+    /// (a one-time grant, as on iOS when the app leaves the foreground) leaves
+    /// a client that its app still holds started: GeoClue clients such as
+    /// Firefox never call `Start` again by themselves, so the user is asked
+    /// again when back (`sessionResumed`; docs/geoclue.md, "A grant that ends").
     func grantEnded(session: SessionID) {
         guard let c = bySession[session] else { return }
+        if c.active, host.consent.pause(of: session) != nil { c.restartWhenBack = true }
         setActive(c, false)
+    }
+
+    /// The user is back: a client whose one-time grant ended at the pause is
+    /// started again, through the consent core as its `Start` was (a fresh
+    /// prompt: the grant was for that time only). Its owner sees `Active`
+    /// true and fixes again once the user allows.
+    func sessionResumed(_ session: SessionID) {
+        guard let c = bySession[session], c.restartWhenBack else { return }
+        // After the daemon has carried out the effects that said so: not inside them.
+        loop.later { [weak self, weak c] in
+            guard let self, let c, self.clients[c.number] === c, c.restartWhenBack, !c.active, c.pendingStart == nil,
+                  let accuracy = GeoClueAccuracyLevel.accuracy(forLevel: c.requestedLevel) else { return }
+            self.ask(c, self.host.holdWithoutCall(), accuracy)
+        }
     }
 
     /// A fix for client sessions, as their grant shows it: a new location object

@@ -33,6 +33,11 @@ final class GeoClueClientObject {
     var joinedStarts: [MethodCall] = []
     /// Gives up on the pending `Start` if the core has not answered in time.
     var startDeadline: EventLoop.Token?
+    /// Who started it (its client session), for a start again when the user is back.
+    var startedBy: Caller?
+    /// Its grant ended at a pause of its login session while it stayed
+    /// started: the user is asked again when back (`GeoClueFacade.sessionResumed`).
+    var restartWhenBack = false
 
     init(number: UInt32, owner: String) {
         self.number = number
