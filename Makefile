@@ -58,6 +58,8 @@ test: deps
 	@bash scripts/timed.sh "XCTest ($(TEST_WORKERS) at once)" $(SWIFT) test --skip-build --disable-swift-testing \
 		--parallel --num-workers $(TEST_WORKERS) --xunit-output .build/xctest.xml; \
 		status=$$?; bash scripts/xunit-summary.sh .build/xctest.xml && exit $$status
+	@# The translations (po/): msgfmt --check, complete, and covering every marked string.
+	@bash scripts/timed.sh "translations" bash scripts/po-check.sh
 	@# The Debian package (`make deb`: dpkg-buildpackage, lintian), then geoconsent under a real
 	@# systemd: `make install` and the .deb, each in a throwaway container (tests/systemd/test-units.sh).
 	@bash scripts/timed.sh "Debian package + lintian" $(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
@@ -221,8 +223,14 @@ install-geoclue:
 # a unit of xdg-desktop-autostart.target), its .desktop file and its icon.
 AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
 install-agent:
+	bash scripts/po-check.sh .build/locale
 	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(AUTOSTARTDIR)" \
 	  "$(DESTDIR)$(PREFIX)/share/applications" "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps"
+	for lang in $$(cat po/LINGUAS); do \
+	  $(INSTALL) -d "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES" && \
+	  $(INSTALL) -m 0644 ".build/locale/$$lang/LC_MESSAGES/geoconsent.mo" \
+	    "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES/geoconsent.mo" || exit 1; \
+	done
 	$(INSTALL) -m 0755 desktop/geoconsent-agent "$(DESTDIR)$(BINDIR)/geoconsent-agent"
 	$(INSTALL) -m 0644 man/geoconsent-agent.1 "$(DESTDIR)$(MANDIR)/man1/"
 	$(INSTALL) -m 0644 desktop/data/geoconsent-agent-autostart.desktop \
@@ -245,6 +253,7 @@ uninstall:
 	  "$(DESTDIR)$(AUTOSTARTDIR)/org.geoconsent.Agent.desktop" \
 	  "$(DESTDIR)$(PREFIX)/share/applications/org.geoconsent.Agent.desktop" \
 	  "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.geoconsent.Agent.svg"
+	for lang in $$(cat po/LINGUAS); do rm -f "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES/geoconsent.mo"; done
 	@# The GeoClue2 facade's files (GEOCLUE=1), if they are ours: the activation
 	@# file has GeoClue's path, so it goes only when it names our unit.
 	rm -f "$(DESTDIR)$(DBUSPOLICYDIR)/org.freedesktop.GeoClue2.geoconsent.conf" \

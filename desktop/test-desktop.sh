@@ -425,6 +425,28 @@ wait_for 10 "the agent to take the free slot" has_line agent2 '^registered '
 pass "the agent waits while another agent of its uid holds the slot, and takes it when it is free"
 stop agent2
 
+# ---- 7. in the user's language ---------------------------------------------------
+# LANG=ko_KR.UTF-8 (LC_ALL empty): the dialog, its buttons and its switch in Korean;
+# what the app sent (its reason) as sent. geoconsentctl asks for the precise
+# location, which its approximate one-time approval of step 4b does not cover.
+start agent_ko "${GUI_ENV[@]}" LANG=ko_KR.UTF-8 LC_ALL= "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
+wait_for 20 "the Korean agent to register" has_line agent_ko '^registered '
+start locate3 "$BIN/geoconsentctl" --bus "$BUS" locate --reason "Find cafés near me"
+wait_for 20 "its dialog" has_line agent_ko '^ready '
+READY_K=$(line agent_ko '^ready ')
+REQ_K=$(awk '{print $2}' <<<"$READY_K")
+DLG_K=$(find_window '^위치 요청$')
+[[ -n $DLG_K && $DLG_K == "$(field "$READY_K" window)" ]] || fail "no window titled 위치 요청 for '$READY_K'"
+[[ -n $(field "$READY_K" precise) ]] || fail "no Precise switch in the Korean dialog: '$READY_K'"
+sleep 0.3
+shot consent-prompt-ko.png
+click_rect "$DLG_K" "$(field "$READY_K" deny)"
+wait_for 10 "the agent to answer" has_line agent_ko "^answered $REQ_K deny$"
+locate3_done() { ! alive locate3; }
+wait_for 10 "geoconsentctl to give up" locate3_done
+stop agent_ko
+pass "with LANG=ko_KR.UTF-8 the dialog is in Korean (window 위치 요청), and its Don't Allow answers deny"
+
 say "screenshots in $SHOTS"
 say "took $((SECONDS - STARTED)) s"
 # The plain closing line test reports are read by: nothing after the counts.

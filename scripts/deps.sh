@@ -30,6 +30,8 @@
 #   python3-dbusmock                      a logind stand-in on the test bus (the
 #                                         tests of grants pausing with the session)
 #   make                                  make install test
+#   gettext                               msgfmt, msgcmp, xgettext: the translations
+#                                         (po/) are checked and compiled (po-check.sh)
 #   g++                                   libstdc++.a: the release links the Swift
 #                                         runtime's C++ runtime in (Makefile)
 #
@@ -45,6 +47,9 @@
 #                                         screenshots (GDK reads the screen:
 #                                         no imagemagick or xwd needed)
 #   fonts-dejavu-core                     so text renders
+#   fonts-nanum                           Hangul, for the dialog in Korean
+#   locales                               and the ko_KR.UTF-8 locale it runs in
+#                                         (made with localedef when missing)
 #
 # `deps.sh --package` (make deb, run by make test) adds:
 #   debhelper dpkg-dev build-essential    dpkg-buildpackage with debhelper 13
@@ -64,13 +69,13 @@ set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
       iproute2 libglib2.0-bin groff-base python3-gi make g++ geoclue-2-demo gir1.2-geoclue-2.0
-      xdg-desktop-portal python3-dbusmock)
+      xdg-desktop-portal python3-dbusmock gettext)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;
         --package) PKGS+=(debhelper dpkg-dev build-essential libstdc++-12-dev lintian) ;;
         --container) PKGS+=(systemd-container util-linux) ;;
-        --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core) ;;
+        --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core fonts-nanum locales) ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
         *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop] [--package] [--container])" >&2; exit 2 ;;
     esac
@@ -82,15 +87,26 @@ for p in "${PKGS[@]}"; do
     [[ $status == installed ]] || missing+=("$p")
 done
 
-if ((${#missing[@]} == 0)); then
-    echo "deps: all present (${PKGS[*]})"
-    exit 0
-fi
+# The desktop test shows the dialog in Korean: the C library needs that locale.
+korean_locale() {
+    [[ " $* " == *" --desktop "* ]] || return 0
+    locale -a 2>/dev/null | grep -qix 'ko_KR.utf8' && return 0
+    echo "deps: making the ko_KR.UTF-8 locale (localedef)"
+    "${SUDO[@]}" localedef -i ko_KR -f UTF-8 ko_KR.UTF-8
+}
 
 SUDO=()
-if ((EUID != 0)); then
-    command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+needs_locale=no
+[[ " $* " == *" --desktop "* ]] && ! locale -a 2>/dev/null | grep -qix 'ko_KR.utf8' && needs_locale=yes
+if ((EUID != 0)) && { ((${#missing[@]} > 0)) || [[ $needs_locale == yes ]]; }; then
+    command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]} (or the ko_KR locale)" >&2; exit 1; }
     SUDO=(sudo)
+fi
+
+if ((${#missing[@]} == 0)); then
+    korean_locale "$@"
+    echo "deps: all present (${PKGS[*]})"
+    exit 0
 fi
 
 # Was something already serving gpsd's default port before we install gpsd?
@@ -112,4 +128,5 @@ if [[ $busy_before == no ]] && port_2947_busy; then
          "geoconsent's tests do not use it (they use free ports). Stop it with" \
          "'systemctl stop gpsd.socket gpsd' or 'service gpsd stop' if unwanted."
 fi
+korean_locale "$@"
 echo "deps: done"

@@ -240,11 +240,12 @@ check_agent_package() {
     [[ -n $adeb ]] || { fail "no geoconsent-agent_*_all.deb beside $DEB (make deb)"; return; }
     run_logged "apt install ./$(basename "$adeb")" \
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y "$adeb" || return
-    expect "the agent, its autostart entry, .desktop file, icon and man page are installed" \
+    expect "the agent, its autostart entry, .desktop file, icon, man page and Korean and German catalogs are installed" \
         ct_exec test -x /usr/bin/geoconsent-agent -a -f /etc/xdg/autostart/org.geoconsent.Agent.desktop \
             -a -f /usr/share/applications/org.geoconsent.Agent.desktop \
             -a -f /usr/share/icons/hicolor/scalable/apps/org.geoconsent.Agent.svg \
-            -a -f /usr/share/man/man1/geoconsent-agent.1.gz
+            -a -f /usr/share/man/man1/geoconsent-agent.1.gz \
+            -a -f /usr/share/locale/ko/LC_MESSAGES/geoconsent.mo -a -f /usr/share/locale/de/LC_MESSAGES/geoconsent.mo
     expect "the installed agent runs (--help) with the packages it depends on" \
         eval 'ct_exec geoconsent-agent --help | grep -q "consent agent"'
     gen=$(ct_exec sh -c 'ls /usr/lib/systemd/user-generators/systemd-xdg-autostart-generator \
