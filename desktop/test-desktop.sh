@@ -182,6 +182,8 @@ shot_window() {   # shot_window NAME WID [MARGIN]
 }
 
 mkdir -p "$SHOTS" || fail "cannot create $SHOTS"
+# The catalogs the agent reads from the checkout (.build/locale), for step 7.
+bash "$ROOT/scripts/po-check.sh" >/dev/null || fail "the translations do not compile (scripts/po-check.sh)"
 for exe in geoconsentd geoconsentctl nmea-replay; do
     [[ -x $BIN/$exe ]] || fail "$BIN/$exe not found (build first)"
 done
