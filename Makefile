@@ -217,8 +217,8 @@ install-geoclue:
 	  echo "         systemctl reload dbus; systemctl try-restart geoconsentd.service (docs/geoclue.md)"; \
 	fi
 
-# The graphical consent agent (desktop/; debian/rules installs it into the
-# package geoconsent-agent): the program, its man page, its XDG autostart
+# The graphical consent agent and the settings window (desktop/; debian/rules
+# installs them into the package geoconsent-agent): the programs, their man pages, its XDG autostart
 # entry (started with the desktop session; systemd's user manager runs it as
 # a unit of xdg-desktop-autostart.target), its .desktop file and its icon.
 AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
@@ -232,10 +232,12 @@ install-agent:
 	    "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES/geoconsent.mo" || exit 1; \
 	done
 	$(INSTALL) -m 0755 desktop/geoconsent-agent "$(DESTDIR)$(BINDIR)/geoconsent-agent"
-	$(INSTALL) -m 0644 man/geoconsent-agent.1 "$(DESTDIR)$(MANDIR)/man1/"
+	$(INSTALL) -m 0755 desktop/geoconsent-settings "$(DESTDIR)$(BINDIR)/geoconsent-settings"
+	$(INSTALL) -m 0644 man/geoconsent-agent.1 man/geoconsent-settings.1 "$(DESTDIR)$(MANDIR)/man1/"
 	$(INSTALL) -m 0644 desktop/data/geoconsent-agent-autostart.desktop \
 	  "$(DESTDIR)$(AUTOSTARTDIR)/org.geoconsent.Agent.desktop"
-	$(INSTALL) -m 0644 desktop/data/org.geoconsent.Agent.desktop "$(DESTDIR)$(PREFIX)/share/applications/"
+	$(INSTALL) -m 0644 desktop/data/org.geoconsent.Agent.desktop desktop/data/org.geoconsent.Settings.desktop \
+	  "$(DESTDIR)$(PREFIX)/share/applications/"
 	$(INSTALL) -m 0644 desktop/data/org.geoconsent.Agent.svg "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/"
 
 # Removes what install put there, except the config (yours) and the state.
@@ -250,6 +252,8 @@ uninstall:
 	  "$(DESTDIR)$(MANDIR)/man1/geoconsentctl.1" "$(DESTDIR)$(MANDIR)/man5/geoconsent.conf.5" \
 	  "$(DESTDIR)$(MANDIR)/man8/geoconsentd.8"
 	rm -f "$(DESTDIR)$(BINDIR)/geoconsent-agent" "$(DESTDIR)$(MANDIR)/man1/geoconsent-agent.1" \
+	  "$(DESTDIR)$(BINDIR)/geoconsent-settings" "$(DESTDIR)$(MANDIR)/man1/geoconsent-settings.1" \
+	  "$(DESTDIR)$(PREFIX)/share/applications/org.geoconsent.Settings.desktop" \
 	  "$(DESTDIR)$(AUTOSTARTDIR)/org.geoconsent.Agent.desktop" \
 	  "$(DESTDIR)$(PREFIX)/share/applications/org.geoconsent.Agent.desktop" \
 	  "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/org.geoconsent.Agent.svg"

@@ -377,6 +377,39 @@ grep -Eq '^ *Authorization: reduced$' "$TMP/locate2.log" ||
 grep -q 'Altitude' "$TMP/locate2.log" && fail "an approximate fix with an altitude: $(cat "$TMP/locate2.log")"
 pass "Precise off, Allow Once: the agent answers allow-once-reduced and the app gets the approximate location"
 
+# ---- 4c. the settings window: in use now, live, and Reset --------------------------
+# geoconsentctl watches (approximate: its approval covers it, no prompt); the
+# settings window shows it in use now; Reset forgets it and ends its grant at
+# once, so the watch ends and the row goes.
+start watch "$BIN/geoconsentctl" --bus "$BUS" watch --accuracy reduced
+has_fix() { [[ -s $TMP/watch.log ]] || ! alive watch; }
+wait_for 40 "geoconsentctl watch's first fix" has_fix
+alive watch || fail "geoconsentctl watch ended: $(cat "$TMP/watch.err")"
+start settings "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
+wait_for 20 "the settings window" has_line settings '^ready window='
+wait_for 10 "geoconsentctl's row, in use now" has_line settings '^row [^ ]*/geoconsentctl decision=one-time accuracy=reduced in-use=1 '
+SET_WIN=$(field "$(line settings '^ready window=')" window)
+[[ -n $SET_WIN && $SET_WIN == "$(find_window '^Location Settings$')" ]] || fail "no window 'Location Settings' ($SET_WIN)"
+has_line settings '^row [^ ]*python3[^ ]* decision=one-time accuracy=full in-use=0 ' ||
+    fail "the demo app's row: $(grep '^row' "$TMP/settings.log" | tail -n 4)"
+xdotool mousemove 0 0   # no tooltip in the picture
+sleep 0.3
+shot_window settings.png "$SET_WIN"
+ROW=$(line settings '^row [^ ]*/geoconsentctl ')
+click_rect "$SET_WIN" "$(field "$ROW" reset)"
+wait_for 10 "the reset" has_line settings '^reset [^ ]*/geoconsentctl$'
+watch_done() { ! alive watch; }
+wait_for 10 "geoconsentctl watch to end with its grant" watch_done
+grep -q 'authorization ended' "$TMP/watch.err" || fail "the watch did not end with its grant: $(cat "$TMP/watch.err")"
+# Rows listed after the reset, none of them geoconsentctl's.
+row_gone() {
+    awk '/^reset /{r=1; next} r && /^row /{n++} r && /^row [^ ]*\/geoconsentctl /{bad=1} END{exit !(n > 0 && !bad)}' \
+        "$TMP/settings.log"
+}
+wait_for 10 "the settings window to drop geoconsentctl" row_gone
+stop settings
+pass "the settings window shows geoconsentctl in use now, and its Reset ends the grant at once (the watch ended)"
+
 stop demo
 stop agent
 
@@ -442,12 +475,21 @@ DLG_K=$(find_window '^위치 요청$')
 [[ -n $(field "$READY_K" precise) ]] || fail "no Precise switch in the Korean dialog: '$READY_K'"
 sleep 0.3
 shot consent-prompt-ko.png
+start settings_ko "${GUI_ENV[@]}" LANG=ko_KR.UTF-8 LC_ALL= "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
+wait_for 20 "the Korean settings window" has_line settings_ko '^ready window='
+SET_K=$(find_window '^위치 설정$')
+[[ -n $SET_K ]] || fail "no window titled 위치 설정"
+wait_for 10 "its rows" has_line settings_ko '^row '
+xdotool mousemove 0 0   # no tooltip in the picture
+sleep 0.3
+shot_window settings-ko.png "$SET_K"
+stop settings_ko
 click_rect "$DLG_K" "$(field "$READY_K" deny)"
 wait_for 10 "the agent to answer" has_line agent_ko "^answered $REQ_K deny$"
 locate3_done() { ! alive locate3; }
 wait_for 10 "geoconsentctl to give up" locate3_done
 stop agent_ko
-pass "with LANG=ko_KR.UTF-8 the dialog is in Korean (window 위치 요청), and its Don't Allow answers deny"
+pass "with LANG=ko_KR.UTF-8 the dialog and the settings window are in Korean (위치 요청, 위치 설정), and Don't Allow answers deny"
 
 say "screenshots in $SHOTS"
 say "took $((SECONDS - STARTED)) s"

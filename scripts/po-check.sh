@@ -16,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # The sources whose strings are translated, and how xgettext reads them.
 xgettext --language=Python --keyword=_ --keyword=ngettext:1,2 --from-code=UTF-8 \
-    --add-comments=TRANSLATORS -o "$tmp/geoconsent.pot" desktop/geoconsent-agent
+    --add-comments=TRANSLATORS -o "$tmp/geoconsent.pot" desktop/geoconsent-agent desktop/geoconsent-settings
 status=0
 for lang in $(cat po/LINGUAS); do
     mkdir -p "$out/$lang/LC_MESSAGES"

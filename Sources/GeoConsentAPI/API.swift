@@ -38,11 +38,13 @@ public enum GeoConsentAPI {
             .init(name: "ResetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: []),
             .init(name: "ListSessions", inArgs: [], outArgs: [Arg("sessions", "a(susub)")]),
             .init(name: "ListSessionDetails", inArgs: [], outArgs: [Arg("sessions", "a(sa{sv})")]),
+            .init(name: "WatchSessions", inArgs: [], outArgs: []),
         ],
         signals: [
             .init(name: "LocationUpdated", args: [Arg("location", "a{sv}")]),
             .init(name: "AuthorizationChanged", args: [Arg("status", "u")]),
             .init(name: "LocationError", args: [Arg("error_name", "s"), Arg("message", "s")]),
+            .init(name: "SessionsChanged", args: []),
         ],
         properties: [
             .init(name: "Version", signature: "s", access: .read, emitsChanged: .const),

@@ -65,8 +65,9 @@ public enum SessionListReply {
 
 /// `ListSessionDetails` reply: `a(sa{sv})`, (unique name, details). Details:
 /// `uid` u, `app-id` s, `status` u, `updates` b, `paused` s (`locked`,
-/// `inactive`, or empty while the session is not paused). Keys may be added;
-/// a client ignores those it does not know.
+/// `inactive`, or empty while the session is not paused), `receiving` b
+/// (fixes reach it now), `accuracy` s (`full`, `reduced`, or `none` without a
+/// grant). Keys may be added; a client ignores those it does not know.
 public enum SessionDetailsReply {
     /// The daemon's reply (typed even when empty).
     public static func encode(_ sessions: [SessionInfo]) -> [DBusValue] {
@@ -74,6 +75,7 @@ public enum SessionDetailsReply {
             .structure([.string($0.name), .vardict([
                 "uid": .uint32($0.uid), "app-id": .string($0.appID), "status": .uint32($0.status.rawValue),
                 "updates": .bool($0.updates), "paused": .string($0.paused?.rawValue ?? ""),
+                "receiving": .bool($0.receiving), "accuracy": .string($0.accuracy?.rawValue ?? "none"),
             ])])
         })]
     }
@@ -88,7 +90,9 @@ public enum SessionDetailsReply {
                   let uid = d["uid"]?.uint32Value, let app = d["app-id"]?.stringValue,
                   let status = d["status"]?.uint32Value.flatMap(AuthorizationStatus.init) else { return nil }
             return SessionInfo(name: name, uid: uid, appID: app, status: status, updates: d["updates"]?.boolValue ?? false,
-                               paused: PauseReason(rawValue: d["paused"]?.stringValue ?? ""))
+                               paused: PauseReason(rawValue: d["paused"]?.stringValue ?? ""),
+                               receiving: d["receiving"]?.boolValue ?? false,
+                               accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? ""))
         }
     }
 }

@@ -94,3 +94,10 @@ public enum DaemonProperties {
         return values[1].vardictValue
     }
 }
+
+/// `SessionsChanged()`: a session of the watcher's uid started, ended, or
+/// changed what `ListSessionDetails` shows of it (`WatchSessions`). No
+/// arguments: the watcher reads the list, which shows it its own uid's.
+public enum SessionsChangedSignal {
+    public static let member = "SessionsChanged"
+}

@@ -368,6 +368,12 @@ public final class Daemon {
             case .resumeFixes(let session):
                 location.resume(session: session)
                 for frontEnd in frontEnds.all { frontEnd.sessionResumed(session) }
+            case .sessionsChanged(let watchers):
+                // No arguments: the watcher reads ListSessionDetails, which shows it its own uid's.
+                for name in watchers {
+                    server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                                member: SessionsChangedSignal.member, [], destination: name)
+                }
             case .wakeUp(let seconds):
                 loop.schedule(after: seconds) { [weak self] in self?.feed(.wokeUp) }
             }

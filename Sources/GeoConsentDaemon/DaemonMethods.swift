@@ -39,6 +39,7 @@ extension Daemon {
             },
             "ListSessions": { d, call in d.management(call, .listSessions) },
             "ListSessionDetails": { d, call in d.management(call, .listSessionDetails) },
+            "WatchSessions": { d, call in d.management(call, .watchSessions) },
         ],
         getters: [
             DaemonProperties.version: { _ in .string(geoconsentVersion) },

@@ -24,6 +24,8 @@ public final class ConsentCore {
         var lastGranted: Bool
         /// The pause the location side was last told of (`pauseFixes`, `resumeFixes`).
         var lastPause: PauseReason?
+        /// Updates as watchers were last told of them (`sessionsChanged`).
+        var lastUpdates = false
     }
 
     enum Waiting: Equatable {
@@ -81,6 +83,10 @@ public final class ConsentCore {
     private var loginStates: [String: LoginSessionState] = [:]
     /// When each login session began (`loginSessionBegan`).
     private var loginBegan: [String: UInt64] = [:]
+    /// Connections watching the sessions of each uid (`watchSessions`).
+    private var sessionWatchers: [UInt32: Set<String>] = [:]
+    /// Uids whose sessions changed in this event, as watchers see them.
+    private var watchedChanged: Set<UInt32> = []
 
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
@@ -171,6 +177,7 @@ public final class ConsentCore {
             agentWaitOver()
         }
         announceChanges()
+        tellWatchers()
         sessions.forgetChanges()
         consents.forgetChanges()
         allChanged = false
@@ -261,6 +268,7 @@ public final class ConsentCore {
         s.lastGranted = effectiveAccuracy(s) != nil
         s.lastPause = pause(caller)
         sessions.add(s)
+        watchedChanged.insert(caller.uid)
         // A stored decision (or the config) grants a new session of the app from its first call.
         if s.lastGranted, let a = effectiveAccuracy(s) { grantNotes.append(GrantNote(caller, .began(a, temporary: false))) }
         // Before any updates of this session can start: they start paused.
@@ -561,6 +569,16 @@ public final class ConsentCore {
         }
     }
 
+    /// `SessionsChanged` to the watchers of each uid whose sessions changed in
+    /// this event as `ListSessionDetails` shows them, and to root's.
+    private func tellWatchers() {
+        defer { watchedChanged = [] }
+        guard !sessionWatchers.isEmpty, !watchedChanged.isEmpty else { return }
+        var to = sessionWatchers[0] ?? []
+        for uid in watchedChanged { to.formUnion(sessionWatchers[uid] ?? []) }
+        if !to.isEmpty { effects.append(.sessionsChanged(watchers: to.sorted())) }
+    }
+
     /// Until when a request of `caller` that needs a prompt waits for its uid's
     /// agent: `agentWait` after its login session began; nil when logind did
     /// not place it or did not say when that session began.
@@ -586,6 +604,10 @@ public final class ConsentCore {
         endSession(.connection(name))
         processGone.remove(name)
         loginSessionOf[name] = nil
+        for (uid, w) in sessionWatchers where w.contains(name) {
+            sessionWatchers[uid]?.remove(name)
+            if sessionWatchers[uid]?.isEmpty == true { sessionWatchers[uid] = nil }
+        }
         if let (uid, _) = agents.first(where: { $0.value.name == name }) {
             dropAgent(uid)
         }
@@ -597,6 +619,7 @@ public final class ConsentCore {
     /// The session ends: its grant, its updates, and its part in a prompt.
     private func endSession(_ name: SessionID) {
         if let s = sessions.remove(name) {
+            watchedChanged.insert(s.caller.uid)
             if s.lastGranted { grantNotes.append(GrantNote(s.caller, .ended(endCause))) }
             let app = s.caller.app
             if s.lastGranted || s.updates { endGrant(name) }
@@ -829,9 +852,25 @@ public final class ConsentCore {
         case .listSessions, .listSessionDetails:
             let list = sessions.all.filter { caller.isRoot || $0.caller.uid == caller.uid }
                 .sorted { $0.caller.session < $1.caller.session }
-                .map { SessionInfo(name: $0.caller.session.description, uid: $0.caller.uid, appID: $0.caller.appID,
-                                   status: status($0), updates: $0.updates, paused: pause($0.caller)) }
+                .map { s -> SessionInfo in
+                    let granted = grantedAccuracy(for: s.caller.session)
+                    return SessionInfo(name: s.caller.session.description, uid: s.caller.uid, appID: s.caller.appID,
+                                       status: status(s), updates: s.updates, paused: pause(s.caller),
+                                       receiving: s.updates && granted != nil, accuracy: effectiveAccuracy(s))
+                }
             effects.append(.reply(call, request == .listSessions ? .sessions(list) : .sessionDetails(list)))
+        case .watchSessions:
+            if caller.sandboxed {
+                return effects.append(.fail(call, .accessDenied("A sandboxed application may not watch other apps' sessions")))
+            }
+            var w = sessionWatchers[caller.uid] ?? []
+            if !w.contains(caller.connection) && !caller.isRoot && w.count >= Limits.sessionWatchersPerUser {
+                return effects.append(.fail(call, .limitsExceeded(
+                    "uid \(caller.uid) has \(Limits.sessionWatchersPerUser) connections watching its sessions, its limit")))
+            }
+            w.insert(caller.connection)
+            sessionWatchers[caller.uid] = w
+            effects.append(.reply(call, .empty))
         case .setEnabled(let value):
             guard caller.isRoot else { return effects.append(.fail(call, .accessDenied("Only root may switch location on or off"))) }
             if value != enabled {
@@ -899,11 +938,15 @@ public final class ConsentCore {
             guard var s = sessions[name] else { continue }
             let st = status(s)
             let granted = effectiveAccuracy(s) != nil
+            let p = pause(s.caller)
+            if st != s.lastStatus || p != s.lastPause || granted != s.lastGranted || s.updates != s.lastUpdates {
+                watchedChanged.insert(s.caller.uid)
+                s.lastUpdates = s.updates
+            }
             if st != s.lastStatus {
                 effects.append(.authorizationChanged(session: name, st))
                 s.lastStatus = st
             }
-            let p = pause(s.caller)
             if p != s.lastPause {
                 effects.append(p.map { .pauseFixes(session: name, $0) } ?? .resumeFixes(session: name))
                 s.lastPause = p

@@ -137,6 +137,10 @@ public enum ManagementRequest: Equatable, Sendable {
     case listSessions
     /// `ListSessionDetails`: the same sessions, each with every detail (its pause too).
     case listSessionDetails
+    /// `WatchSessions`: the caller's connection is told (`sessionsChanged`)
+    /// whenever a session of its uid (root: of any uid) starts, ends, or
+    /// changes what `ListSessionDetails` shows of it.
+    case watchSessions
     case setEnabled(Bool)
     /// GeoClue's `Manager.AddAgent`: the caller's connection becomes its uid's
     /// GeoClue agent, with the cap its `MaxAccuracyLevel` gives (nil: location off).
@@ -213,14 +217,21 @@ public struct SessionInfo: Equatable, Sendable {
     public var updates: Bool
     /// Why the session's login session is paused, if it is.
     public var paused: PauseReason?
+    /// Fixes reach it now: its updates are on, it holds a grant, and it is
+    /// not paused (the settings window's "in use now").
+    public var receiving: Bool
+    /// The accuracy of its grant; nil without one.
+    public var accuracy: Accuracy?
     public init(name: String, uid: UInt32, appID: String, status: AuthorizationStatus, updates: Bool,
-                paused: PauseReason? = nil) {
+                paused: PauseReason? = nil, receiving: Bool = false, accuracy: Accuracy? = nil) {
         self.name = name
         self.uid = uid
         self.appID = appID
         self.status = status
         self.updates = updates
         self.paused = paused
+        self.receiving = receiving
+        self.accuracy = accuracy
     }
 }
 
@@ -382,6 +393,8 @@ public enum CoreEffect: Equatable, Sendable {
     /// The pause of the session ends (the user is back, or the session ended):
     /// its updates get fixes again.
     case resumeFixes(session: SessionID)
+    /// Unicast `SessionsChanged` to these connections (`watchSessions`).
+    case sessionsChanged(watchers: [String])
     /// Send `wokeUp` after this many seconds (requests waiting for an agent
     /// give up then). Each is a time of its own; an early one does no harm.
     case wakeUp(after: Double)

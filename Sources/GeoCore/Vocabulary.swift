@@ -149,6 +149,9 @@ public struct Limits: Equatable, Sendable {
     /// connection (128 on the system bus): agent calls of one uid must never
     /// make the bus refuse the daemon's calls to another uid's agent.
     public static let openPrompts = 64
+    /// Connections of one uid that may watch its sessions (`WatchSessions`):
+    /// a settings window or two, not one per app.
+    public static let sessionWatchersPerUser = 8
 
     public init() {}
 }

@@ -74,11 +74,13 @@ final class WireShapeTests: XCTestCase {
     func testSessionDetailsReply() {
         let paused = SessionInfo(name: ":1.1", uid: 1000, appID: "/usr/bin/x", status: .restricted, updates: true,
                                  paused: .locked)
-        let running = SessionInfo(name: ":1.2/geoclue/1", uid: 0, appID: "/usr/bin/y", status: .notDetermined, updates: false)
+        let running = SessionInfo(name: ":1.2/geoclue/1", uid: 0, appID: "/usr/bin/y", status: .whenInUse, updates: true,
+                                  receiving: true, accuracy: .reduced)
         XCTAssertEqual(SessionDetailsReply.encode([paused]),
                        [.array(element: "(sa{sv})", [.structure([.string(":1.1"), .vardict([
                            "uid": .uint32(1000), "app-id": .string("/usr/bin/x"), "status": .uint32(1),
-                           "updates": .bool(true), "paused": .string("locked"),
+                           "updates": .bool(true), "paused": .string("locked"), "receiving": .bool(false),
+                           "accuracy": .string("none"),
                        ])])])])
         XCTAssertEqual(SessionDetailsReply.encode([]).first?.signature, "a(sa{sv})", "an empty list keeps its type")
         XCTAssertEqual(SessionDetailsReply.decode(SessionDetailsReply.encode([paused, running])), [paused, running])

@@ -450,6 +450,26 @@ final class LocationBusTests: XCTestCase {
         XCTAssertTrue(eve.signals(named: "LocationUpdated").isEmpty, "unicast: the onlooker got none")
     }
 
+    /// `WatchSessions`: the settings window hears `SessionsChanged`, unicast to
+    /// it, when an app of its uid starts a session and starts receiving;
+    /// `ListSessionDetails` then says the app receives now.
+    func testWatchSessionsTellsTheWatcherWhenAnAppStartsReceiving() throws {
+        let settings = try stack.peer()
+        XCTAssertNoThrow(try settings.geo("WatchSessions").get())
+        let p = try tappedClient()
+        stack.peers.pump(timeout: 5) { !settings.signals(named: SessionsChangedSignal.member).isEmpty }
+        let afterTap = settings.signals(named: SessionsChangedSignal.member).count
+        XCTAssertGreaterThan(afterTap, 0, "the tap made a session with a grant")
+        _ = try p.geo("StartUpdates", [OptionDictionary.encode(UpdateOptions())]).get()
+        stack.peers.pump(timeout: 5) { settings.signals(named: SessionsChangedSignal.member).count > afterTap }
+        XCTAssertGreaterThan(settings.signals(named: SessionsChangedSignal.member).count, afterTap, "it receives now")
+        for m in settings.signals(named: SessionsChangedSignal.member) { XCTAssertEqual(m.destination, settings.uniqueName) }
+        let details = SessionDetailsReply.decode(try settings.geo("ListSessionDetails").get()) ?? []
+        XCTAssertEqual(details.first { $0.name == p.uniqueName }?.receiving, true)
+        XCTAssertEqual(details.first { $0.name == p.uniqueName }?.accuracy, .full)
+        XCTAssertTrue(p.signals(named: SessionsChangedSignal.member).isEmpty, "an app that did not watch hears nothing")
+    }
+
     // MARK: 5. Reduced accuracy
 
     /// The user turns Precise off in the prompt (`allow-once-reduced`): the app

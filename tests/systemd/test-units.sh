@@ -244,10 +244,11 @@ check_agent_package() {
         ct_exec test -x /usr/bin/geoconsent-agent -a -f /etc/xdg/autostart/org.geoconsent.Agent.desktop \
             -a -f /usr/share/applications/org.geoconsent.Agent.desktop \
             -a -f /usr/share/icons/hicolor/scalable/apps/org.geoconsent.Agent.svg \
-            -a -f /usr/share/man/man1/geoconsent-agent.1.gz \
+            -a -f /usr/share/man/man1/geoconsent-agent.1.gz -a -x /usr/bin/geoconsent-settings \
+            -a -f /usr/share/applications/org.geoconsent.Settings.desktop \
             -a -f /usr/share/locale/ko/LC_MESSAGES/geoconsent.mo -a -f /usr/share/locale/de/LC_MESSAGES/geoconsent.mo
     expect "the installed agent runs (--help) with the packages it depends on" \
-        eval 'ct_exec geoconsent-agent --help | grep -q "consent agent"'
+        eval 'ct_exec geoconsent-agent --help | grep -q "consent agent" && ct_exec geoconsent-settings --help | grep -q "location settings"'
     gen=$(ct_exec sh -c 'ls /usr/lib/systemd/user-generators/systemd-xdg-autostart-generator \
         /lib/systemd/user-generators/systemd-xdg-autostart-generator 2>/dev/null | head -n 1')
     if [[ -n $gen ]]; then
