@@ -55,11 +55,12 @@ release: $(DEPS_STEP)
 TEST_WORKERS ?= 4
 test: deps
 	@bash scripts/timed.sh "build (tests)" $(SWIFT) build --build-tests
+	@# The translations (po/): msgfmt --check, complete, and covering every marked string;
+	@# compiled to .build/locale, where the tests' geoconsentctl and the desktop programs read them.
+	@bash scripts/timed.sh "translations" bash scripts/po-check.sh
 	@bash scripts/timed.sh "XCTest ($(TEST_WORKERS) at once)" $(SWIFT) test --skip-build --disable-swift-testing \
 		--parallel --num-workers $(TEST_WORKERS) --xunit-output .build/xctest.xml; \
 		status=$$?; bash scripts/xunit-summary.sh .build/xctest.xml && exit $$status
-	@# The translations (po/): msgfmt --check, complete, and covering every marked string.
-	@bash scripts/timed.sh "translations" bash scripts/po-check.sh
 	@# The Debian package (`make deb`: dpkg-buildpackage, lintian), then geoconsent under a real
 	@# systemd: `make install` and the .deb, each in a throwaway container (tests/systemd/test-units.sh).
 	@bash scripts/timed.sh "Debian package + lintian" $(CLEAN_MAKE_ENV) bash scripts/build-deb.sh $(DEB_DIR)
@@ -181,6 +182,13 @@ install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 	$(INSTALL) -m 0644 man/geoconsentctl.1 "$(DESTDIR)$(MANDIR)/man1/"
 	$(INSTALL) -m 0644 man/geoconsent.conf.5 "$(DESTDIR)$(MANDIR)/man5/"
 	$(INSTALL) -m 0644 man/geoconsentd.8 "$(DESTDIR)$(MANDIR)/man8/"
+	@# The translations (po/) of geoconsentctl and the desktop programs, checked and compiled first.
+	bash scripts/po-check.sh .build/locale
+	for lang in $$(cat po/LINGUAS); do \
+	  $(INSTALL) -d "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES" && \
+	  $(INSTALL) -m 0644 ".build/locale/$$lang/LC_MESSAGES/geoconsent.mo" \
+	    "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES/geoconsent.mo" || exit 1; \
+	done
 	@if [ -e "$(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf" ]; then \
 	  echo "install: keeping $(DESTDIR)$(SYSCONFDIR)/geoconsent/geoconsent.conf"; \
 	else \
@@ -223,14 +231,8 @@ install-geoclue:
 # a unit of xdg-desktop-autostart.target), its .desktop file and its icon.
 AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
 install-agent:
-	bash scripts/po-check.sh .build/locale
 	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(AUTOSTARTDIR)" \
 	  "$(DESTDIR)$(PREFIX)/share/applications" "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps"
-	for lang in $$(cat po/LINGUAS); do \
-	  $(INSTALL) -d "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES" && \
-	  $(INSTALL) -m 0644 ".build/locale/$$lang/LC_MESSAGES/geoconsent.mo" \
-	    "$(DESTDIR)$(PREFIX)/share/locale/$$lang/LC_MESSAGES/geoconsent.mo" || exit 1; \
-	done
 	$(INSTALL) -m 0755 desktop/geoconsent-agent "$(DESTDIR)$(BINDIR)/geoconsent-agent"
 	$(INSTALL) -m 0755 desktop/geoconsent-settings "$(DESTDIR)$(BINDIR)/geoconsent-settings"
 	$(INSTALL) -m 0644 man/geoconsent-agent.1 man/geoconsent-settings.1 "$(DESTDIR)$(MANDIR)/man1/"

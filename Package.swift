@@ -22,6 +22,7 @@ let package = Package(
         .systemLibrary(name: "CGPS", providers: [.apt(["libgps-dev"])]),
         // glibc's <malloc.h> (malloc_trim), not in Swift's Glibc module.
         .systemLibrary(name: "CMalloc"),
+        .systemLibrary(name: "CIntl"),
         // Linux system calls glibc has no wrapper for (openat2, capset) or only a
         // variadic one (prctl), as inline C.
         .systemLibrary(name: "CLinuxSyscalls"),
@@ -42,7 +43,7 @@ let package = Package(
         // The client library apps import: calls, signals and a consent agent; an app
         // needs no other module. geoconsentctl talks to the daemon through it alone.
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
-        .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient"]),
+        .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient", "CIntl"]),
 
         // Instruments, apart from the product (Instruments/): what tests and the bench
         // run beside it. None is installed or packaged.

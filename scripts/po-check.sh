@@ -6,7 +6,7 @@
 # programs mark for translation today (extracted afresh with xgettext) is in
 # the catalog (msgcmp). The catalogs are compiled to
 # OUTDIR/LANG/LC_MESSAGES/geoconsent.mo (default .build/locale, where the
-# checkout's desktop/geoconsent-agent finds them). `make test` runs it;
+# checkout's desktop programs and geoconsentctl find them). `make test` runs it;
 # `make install-agent` installs what it compiled.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,9 +14,14 @@ out=${1:-.build/locale}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The sources whose strings are translated, and how xgettext reads them.
+# The sources whose strings are translated: the desktop programs (xgettext
+# reads Python) and geoconsentctl (its tr("...") literals; xgettext has no
+# Swift reader). PO_UPDATE=1 also writes the template to po/geoconsent.pot.
 xgettext --language=Python --keyword=_ --keyword=ngettext:1,2 --from-code=UTF-8 \
-    --add-comments=TRANSLATORS -o "$tmp/geoconsent.pot" desktop/geoconsent-agent desktop/geoconsent-settings
+    --add-comments=TRANSLATORS -o "$tmp/python.pot" desktop/geoconsent-agent desktop/geoconsent-settings
+python3 scripts/extract-swift-strings.py "$tmp/swift.pot" Sources/geoconsentctl/*.swift
+msgcat --use-first -o "$tmp/geoconsent.pot" "$tmp/python.pot" "$tmp/swift.pot"
+if [[ ${PO_UPDATE:-} == 1 ]]; then cp "$tmp/geoconsent.pot" po/geoconsent.pot; fi
 status=0
 for lang in $(cat po/LINGUAS); do
     mkdir -p "$out/$lang/LC_MESSAGES"

@@ -856,7 +856,7 @@ public final class ConsentCore {
                     let granted = grantedAccuracy(for: s.caller.session)
                     return SessionInfo(name: s.caller.session.description, uid: s.caller.uid, appID: s.caller.appID,
                                        status: status(s), updates: s.updates, paused: pause(s.caller),
-                                       receiving: s.updates && granted != nil, accuracy: effectiveAccuracy(s))
+                                       receiving: s.updates && granted != nil, accuracy: granted)
                 }
             effects.append(.reply(call, request == .listSessions ? .sessions(list) : .sessionDetails(list)))
         case .watchSessions:

@@ -220,7 +220,8 @@ public struct SessionInfo: Equatable, Sendable {
     /// Fixes reach it now: its updates are on, it holds a grant, and it is
     /// not paused (the settings window's "in use now").
     public var receiving: Bool
-    /// The accuracy of its grant; nil without one.
+    /// The accuracy fixes for it have now (`grantedAccuracy`); nil without a
+    /// grant or while paused, as `GetAuthorization` says.
     public var accuracy: Accuracy?
     public init(name: String, uid: UInt32, appID: String, status: AuthorizationStatus, updates: Bool,
                 paused: PauseReason? = nil, receiving: Bool = false, accuracy: Accuracy? = nil) {

@@ -13,7 +13,7 @@ struct Context {
         var i = 0
         while i < args.count {
             if args[i] == flag {
-                guard i + 1 < args.count else { throw UsageError("\(flag) needs a value") }
+                guard i + 1 < args.count else { throw UsageError(tr("{option} needs a value", ["option": flag])) }
                 let v = args[i + 1]
                 args.removeSubrange(i...(i + 1))
                 return v
@@ -29,7 +29,7 @@ struct Context {
     }
 
     func noMoreArguments() throws {
-        if let extra = args.first { throw UsageError("unexpected argument '\(extra)'") }
+        if let extra = args.first { throw UsageError(tr("unexpected argument '{argument}'", ["argument": extra])) }
     }
 }
 
@@ -40,7 +40,7 @@ struct UsageError: Error {
 
 func seconds(_ s: String?, _ flag: String) throws -> Double? {
     guard let s else { return nil }
-    guard let d = Double(s), d.isFinite, d > 0 else { throw UsageError("\(flag) wants a positive number of seconds") }
+    guard let d = Double(s), d.isFinite, d > 0 else { throw UsageError(tr("{option} wants a positive number of seconds", ["option": flag])) }
     return d
 }
 
@@ -51,7 +51,7 @@ func connect(_ ctx: Context) throws -> GeoConsentClient {
     do {
         return try GeoConsentClient(bus: ctx.bus)
     } catch {
-        throw Failure("cannot connect to the \(ctx.bus): \(error)")
+        throw Failure(tr("cannot connect to the {bus}: {error}", ["bus": "\(ctx.bus)", "error": "\(error)"]))
     }
 }
 
@@ -65,8 +65,8 @@ func statusCommand(_ ctx: inout Context) async throws {
         print(JSON.object([("version", .string(version)), ("enabled", .bool(enabled)),
                            ("gpsd_connected", .bool(gpsd)), ("in_use", .bool(inUse))]).text)
     } else {
-        printFields([("Version", version), ("Location enabled", enabled ? "yes" : "no"),
-                     ("gpsd connected", gpsd ? "yes" : "no"), ("In use", inUse ? "yes" : "no")])
+        printFields([(tr("Version"), version), (tr("Location enabled"), yesNo(enabled)),
+                     (tr("gpsd connected"), yesNo(gpsd)), (tr("In use"), yesNo(inUse))])
     }
 }
 
@@ -75,7 +75,7 @@ func statusCommand(_ ctx: inout Context) async throws {
 /// Acts as an app pressing the button: one-time authorization, then one fix.
 func locateCommand(_ ctx: inout Context) async throws {
     let accuracy = try ctx.option("--accuracy") ?? "full"
-    guard Accuracy(rawValue: accuracy) != nil else { throw UsageError("--accuracy wants full or reduced") }
+    guard Accuracy(rawValue: accuracy) != nil else { throw UsageError(tr("--accuracy wants full or reduced")) }
     let reason = try ctx.option("--reason") ?? "geoconsentctl locate"
     let timeout = try seconds(ctx.option("--timeout"), "--timeout") ?? 30
     try ctx.noMoreArguments()
@@ -92,7 +92,7 @@ func authorize(_ client: GeoConsentClient, accuracy: String, reason: String) asy
     let status = try await client.requestOneTimeAuthorization(
         AuthOptions(reason: reason, accuracy: Accuracy(rawValue: accuracy) ?? .full, appName: "geoconsentctl"))
     guard status == .whenInUse || status == .always else {
-        throw Failure("location not authorized: \(status.name) (\(status.rawValue))")
+        throw Failure(tr("location not authorized: {status} ({number})", ["status": status.name, "number": "\(status.rawValue)"]))
     }
     return status
 }
@@ -103,14 +103,14 @@ func printLocation(_ loc: Location, json: Bool) {
         return
     }
     let f = loc.fix
-    var rows: [(String, String)] = [("Latitude", format(f.latitude, 7)), ("Longitude", format(f.longitude, 7))]
-    if let a = f.altitude { rows.append(("Altitude", format(a, 1) + " m")) }
-    if let a = f.horizontalAccuracy { rows.append(("Accuracy", "± " + format(a, 1) + " m")) }
-    if let s = f.speed { rows.append(("Speed", format(s, 2) + " m/s")) }
-    if let c = f.course { rows.append(("Course", format(c, 1) + "°")) }
-    rows.append(("Fix", f.mode.rawValue))
-    if let t = f.timestamp { rows.append(("Time", formatTime(t))) }
-    rows.append(("Authorization", loc.accuracy.rawValue))
+    var rows: [(String, String)] = [(tr("Latitude"), format(f.latitude, 7)), (tr("Longitude"), format(f.longitude, 7))]
+    if let a = f.altitude { rows.append((tr("Altitude"), format(a, 1) + " m")) }
+    if let a = f.horizontalAccuracy { rows.append((tr("Accuracy"), "± " + format(a, 1) + " m")) }
+    if let s = f.speed { rows.append((tr("Speed"), format(s, 2) + " m/s")) }
+    if let c = f.course { rows.append((tr("Course"), format(c, 1) + "°")) }
+    rows.append((tr("Fix"), f.mode.rawValue))
+    if let t = f.timestamp { rows.append((tr("Time"), formatTime(t))) }
+    rows.append((tr("Authorization"), loc.accuracy.rawValue))
     printFields(rows)
 }
 
@@ -134,13 +134,13 @@ func consentsCommand(_ ctx: inout Context) async throws {
         }).text)
         return
     }
-    if list.isEmpty { return print("No consents stored.") }
+    if list.isEmpty { return print(tr("No consents stored.")) }
     let rows: [[String]] = list.map { c in
         let r = c.record
-        let once = r.oneTimeApproved ? (r.oneTimeAccuracy?.rawValue ?? "yes") : "no"
+        let once = r.oneTimeApproved ? (r.oneTimeAccuracy?.rawValue ?? yesNo(true)) : yesNo(false)
         return ["\(c.uid)", c.appID, r.decision?.rawValue ?? "-", once, formatTime(r.decidedAt), formatTime(r.lastUsed)]
     }
-    printTable(["UID", "APP", "DECISION", "BUTTON", "DECIDED", "LAST USED"], rows)
+    printTable([tr("UID"), tr("APP"), tr("DECISION"), tr("BUTTON"), tr("DECIDED"), tr("LAST USED")], rows)
 }
 
 func sessionsCommand(_ ctx: inout Context) async throws {
@@ -157,26 +157,26 @@ func sessionsCommand(_ ctx: inout Context) async throws {
         }).text)
         return
     }
-    if list.isEmpty { return print("No sessions.") }
-    printTable(["NAME", "UID", "APP", "STATUS", "UPDATES", "PAUSED"], list.map { s in
-        [s.name, "\(s.uid)", s.appID, s.status.name, s.updates ? "yes" : "no", s.paused?.rawValue ?? "-"]
+    if list.isEmpty { return print(tr("No sessions.")) }
+    printTable([tr("NAME"), tr("UID"), tr("APP"), tr("STATUS"), tr("UPDATES"), tr("PAUSED")], list.map { s in
+        [s.name, "\(s.uid)", s.appID, s.status.name, yesNo(s.updates), s.paused?.rawValue ?? "-"]
     })
 }
 
 func resetCommand(_ ctx: inout Context) async throws {
     let uid = try ctx.option("--uid")
-    guard let app = ctx.args.first else { throw UsageError("reset needs an APP_ID") }
+    guard let app = ctx.args.first else { throw UsageError(tr("reset needs an APP_ID")) }
     ctx.args.removeFirst()
     try ctx.noMoreArguments()
     var target: UInt32?
     if let uid {
-        guard let u = UInt32(uid) else { throw UsageError("--uid wants a number") }
+        guard let u = UInt32(uid) else { throw UsageError(tr("--uid wants a number")) }
         target = u
     }
     let client = try connect(ctx)
     defer { client.close() }
     try await client.resetConsent(appID: app, uid: target)
-    if !ctx.json { print("Consent of \(app) forgotten.") } else { print("{}") }
+    if !ctx.json { print(tr("Consent of {app} forgotten.", ["app": app])) } else { print("{}") }
 }
 
 func setEnabledCommand(_ ctx: inout Context, _ value: Bool) async throws {
@@ -185,3 +185,6 @@ func setEnabledCommand(_ ctx: inout Context, _ value: Bool) async throws {
     defer { client.close() }
     try await client.setEnabled(value)
 }
+
+/// "yes" or "no", in the user's language.
+func yesNo(_ b: Bool) -> String { b ? tr("yes") : tr("no") }

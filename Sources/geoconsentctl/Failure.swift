@@ -11,15 +11,15 @@ struct Failure: Error {
 func explain(_ e: DBusError) -> String {
     switch e.name {
     case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
-        return "geoconsentd is not running on this bus (\(e.message))"
+        return tr("geoconsentd is not running on this bus ({message})", ["message": e.message])
     case GeoConsentAPI.ErrorName.noAgent:
-        return "no consent agent is registered for your user: start one with 'geoconsentctl agent'"
+        return tr("no consent agent is registered for your user: start one with 'geoconsentctl agent'")
     case GeoConsentAPI.ErrorName.notAuthorized:
-        return "not authorized: \(e.message)"
+        return tr("not authorized: {message}", ["message": e.message])
     case GeoConsentAPI.ErrorName.gpsUnavailable:
-        return "no GPS: \(e.message)"
+        return tr("no GPS: {message}", ["message": e.message])
     case GeoConsentAPI.ErrorName.timeout:
-        return "no fix in time: \(e.message)"
+        return tr("no fix in time: {message}", ["message": e.message])
     default:
         return "\(e.name): \(e.message)"
     }

@@ -71,7 +71,7 @@ indirect enum JSON {
 
 /// Wall-clock microseconds as ISO 8601 UTC ("never" for 0).
 func formatTime(_ micros: UInt64) -> String {
-    guard micros > 0 else { return "never" }
+    guard micros > 0 else { return tr("never") }
     var t = time_t(micros / 1_000_000)
     var tm = tm()
     gmtime_r(&t, &tm)

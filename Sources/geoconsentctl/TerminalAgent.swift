@@ -30,12 +30,15 @@ final class TerminalAgent {
         case .confirm(let prompt, let responder): confirm(Prompt(prompt: prompt, responder: responder))
         case .cancel(let id): cancel(id)
         case .registered:
-            print("Consent agent registered for uid \(getuid())\(auto.map { ", answering \($0.rawValue)" } ?? ""); Ctrl-C to stop.")
+            print(auto.map { tr("Consent agent registered for uid {uid}, answering {decision}; Ctrl-C to stop.",
+                                ["uid": "\(getuid())", "decision": $0.rawValue]) }
+                  ?? tr("Consent agent registered for uid {uid}; Ctrl-C to stop.", ["uid": "\(getuid())"]))
             fflush(stdout)
         case .unregistered(let reason):
             // Another agent of this uid holds the slot, or geoconsentd is away: the
             // library registers again as soon as it can.
-            print("Not the consent agent for now (\(TerminalAgent.printable(reason))); waiting to register again.")
+            print(tr("Not the consent agent for now ({reason}); waiting to register again.",
+                     ["reason": TerminalAgent.printable(reason)]))
             fflush(stdout)
         }
     }
@@ -45,8 +48,9 @@ final class TerminalAgent {
             // allow-while-using is not an answer to the button: give what the user meant, once.
             let d: AgentDecision = (auto == .allowWhileUsing && p.prompt.kind == .oneTime) ? .allowOnce : auto
             let reduced = autoAccuracy == .reduced && d != .deny
-            print("Request \(TerminalAgent.printable(p.id)): \(describe(p.prompt)) -> \(d.rawValue)" +
-                  (reduced ? ", approximate only" : ""))
+            print(tr("Request {id}: {prompt} -> {decision}",
+                     ["id": TerminalAgent.printable(p.id), "prompt": describe(p.prompt), "decision": d.rawValue]) +
+                  (reduced ? tr(", approximate only") : ""))
             fflush(stdout)
             return p.responder.reply(d, accuracy: autoAccuracy)
         }
@@ -57,7 +61,7 @@ final class TerminalAgent {
     func cancel(_ id: String) {
         if let i = prompts.firstIndex(where: { $0.id == id }) {
             prompts.remove(at: i)
-            print("\nRequest \(id) was withdrawn.")
+            print("\n" + tr("Request {id} was withdrawn.", ["id": TerminalAgent.printable(id)]))
             if shown == id { shown = nil }
             showNext()
         }
@@ -74,10 +78,17 @@ final class TerminalAgent {
 
     func describe(_ p: AgentPrompt) -> String {
         let name = TerminalAgent.printable(p.appName)
-        let who = TerminalAgent.printable(p.appID, limit: 4096) + " (pid \(p.pid))" + (name.isEmpty ? "" : ", calling itself \"\(name)\" (not proven)")
-        let acc = p.accuracy == .reduced ? "approximate" : "precise"
-        let what = p.kind == .oneTime ? "your \(acc) location once" : "your \(acc) location while in use"
-        return "\(who) asks for \(what)"
+        let who = tr("{app} (pid {pid})", ["app": TerminalAgent.printable(p.appID, limit: 4096), "pid": "\(p.pid)"])
+            + (name.isEmpty ? "" : tr(", calling itself \"{name}\" (not proven)", ["name": name]))
+        // Whole sentences, so that each language orders them its own way.
+        let sentence: String
+        switch (p.kind == .oneTime, p.accuracy == .reduced) {
+        case (true, false): sentence = tr("{who} asks for your precise location once", ["who": who])
+        case (true, true): sentence = tr("{who} asks for your approximate location once", ["who": who])
+        case (false, false): sentence = tr("{who} asks for your precise location while in use", ["who": who])
+        case (false, true): sentence = tr("{who} asks for your approximate location while in use", ["who": who])
+        }
+        return sentence
     }
 
     /// How sure the daemon is of the app (the prompt's `identity` and
@@ -86,16 +97,16 @@ final class TerminalAgent {
     static func identityLine(_ p: AgentPrompt) -> String {
         let proven = p.identityProven
         switch p.identity {
-        case .flatpak?: return "Identity: Flatpak app, verified (installed system-wide by the administrator)"
-        case .snap?: return "Identity: Snap, confined by the kernel under its profile"
-        case .unverifiedFlatpak?: return "Identity: claims to be a Flatpak app, NOT VERIFIED (any program can claim this)"
+        case .flatpak?: return tr("Identity: Flatpak app, verified (installed system-wide by the administrator)")
+        case .snap?: return tr("Identity: Snap, confined by the kernel under its profile")
+        case .unverifiedFlatpak?: return tr("Identity: claims to be a Flatpak app, NOT VERIFIED (any program can claim this)")
         case .systemdUnit?:
-            return proven ? "Identity: systemd unit of a system service (proven)"
-                          : "Identity: systemd unit name, NOT PROVEN (any program of this user can run under it)"
+            return proven ? tr("Identity: systemd unit of a system service (proven)")
+                          : tr("Identity: systemd unit name, NOT PROVEN (any program of this user can run under it)")
         case .executable?:
-            return proven ? "Identity: program of a system user (proven)"
-                          : "Identity: program path, NOT PROVEN (any program of this user can show it)"
-        case nil: return "Identity: not reported by the daemon, NOT PROVEN"
+            return proven ? tr("Identity: program of a system user (proven)")
+                          : tr("Identity: program path, NOT PROVEN (any program of this user can show it)")
+        case nil: return tr("Identity: not reported by the daemon, NOT PROVEN")
         }
     }
 
@@ -108,16 +119,16 @@ final class TerminalAgent {
         print("\n\(describe(p.prompt)).")
         print(TerminalAgent.identityLine(p.prompt))
         if !p.prompt.reason.isEmpty {
-            print("Reason given by the app: \(TerminalAgent.printable(p.prompt.reason))")
+            print(tr("Reason given by the app: {reason}", ["reason": TerminalAgent.printable(p.prompt.reason)]))
         }
         if p.prompt.kind == .oneTime {
-            print("[a] Allow Once   [d] Don't Allow")
+            print(tr("[a] Allow Once   [d] Don't Allow"))
         } else {
-            print("[o] Allow Once   [w] Allow While Using   [d] Don't Allow")
+            print(tr("[o] Allow Once   [w] Allow While Using   [d] Don't Allow"))
         }
         if TerminalAgent.offersPrecise(p.prompt) {
-            print("Add r to allow only your approximate location (Precise off): " +
-                  (p.prompt.kind == .oneTime ? "ar" : "or, wr"))
+            print(tr("Add r to allow only your approximate location (Precise off): {keys}",
+                     ["keys": p.prompt.kind == .oneTime ? "ar" : "or, wr"]))
         }
         print("> ", terminator: "")
         fflush(stdout)
@@ -150,14 +161,15 @@ final class TerminalAgent {
         default: decision = nil
         }
         guard let decision else {
-            print("Please answer with one of the letters shown.\n> ", terminator: "")
+            print(tr("Please answer with one of the letters shown.") + "\n> ", terminator: "")
             fflush(stdout)
             return
         }
         prompts.remove(at: i)
         shown = nil
         p.responder.reply(decision, accuracy: accuracy)
-        print("Answered \(decision.rawValue)\(accuracy == .reduced && decision != .deny ? ", approximate only" : "").")
+        print(tr("Answered {decision}.", ["decision": decision.rawValue
+                                                       + (accuracy == .reduced && decision != .deny ? tr(", approximate only") : "")]))
         showNext()
     }
 }
@@ -188,8 +200,7 @@ func agentCommand(_ ctx: inout Context) async throws {
             word.removeLast("-reduced".count)
         }
         guard let d = AgentDecision(rawValue: word) else {
-            throw UsageError("--auto wants allow-once, allow-while-using or deny " +
-                             "(allow-once-reduced, allow-while-using-reduced: Precise off)")
+            throw UsageError(tr("--auto wants allow-once, allow-while-using or deny (allow-once-reduced, allow-while-using-reduced: Precise off)"))
         }
         auto = d
     }
@@ -215,9 +226,9 @@ func agentCommand(_ ctx: inout Context) async throws {
         case .request(let r): agent.handle(r)
         case .typed(let bytes): agent.typed(bytes[...])
         case .inputClosed:
-            eprint("geoconsentctl: standard input closed; prompts can no longer be answered (use --auto for scripts)")
+            eprint("geoconsentctl: " + tr("standard input closed; prompts can no longer be answered (use --auto for scripts)"))
         }
     }
     // The requests end only with the connection.
-    throw Failure("lost the bus connection")
+    throw Failure(tr("lost the bus connection"))
 }

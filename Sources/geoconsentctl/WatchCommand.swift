@@ -6,13 +6,13 @@ import GeoConsentClient
 /// Taps, starts updates and prints each fix until Ctrl-C.
 func watchCommand(_ ctx: inout Context) async throws {
     let accuracy = try ctx.option("--accuracy") ?? "full"
-    guard Accuracy(rawValue: accuracy) != nil else { throw UsageError("--accuracy wants full or reduced") }
+    guard Accuracy(rawValue: accuracy) != nil else { throw UsageError(tr("--accuracy wants full or reduced")) }
     let distance = try ctx.option("--distance").map { s -> Double in
-        guard let d = Double(s), d.isFinite, d >= 0 else { throw UsageError("--distance wants metres >= 0") }
+        guard let d = Double(s), d.isFinite, d >= 0 else { throw UsageError(tr("--distance wants metres >= 0")) }
         return d
     } ?? 0
     let interval = try ctx.option("--interval").map { s -> Double in
-        guard let d = Double(s), d.isFinite, d >= 0 else { throw UsageError("--interval wants seconds >= 0") }
+        guard let d = Double(s), d.isFinite, d >= 0 else { throw UsageError(tr("--interval wants seconds >= 0")) }
         return d
     } ?? 0
     try ctx.noMoreArguments()
@@ -23,7 +23,7 @@ func watchCommand(_ ctx: inout Context) async throws {
     exitOnInterrupt()
     _ = try await authorize(client, accuracy: accuracy, reason: "geoconsentctl watch")
     try await client.startUpdates(distanceFilter: distance, minInterval: interval)
-    if !json { eprint("Watching; press Ctrl-C to stop.") }
+    if !json { eprint(tr("Watching; press Ctrl-C to stop.")) }
     for await event in client.events {
         switch event {
         case .locationUpdated(let loc):
@@ -32,9 +32,9 @@ func watchCommand(_ ctx: inout Context) async throws {
         case .locationError(let name, let message):
             eprint("geoconsentctl: \(name): \(message)")
         case .authorizationChanged(let s):
-            if s != .whenInUse && s != .always { throw Failure("authorization ended: \(s.name)") }
+            if s != .whenInUse && s != .always { throw Failure(tr("authorization ended: {status}", ["status": s.name])) }
         case .disconnected:
-            throw Failure("lost the bus connection")
+            throw Failure(tr("lost the bus connection"))
         }
     }
 }

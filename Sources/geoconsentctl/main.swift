@@ -3,8 +3,9 @@ import GeoConsentClient
 
 // geoconsentctl: the command line of geoconsent, in the style of timedatectl.
 setvbuf(stdout, nil, _IOLBF, 0)
+Localization.start()
 
-let usage = """
+let usage = tr("""
 Usage: geoconsentctl [--bus system|session|ADDRESS] [--json] COMMAND [ARGS]
 
 Commands:
@@ -29,7 +30,7 @@ Options:
 
 Exit status: 0 success, 1 failure (explained on stderr), 2 usage error.
 See geoconsentctl(1).
-"""
+""")
 
 var rest = Array(CommandLine.arguments.dropFirst())
 var bus = BusAddress.system
@@ -44,7 +45,7 @@ while i < rest.count {
         if a == "--bus" || a.hasPrefix("--bus=") {
             let v: String
             if a == "--bus" {
-                guard i + 1 < rest.count else { eprint("geoconsentctl: --bus needs a value"); exit(2) }
+                guard i + 1 < rest.count else { eprint("geoconsentctl: " + tr("--bus needs a value")); exit(2) }
                 v = rest[i + 1]
                 rest.removeSubrange(i...(i + 1))
             } else {
@@ -54,7 +55,7 @@ while i < rest.count {
             bus = BusAddress(argument: v)
             continue
         }
-        if a.hasPrefix("-") { eprint("geoconsentctl: unknown option '\(a)' (see --help)"); exit(2) }
+        if a.hasPrefix("-") { eprint("geoconsentctl: " + tr("unknown option '{option}' (see --help)", ["option": a])); exit(2) }
         command = a
         rest.remove(at: i)
         continue
@@ -81,7 +82,7 @@ do {
     case "reset": try await resetCommand(&ctx)
     case "enable": try await setEnabledCommand(&ctx, true)
     case "disable": try await setEnabledCommand(&ctx, false)
-    default: throw UsageError("unknown command '\(command)' (see --help)")
+    default: throw UsageError(tr("unknown command '{command}' (see --help)", ["command": command]))
     }
     exit(0)
 } catch let e as UsageError {

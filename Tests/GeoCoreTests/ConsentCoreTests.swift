@@ -1109,7 +1109,8 @@ final class ConsentCoreTests: XCTestCase {
         rig.call(W.maps1, .startUpdates(UpdateOptions()))
         rig.call(W.weather, .getAuthorization)
         rig.call(W.bobMaps, .getAuthorization)
-        let alice = [SessionInfo(name: W.maps1.session.description, uid: 1000, appID: W.mapsID, status: .whenInUse, updates: true),
+        let alice = [SessionInfo(name: W.maps1.session.description, uid: 1000, appID: W.mapsID, status: .whenInUse, updates: true,
+                                 receiving: true, accuracy: .full),
                      SessionInfo(name: W.weather.session.description, uid: 1000, appID: W.weatherID, status: .notDetermined, updates: false)]
         let bob = [SessionInfo(name: W.bobMaps.session.description, uid: 1001, appID: W.mapsID, status: .denied, updates: false)]
         let table: [(Caller, [SessionInfo])] = [(W.aliceCtl, alice), (W.bobCtl, bob), (W.root, alice + bob)]

@@ -632,6 +632,21 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertTrue(registered)
     }
 
+    /// geoconsentctl speaks the user's language (gettext, po/ko.po, compiled to
+    /// .build/locale by scripts/po-check.sh); numbers and JSON stay as they are.
+    func testCtlSpeaksKoreanInAKoreanLocale() throws {
+        let korean = ["LANG": "ko_KR.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "LANGUAGE": ""]
+        let ko = try stack.ctl(["status"], environment: korean)
+        XCTAssertEqual(ko.status, 0)
+        XCTAssertTrue(ko.output.contains("위치 켜짐: 예"),
+                      "with LANG=ko_KR.UTF-8 (deps.sh --desktop makes the locale): \(ko.output)")
+        let en = try stack.ctl(["status"], environment: ["LANG": "C.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "LANGUAGE": ""])
+        XCTAssertTrue(en.output.contains("Location enabled: yes"), en.output)
+        let json = try stack.ctl(["--json", "status"], environment: korean)
+        XCTAssertTrue(json.output.contains("\"enabled\":true"), "JSON keys are not translated: \(json.output)")
+        XCTAssertTrue(try stack.ctl(["consents"], environment: korean).output.contains("저장된 동의가 없습니다."))
+    }
+
     /// `geoconsentctl agent --auto allow-once-reduced`: Precise off for a
     /// request for full accuracy; the grant is reduced.
     func testCtlAgentAutoPreciseOffGrantsReduced() throws {

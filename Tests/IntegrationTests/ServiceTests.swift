@@ -444,6 +444,7 @@ final class ServiceTests: XCTestCase {
             "/etc/geoconsent/geoconsent.conf",
             "/usr/share/man/man8/geoconsentd.8", "/usr/share/man/man1/geoconsentctl.1",
             "/usr/share/man/man5/geoconsent.conf.5",
+            "/usr/share/locale/ko/LC_MESSAGES/geoconsent.mo", "/usr/share/locale/de/LC_MESSAGES/geoconsent.mo",
         ]
         for f in expected {
             XCTAssertTrue(FileManager.default.fileExists(atPath: dest + f), "missing \(f)")

@@ -39,14 +39,15 @@ final class Stack {
     func peer() throws -> BusPeer { try peers.connect(bus.address) }
 
     /// Runs geoconsentctl against this stack's bus, optionally as another user.
-    func ctl(_ args: [String], asUID uid: UInt32? = nil, timeout: Double = 20) throws -> (status: Int32?, output: String) {
+    func ctl(_ args: [String], asUID uid: UInt32? = nil, timeout: Double = 20,
+             environment: [String: String] = [:]) throws -> (status: Int32?, output: String) {
         let exe = TestPaths.binDir + "/geoconsentctl"
         if let uid {
             return try ChildProcess.run("/usr/bin/setpriv",
                                         ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", exe, "--bus", bus.address] + args,
                                         timeout: timeout)
         }
-        return try ChildProcess.run(exe, ["--bus", bus.address] + args, timeout: timeout)
+        return try ChildProcess.run(exe, ["--bus", bus.address] + args, timeout: timeout, environment: environment)
     }
 }
 
