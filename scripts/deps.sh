@@ -63,6 +63,9 @@
 #                                         recommended libnss-mymachines would
 #                                         edit /etc/nsswitch.conf
 #   util-linux                            unshare, nsenter, setpriv, mountpoint
+#   firefox-esr                           unmodified Firefox in the desktop end to
+#                                         end (tests/systemd/desktop-e2e.sh), with
+#                                         xvfb and xdotool of --desktop
 #
 # gpsd-clients (gpspipe, gpsfake) is deliberately not needed: it pulls in GTK.
 set -euo pipefail
@@ -74,7 +77,7 @@ for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace) ;;
         --package) PKGS+=(debhelper dpkg-dev build-essential libstdc++-12-dev lintian) ;;
-        --container) PKGS+=(systemd-container util-linux) ;;
+        --container) PKGS+=(systemd-container util-linux firefox-esr) ;;
         --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core fonts-nanum locales) ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
         *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop] [--package] [--container])" >&2; exit 2 ;;

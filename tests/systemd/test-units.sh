@@ -50,7 +50,7 @@ if [[ ${1:-} != --inside ]]; then
         echo "systemd: skipped: booting a container needs root (CI runs as root)"
         exit 0
     fi
-    bash "$HERE/../../scripts/deps.sh" --container || exit 1
+    bash "$HERE/../../scripts/deps.sh" --container --desktop || exit 1
     BIN=$(cd "$BIN" && pwd) || exit 1
     for exe in geoconsentd geoconsentctl nmea-replay; do
         [[ -x $BIN/$exe ]] || { echo "systemd: no $BIN/$exe (make release)" >&2; exit 1; }
@@ -129,6 +129,7 @@ FEEDER=$BIN/nmea-replay
 CT_TAG=$RUN_ID
 source "$HERE/container.sh"
 source "$HERE/checks.sh"
+source "$HERE/desktop-e2e.sh"
 # The checkout (scripts, track, Makefile), the binaries and the package.
 CT_BINDS=("$REPO")
 [[ $BIN/ == "$REPO"/* ]] || CT_BINDS+=("$BIN")
@@ -194,8 +195,9 @@ variant_deb() {
     expect "/etc/geoconsent/geoconsent.conf is a conffile" \
         eval 'ct_exec dpkg-query -W -f="\${Conffiles}" geoconsent | grep -q "^ */etc/geoconsent/geoconsent.conf "'
     run_checks
-    check_geoclue_package
     check_agent_package
+    check_geoclue_package
+    purge_agent_package
     check_reinstall
     check_purge
     ct_teardown
@@ -223,6 +225,8 @@ check_geoclue_package() {
         org.freedesktop.GeoClue2.Manager GetClient 2>&1)
     expect "GetClient as nobody started the daemon through the bus: $out" \
         eval '[[ $out == "o \"/org/freedesktop/GeoClue2/Client/"* && $(unit_prop geoconsentd.service ActiveState) == active ]]'
+    # A person's desktop, end to end, on these packages (desktop-e2e.sh).
+    check_desktop_e2e
     run_logged "apt purge geoconsent-geoclue" \
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent-geoclue
     expect "after the purge the daemon runs without org.freedesktop.GeoClue2" wait_for 10 \
@@ -262,6 +266,9 @@ check_agent_package() {
     else
         fail "no systemd-xdg-autostart-generator in the container"
     fi
+}
+
+purge_agent_package() {
     run_logged "apt purge geoconsent-agent" \
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent-agent
     expect "after the purge no file of the agent is left" \
@@ -307,6 +314,7 @@ check_purge() {
     expect "gpsd is back on the machine's 127.0.0.1:2947" wait_for 5 tcp_open 127.0.0.1 2947
 }
 
-variant_make_install
-[[ -n $DEB ]] && variant_deb
+# CT_VARIANTS (default: both) picks the variants, for a quicker run by hand.
+[[ " ${CT_VARIANTS:-make-install deb} " == *" make-install "* ]] && variant_make_install
+[[ -n $DEB && " ${CT_VARIANTS:-make-install deb} " == *" deb "* ]] && variant_deb
 ((FAILED == 0))

@@ -1,0 +1,196 @@
+# shellcheck shell=bash
+# `expect DESCRIPTION eval '...'` defers the expansion on purpose:
+# shellcheck disable=SC2016
+# desktop-e2e.sh: a person's desktop, end to end, in the booted container
+# (issue 26, item 6; docs/geoclue.md). Sourced by test-units.sh after the
+# packages geoconsent, geoconsent-agent and geoconsent-geoclue are installed.
+#
+#   - A user (alice) logs in through PAM and logind with a graphical session
+#     on Xvfb (seat0, type x11), as a display manager would start it.
+#   - Her user manager runs the agent the way the package arranges it: the XDG
+#     autostart entry, turned into a unit by systemd's generator, started with
+#     xdg-desktop-autostart.target (what a systemd-managed session starts).
+#   - Unmodified Firefox ESR, started in her session, opens a local page that
+#     calls watchPosition; Firefox asks the system bus's GeoClue, which is the
+#     facade.
+#   - The dialog appears; Allow Once is clicked with XTEST, with Precise on,
+#     then in a second Firefox with Precise off: the page shows the replayed
+#     track's fixes, precise, then the grid cell.
+#   - loginctl lock-session pauses them; unlock-session brings the prompt back
+#     (the way back of a one-time grant, docs/geoclue.md) and fixes resume.
+#   - Closing Firefox ends the grant (the journal says so).
+#   - Screenshots of the dialog go to .build/e2e-screenshots.
+
+E2E_USER=alice
+E2E_DISPLAY=:99
+E2E_HOME=/home/$E2E_USER
+E2E_DIR=$E2E_HOME/e2e
+# Taken inside the container (its /tmp), copied out at the end (the checkout
+# is read-only in there).
+E2E_SHOTS=$REPO/.build/e2e-screenshots
+E2E_SHOTS_IN=/tmp/e2e-shots
+E2E_AGENT_UNIT=app-org.geoconsent.Agent@autostart.service
+
+# as_alice CMD...: in her user manager's environment (systemctl --user, journal).
+as_alice() {
+    ct_exec runuser -u "$E2E_USER" -- env XDG_RUNTIME_DIR="/run/user/$E2E_UID" \
+        DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$E2E_UID/bus" "$@"
+}
+agent_log() { ct_exec journalctl --no-pager -o cat _UID="$E2E_UID" _SYSTEMD_USER_UNIT="$E2E_AGENT_UNIT" 2>/dev/null; }
+# fixes N: the page's GEO lines of Firefox run N ("GEO N LAT LON ACCURACY"),
+# from Firefox's standard output.
+fixes() { ct_exec cat "$E2E_DIR/firefox$1.log" 2>/dev/null | grep "^GEO $1 "; }
+# click WINDOW X,Y,W,H: a real (XTEST) click in the middle of that rectangle.
+e2e_click() {
+    local x y w h
+    IFS=, read -r x y w h <<<"$2"
+    ct_exec env DISPLAY=$E2E_DISPLAY xdotool mousemove --sync --window "$1" $((x + w / 2)) $((y + h / 2)) click 1
+}
+e2e_shot() { ct_exec env DISPLAY=$E2E_DISPLAY NO_AT_BRIDGE=1 GDK_BACKEND=x11 /usr/bin/python3 "$REPO/desktop/xvfb-helper" screenshot "$E2E_SHOTS_IN/$1"; }
+# The agent's newest "ready ID window=W ..." line after it printed N of them.
+ready_line() { agent_log | grep '^ready ' | sed -n "$1p"; }
+e2e_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+
+# answer_prompt N PRECISE: waits for the agent's Nth dialog, turns Precise off
+# unless PRECISE is on, clicks Allow Once; the agent's answer word is printed.
+answer_prompt() {
+    local n=$1 precise=$2 line id win
+    wait_for 30 eval "[[ -n \$(ready_line $n) ]]" || { echo "no dialog $n"; return 1; }
+    line=$(ready_line "$n")
+    id=$(awk '{print $2}' <<<"$line")
+    win=$(e2e_field "$line" window)
+    [[ $n == 1 ]] && e2e_shot desktop-e2e-prompt.png
+    if [[ $precise == off ]]; then
+        e2e_click "$win" "$(e2e_field "$line" precise)"
+        wait_for 5 eval "agent_log | grep -q '^precise $id off$'" || { echo "the switch did not turn"; return 1; }
+        e2e_shot desktop-e2e-prompt-precise-off.png
+    fi
+    e2e_click "$win" "$(e2e_field "$line" allow-once)"
+    wait_for 10 eval "agent_log | grep -q '^answered $id '" || { echo "no answer"; return 1; }
+    agent_log | sed -n "s/^answered $id //p"
+}
+
+check_desktop_e2e() {
+    VARIANT=desktop
+    local session sid n before after word
+    ct_exec mkdir -p "$E2E_SHOTS_IN"
+    # ---- the user, her display and her login session
+    ct_exec useradd --create-home --shell /bin/bash "$E2E_USER" || { fail "useradd $E2E_USER"; return; }
+    E2E_UID=$(ct_exec id -u "$E2E_USER")
+    ct_exec systemd-run --quiet --unit=e2e-xvfb Xvfb "$E2E_DISPLAY" -screen 0 1024x768x24 -nolisten tcp -ac
+    expect "Xvfb runs on $E2E_DISPLAY" wait_for 10 ct_exec test -S "/tmp/.X11-unix/X${E2E_DISPLAY#:}"
+    ct_exec install -d -o "$E2E_USER" -g "$E2E_USER" "$E2E_DIR" "$E2E_DIR/profile"
+    ct_sh "cat >$E2E_DIR/profile/user.js" <<'EOF'
+user_pref("geo.provider.use_geoclue", true);
+user_pref("geo.provider.use_gpsd", false);
+user_pref("geo.provider.network.url", "");
+user_pref("geo.prompt.testing", true);
+user_pref("geo.prompt.testing.allow", true);
+user_pref("browser.dom.window.dump.enabled", true);
+user_pref("browser.shell.checkDefaultBrowser", false);
+user_pref("datareporting.policy.dataSubmissionEnabled", false);
+user_pref("toolkit.telemetry.reportingpolicy.firstRun", false);
+user_pref("browser.aboutwelcome.enabled", false);
+EOF
+    # The page: each fix of watchPosition as one line on Firefox's stdout.
+    ct_sh "cat >$E2E_DIR/page.html" <<'EOF'
+<!doctype html><meta charset="utf-8"><title>Where am I</title>
+<p id="out">waiting</p>
+<script>
+const run = new URLSearchParams(location.search).get("run");
+navigator.geolocation.watchPosition(p => {
+  const c = p.coords;
+  dump(`GEO ${run} ${c.latitude} ${c.longitude} ${c.accuracy}\n`);
+  document.getElementById("out").textContent = `${c.latitude}, ${c.longitude} ±${c.accuracy} m`;
+}, e => dump(`GEOERROR ${run} ${e.code} ${e.message}\n`), {enableHighAccuracy: true});
+</script>
+EOF
+    # Her session's program, as a display manager's session script: Firefox
+    # twice (each started when the test says go), in the session's scope.
+    ct_sh "cat >$E2E_DIR/session.sh" <<EOF
+#!/bin/sh
+for run in 1 2; do
+    while [ ! -e $E2E_DIR/go\$run ]; do sleep 0.2; done
+    firefox-esr --no-remote --profile $E2E_DIR/profile "file://$E2E_DIR/page.html?run=\$run" >$E2E_DIR/firefox\$run.log 2>&1 &
+    echo \$! >$E2E_DIR/firefox\$run.pid
+    wait
+done
+exec sleep infinity
+EOF
+    ct_exec chown -R "$E2E_USER:$E2E_USER" "$E2E_DIR"
+    ct_exec systemd-run --quiet --unit=e2e-session -p PAMName=login -p User="$E2E_USER" \
+        -E XDG_SEAT=seat0 -E XDG_SESSION_TYPE=x11 -E XDG_SESSION_CLASS=user -E DISPLAY="$E2E_DISPLAY" \
+        -E HOME="$E2E_HOME" /bin/sh "$E2E_DIR/session.sh"
+    graphical() { [[ $(ct_exec loginctl show-user "$E2E_USER" -p Display --value 2>/dev/null) != "" ]]; }
+    expect "$E2E_USER logged in through PAM: logind gives her a graphical session on seat0" wait_for 15 graphical
+    sid=$(ct_exec loginctl show-user "$E2E_USER" -p Display --value)
+    info "session $sid: $(ct_exec loginctl show-session "$sid" -p Type -p Seat -p Class -p Active | tr '\n' ' ')"
+    expect "her user manager runs" wait_for 15 eval '[[ $(unit_prop user@$E2E_UID.service ActiveState) == active ]]'
+
+    # ---- the agent, started with the session
+    # What a desktop's session manager does under systemd (GNOME's
+    # gnome-session-x11@.target, Plasma's plasma-workspace.target): a target of
+    # its own that binds graphical-session.target and wants
+    # xdg-desktop-autostart.target (which refuses a manual start).
+    ct_sh "mkdir -p /etc/systemd/user && cat >/etc/systemd/user/e2e-desktop.target" <<'EOF'
+[Unit]
+Description=The test's desktop session (a session manager's target)
+BindsTo=graphical-session.target
+After=graphical-session-pre.target
+Wants=xdg-desktop-autostart.target
+EOF
+    as_alice systemctl --user set-environment DISPLAY="$E2E_DISPLAY" NO_AT_BRIDGE=1 GDK_BACKEND=x11
+    as_alice systemctl --user daemon-reload
+    as_alice systemctl --user start e2e-desktop.target
+    if ! wait_for 20 eval 'agent_log | grep -q "^registered uid=$E2E_UID "'; then
+        fail "the agent started with the session (the autostart entry's unit) and registered for uid $E2E_UID:"$'\n'"$(
+            as_alice systemctl --user status --no-pager xdg-desktop-autostart.target "$E2E_AGENT_UNIT" 2>&1 | tail -n 30
+            ct_exec journalctl --no-pager -o short _UID="$E2E_UID" | tail -n 30)"
+        return
+    fi
+    pass "the agent started with the session (the autostart entry's unit) and registered for uid $E2E_UID"
+
+    # ---- Firefox, Allow Once with Precise on
+    ct_exec touch "$E2E_DIR/go1"
+    word=$(answer_prompt 1 on) && pass "Firefox's page asked; the dialog came, Allow Once was clicked: $word" ||
+        fail "the first prompt: $word"
+    expect "the page shows the track's fixes, precise" wait_for 30 eval '
+        fixes 1 | awk "{ if (\$5 < 100) ok++ } END { exit !(ok >= 2) }"'
+    info "$(fixes 1 | tail -n 1)"
+
+    # ---- the lock pauses them; back, the user is asked again and they resume
+    ct_exec loginctl lock-session "$sid"
+    sleep 3
+    before=$(fixes 1 | wc -l)
+    sleep 3
+    after=$(fixes 1 | wc -l)
+    expect "locked: no fix reaches the page ($before, then $after)" test "$before" -gt 0 -a "$before" = "$after"
+    ct_exec loginctl unlock-session "$sid"
+    word=$(answer_prompt 2 on) && pass "back from the lock, the user is asked again: $word" ||
+        fail "the prompt after the lock: $word"
+    expect "and the fixes resume without a new Start" wait_for 30 eval '(( $(fixes 1 | wc -l) > after + 1 ))'
+
+    # ---- closing Firefox ends the grant
+    ct_exec kill "$(ct_exec cat "$E2E_DIR/firefox1.pid")"
+    expect "closing Firefox ends its grant (the journal says why)" wait_for 15 eval '
+        ct_exec journalctl --no-pager -o cat -u geoconsentd.service | grep -q "grant ended: /usr/lib/firefox-esr/firefox-esr (uid $E2E_UID, executable), session .*: the app left the bus"'
+
+    # ---- a second Firefox, Precise off
+    ct_exec touch "$E2E_DIR/go2"
+    word=$(answer_prompt 3 off) && pass "a new Firefox is asked again; Precise off, Allow Once: $word" ||
+        fail "the prompt with Precise off: $word"
+    [[ $word == allow-once-reduced ]] || fail "the agent answered '$word', not allow-once-reduced"
+    expect "the page shows the approximate location (a grid cell of a few km)" wait_for 30 eval '
+        fixes 2 | awk "{ if (\$5 >= 3530) ok++; else bad++ } END { exit !(ok >= 1 && !bad) }"'
+    info "$(fixes 2 | tail -n 1)"
+    ct_exec kill "$(ct_exec cat "$E2E_DIR/firefox2.pid")"
+
+    as_alice systemctl --user stop e2e-desktop.target
+    ct_exec systemctl stop e2e-session.service e2e-xvfb.service
+    ct_exec loginctl terminate-user "$E2E_USER" 2>/dev/null
+    mkdir -p "$E2E_SHOTS"
+    local f
+    for f in $(ct_exec ls "$E2E_SHOTS_IN"); do ct_exec cat "$E2E_SHOTS_IN/$f" >"$E2E_SHOTS/$f"; done
+    info "screenshots in $E2E_SHOTS: $(cd "$E2E_SHOTS" 2>/dev/null && echo *.png)"
+    VARIANT=deb
+}
