@@ -16,9 +16,10 @@
 #   - The dialog appears; Allow Once is clicked with XTEST, with Precise on,
 #     then in a second Firefox with Precise off: the page shows the replayed
 #     track's fixes, precise, then the grid cell.
-#   - loginctl lock-session pauses them; unlock-session brings the prompt back
+#   - SetLockedHint (as a screen locker sets it) pauses them; clearing it brings the prompt back
 #     (the way back of a one-time grant, docs/geoclue.md) and fixes resume.
 #   - Closing Firefox ends the grant (the journal says so).
+#   - The agent registers again after a restart of the daemon, and of the bus.
 #   - Screenshots of the dialog go to .build/e2e-screenshots.
 
 E2E_USER=alice
@@ -158,14 +159,21 @@ EOF
         fixes 1 | awk "{ if (\$5 < 100) ok++ } END { exit !(ok >= 2) }"'
     info "$(fixes 1 | tail -n 1)"
 
-    # ---- the lock pauses them; back, the user is asked again and they resume
-    ct_exec loginctl lock-session "$sid"
+    # ---- the lock pauses them; back, the user is asked again and they resume.
+    # As a screen locker does it: SetLockedHint on her own session, as her.
+    local spath
+    spath=$(ct_exec busctl --system call org.freedesktop.login1 /org/freedesktop/login1 \
+        org.freedesktop.login1.Manager GetSession s "$sid" | sed -n 's/^o "\(.*\)"$/\1/p')
+    locked_hint() {
+        as_alice busctl --system call org.freedesktop.login1 "$spath" org.freedesktop.login1.Session SetLockedHint b "$1"
+    }
+    locked_hint true || fail "SetLockedHint true on $spath as $E2E_USER"
     sleep 3
     before=$(fixes 1 | wc -l)
     sleep 3
     after=$(fixes 1 | wc -l)
     expect "locked: no fix reaches the page ($before, then $after)" test "$before" -gt 0 -a "$before" = "$after"
-    ct_exec loginctl unlock-session "$sid"
+    locked_hint false || fail "SetLockedHint false on $spath as $E2E_USER"
     word=$(answer_prompt 2 on) && pass "back from the lock, the user is asked again: $word" ||
         fail "the prompt after the lock: $word"
     expect "and the fixes resume without a new Start" wait_for 30 eval '(( $(fixes 1 | wc -l) > after + 1 ))'
@@ -185,6 +193,18 @@ EOF
     info "$(fixes 2 | tail -n 1)"
     ct_exec kill "$(ct_exec cat "$E2E_DIR/firefox2.pid")"
 
+    # ---- the agent comes back when the daemon or the bus restarts
+    registrations() { agent_log | grep -c "^registered uid=$E2E_UID "; }
+    n=$(registrations)
+    ct_exec systemctl restart geoconsentd.service
+    expect "after a restart of the daemon the agent registered again" wait_for 20 eval '(( $(registrations) > n ))'
+    n=$(registrations)
+    ct_exec systemctl restart dbus.service
+    if wait_for 30 eval '(( $(registrations) > n ))'; then
+        pass "after a restart of the system bus the agent connected and registered again"
+    else
+        fail "after a restart of the system bus the agent connected and registered again:"$'\n'"$(agent_log | tail -n 8)"
+    fi
     as_alice systemctl --user stop e2e-desktop.target
     ct_exec systemctl stop e2e-session.service e2e-xvfb.service
     ct_exec loginctl terminate-user "$E2E_USER" 2>/dev/null
