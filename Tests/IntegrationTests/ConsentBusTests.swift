@@ -632,6 +632,20 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertTrue(registered)
     }
 
+    /// An agent of the earlier contract (before `identity`, `identity-proven`
+    /// and the `-reduced` words) still works: every detail it read is there
+    /// with its type, and its plain `allow-once` grants what was asked.
+    func testAnAgentOfTheEarlierContractStillWorks() throws {
+        let old = try registeredAgent(.answer("allow-once"))
+        let p = try stack.peer()
+        XCTAssertEqual(try p.tap(AuthOptions(accuracy: .full)).get(), 4)
+        let details = try XCTUnwrap(old.rawDetails.first)
+        let earlier = ["app-name": "s", "reason": "s", "accuracy": "s", "pid": "u", "sandboxed": "b",
+                       "executable": "s", "parent-window": "s"]
+        for (key, signature) in earlier { XCTAssertEqual(details[key], signature, key) }
+        XCTAssertEqual(try p.authorization().accuracy, .full, "a plain word allows what was asked")
+    }
+
     /// geoconsentctl speaks the user's language (gettext, po/ko.po, compiled to
     /// .build/locale by scripts/po-check.sh); numbers and JSON stay as they are.
     func testCtlSpeaksKoreanInAKoreanLocale() throws {

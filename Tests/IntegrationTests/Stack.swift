@@ -136,6 +136,8 @@ final class TestAgent {
     let peer: BusPeer
     var behaviour: Behaviour
     private(set) var confirms: [AgentPrompt] = []
+    /// Each `Confirm`'s details as sent: key and D-Bus signature of its value.
+    private(set) var rawDetails: [[String: String]] = []
     private(set) var cancels: [String] = []
     private(set) var held: [String: MethodCall] = [:]
 
@@ -156,6 +158,7 @@ final class TestAgent {
     private func confirm(_ call: MethodCall) {
         guard let c = ConfirmCall.decode(call.arguments) else { return call.fail(.invalidArgs("not a Confirm")) }
         confirms.append(c)
+        rawDetails.append((call.arguments.last?.vardictValue ?? [:]).mapValues(\.signature))
         switch behaviour {
         case .answer(let d): call.reply(ConfirmReply.encode(word: d))
         case .never: held[c.requestID] = call

@@ -57,6 +57,20 @@ final class GeoClueAgentTests: GeoClueTestCase {
                       whileRunning: whileRunning)
     }
 
+    /// Shared with GNOME Shell's agent (docs/geoclue.md, "GeoClue agents"):
+    /// while the uid has an agent of ours, a GeoClue client's `Start` is asked
+    /// of ours alone, never also of the GeoClue agent, so no prompt is
+    /// answered twice; without ours, the GeoClue agent is asked (the tests below).
+    func testWithOurAgentRegisteredTheGeoClueAgentIsNotAsked() throws {
+        let shellRun = try startShellAgent(authorized: true, levels: [8])
+        XCTAssertNoThrow(try agent.register().get())
+        startFeeding(interval: 0.5, north: 10)
+        let r = try whereAmI(seconds: 3)
+        XCTAssertEqual(r.status, 0, r.output)
+        XCTAssertEqual(agent.confirms.count, 1, "our agent was asked")
+        XCTAssertEqual(authorizations(shellRun), [], "GNOME Shell's was not: \(shellRun.output)")
+    }
+
     func testOneGeoClueAgentPerUid() throws {
         _ = try startShellAgent(authorized: true, levels: [8])
         let second = try launchShellAgent()
