@@ -78,6 +78,12 @@ if only == "startup" {
     daemon.stop(); gpsd.stop(); bus.stop()
     exit(0)
 }
+if only == "activation" {
+    // Cold starts alone: ours and GeoClue 2.6's (Activation.swift).
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(try activationRows(rounds: counts.activations, quick: quick))
+    exit(0)
+}
 let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
 
 // The two marshallers of GeoDBus against each other (Marshal.swift): no process involved.
@@ -686,14 +692,7 @@ bus.stop()
 
 // MARK: 6. Activation (exit when idle)
 
-print("bench: activation (\(counts.activations) rounds)")
-let activation = try measureActivation(rounds: counts.activations,
-                                       daemonExecutable: ProcessInfo.processInfo.environment["BENCH_DAEMON"]
-                                           ?? TestPaths.binDir + "/geoconsentd")
-rows.append(Row(section: "activation", name: "GetAuthorization via activation (cold) p50", value: activation.cold.p50, unit: "µs",
-                floorName: "GetAuthorization warm p50", floor: activation.warm.p50))
-rows.append(Row(section: "activation", name: "GetAuthorization via activation (cold) max", value: activation.cold.percentile(100),
-                unit: "µs"))
+rows += try activationRows(rounds: counts.activations, quick: quick)
 
 print("")
 printTable(rows)

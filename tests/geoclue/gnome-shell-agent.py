@@ -76,9 +76,16 @@ def main():
             say("error", e.message)
             loop.quit()
 
-    # Asynchronously: the daemon reads MaxAccuracyLevel before it answers.
-    bus.call("org.freedesktop.GeoClue2", "/org/freedesktop/GeoClue2/Manager", "org.freedesktop.GeoClue2.Manager",
-             "AddAgent", GLib.Variant("(s)", ("gnome-shell",)), None, Gio.DBusCallFlags.NONE, -1, None, added)
+    # As GNOME Shell does (js/ui/status/location.js): it watches the name and
+    # calls AddAgent whenever GeoClue appears (at start, or when the bus starts
+    # it again after an idle exit), asynchronously: the daemon reads
+    # MaxAccuracyLevel before it answers.
+    def appeared(conn, _name, _owner):
+        conn.call("org.freedesktop.GeoClue2", "/org/freedesktop/GeoClue2/Manager", "org.freedesktop.GeoClue2.Manager",
+                  "AddAgent", GLib.Variant("(s)", ("gnome-shell",)), None, Gio.DBusCallFlags.NONE, -1, None, added)
+
+    Gio.bus_watch_name_on_connection(bus, "org.freedesktop.GeoClue2", Gio.BusNameWatcherFlags.NONE,
+                                     appeared, None)
     loop.run()
 
 
