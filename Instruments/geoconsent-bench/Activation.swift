@@ -43,14 +43,9 @@ func measureActivation(rounds: Int, daemonExecutable: String) throws -> (cold: S
         // second connection while the first one's session keeps the daemon up.
         var open: [BusPeer] = []
         for sample in [0, 1] {
-            let p = try peers.connect(bus.address)
+            let (p, us) = timedFirstCall(peers, bus.address, GeoConsentAPI.busName, GeoConsentAPI.objectPath,
+                                         GeoConsentAPI.interfaceName, "GetAuthorization")
             open.append(p)
-            let t0 = nowNanos()
-            let call = p.callAsync(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
-                                   "GetAuthorization", [], timeout: 20)
-            peers.pump(timeout: 20) { call.isDone }
-            let us = micros(nowNanos() - t0)
-            guard case .success? = call.result else { fail("activation: GetAuthorization failed: \(String(describing: call.result))") }
             if sample == 0 { cold.add(us) } else { warm.add(us) }
         }
         if let pid = owner() { started.insert(pid) }
@@ -91,11 +86,7 @@ func measureGeoClueActivation(rounds: Int) throws -> Sample? {
     // GNOME Shell's agent, as on a desktop: it watches the name and calls
     // AddAgent each time the bus starts GeoClue, and GeoClue answers a cold
     // GetClient once an agent is there (it waits for one first).
-    let agentLog = try TempDir()
-    defer { agentLog.remove() }
-    let agent = try ChildProcess(executable: "/usr/bin/python3",
-                                 arguments: [TestPaths.sourceRoot + "/tests/geoclue/gnome-shell-agent.py", "true", "8"],
-                                 logPath: agentLog.file("agent.log"), environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address])
+    let agent = try ShellAgentStandIn(busAddress: bus.address)
     defer { agent.stop() }
     let peers = PeerLoop()
     let watcher = try peers.connect(bus.address)
@@ -111,13 +102,8 @@ func measureGeoClueActivation(rounds: Int) throws -> Sample? {
             if Date() > deadline { fail("GeoClue activation: geoclue did not exit when idle") }
             peers.settle(0.1)
         }
-        let p = try peers.connect(bus.address)
-        let t0 = nowNanos()
-        let call = p.callAsync(GeoClueAPI.busName, GeoClueAPI.managerPath, GeoClueAPI.managerInterfaceName,
-                               "GetClient", [], timeout: 20)
-        peers.pump(timeout: 20) { call.isDone }
-        let us = micros(nowNanos() - t0)
-        guard case .success? = call.result else { fail("GeoClue activation: GetClient failed: \(String(describing: call.result))") }
+        let (p, us) = timedFirstCall(peers, bus.address, GeoClueAPI.busName, GeoClueAPI.managerPath,
+                                     GeoClueAPI.managerInterfaceName, "GetClient")
         cold.add(us)
         p.connection.close()
         peers.settle(0.01)
@@ -150,4 +136,39 @@ func activationRows(rounds: Int, quick: Bool) throws -> [Row] {
                         floor: geoclueCold.p50, target: .ratioAtMost(0.5)))
     }
     return rows
+}
+
+/// A new connection's first call, timed from the send to the reply in hand
+/// (the activation rounds' measure); a failed call ends the bench.
+func timedFirstCall(_ peers: PeerLoop, _ address: String, _ destination: String, _ path: String,
+                    _ interface: String, _ member: String) -> (BusPeer, Double) {
+    guard let p = try? peers.connect(address) else { fail("activation: cannot connect to \(address)") }
+    let t0 = nowNanos()
+    let call = p.callAsync(destination, path, interface, member, [], timeout: 20)
+    peers.pump(timeout: 20) { call.isDone }
+    let us = micros(nowNanos() - t0)
+    guard case .success? = call.result else { fail("activation: \(member) failed: \(String(describing: call.result))") }
+    return (p, us)
+}
+
+/// The stand-in for GNOME Shell's GeoClue agent (tests/geoclue/gnome-shell-agent.py),
+/// authorizing at level 8, on the bus at `busAddress` (its system bus there).
+final class ShellAgentStandIn {
+    let process: ChildProcess
+    private let log: TempDir
+
+    init(busAddress: String) throws {
+        log = try TempDir()
+        process = try ChildProcess(executable: "/usr/bin/python3",
+                                   arguments: [TestPaths.sourceRoot + "/tests/geoclue/gnome-shell-agent.py", "true", "8"],
+                                   logPath: log.file("agent.log"), environment: ["DBUS_SYSTEM_BUS_ADDRESS": busAddress])
+    }
+
+    /// What it printed (`registered` once per AddAgent that succeeded).
+    var output: String { (try? String(contentsOfFile: log.file("agent.log"), encoding: .utf8)) ?? "" }
+
+    func stop() {
+        process.stop()
+        log.remove()
+    }
 }

@@ -43,16 +43,11 @@ func realGeoClueInHandLatency(rounds: Int,
     let geoclue = try GeoClueInstance(busAddress: bus.address, debug: false)
     defer { geoclue.stop() }
     print("bench: GeoClue 2.6 itself, 1 client")
-    let agentLog = try TempDir()
-    defer { agentLog.remove() }
-    let agent = try ChildProcess(executable: "/usr/bin/python3",
-                                 arguments: [TestPaths.sourceRoot + "/tests/geoclue/gnome-shell-agent.py", "true", "8"],
-                                 logPath: agentLog.file("agent.log"), environment: ["DBUS_SYSTEM_BUS_ADDRESS": bus.address])
+    let agent = try ShellAgentStandIn(busAddress: bus.address)
     defer { agent.stop() }
     let peers = PeerLoop()
-    func agentOutput() -> String { (try? String(contentsOfFile: agentLog.file("agent.log"), encoding: .utf8)) ?? "" }
-    guard peers.pump(timeout: 10, until: { agentOutput().contains("registered") }) else {
-        throw HarnessError("GeoClue bench: the agent did not register\n\(agentOutput())")
+    guard peers.pump(timeout: 10, until: { agent.output.contains("registered") }) else {
+        throw HarnessError("GeoClue bench: the agent did not register\n\(agent.output)")
     }
 
     func must(_ r: Result<[DBusValue], DBusError>, _ what: String) throws -> [DBusValue] {
