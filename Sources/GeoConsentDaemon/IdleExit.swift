@@ -16,10 +16,11 @@ import GeoConsentAPI
 /// a session; it ends when this process does, like any session whose daemon
 /// leaves, and the client's next call reaches the new daemon.
 extension Daemon {
-    /// Nothing to keep: no client, agent, prompt, call in progress (ours, or
+    /// Nothing to keep: no client, agent, session watcher, prompt, call in progress (ours, or
     /// one the daemon made and waits on: an agent's level, logind) or pending write.
     var isIdle: Bool {
-        core.sessionCount == 0 && core.agentCount == 0 && core.openPromptCount == 0 && calls.isEmpty
+        core.sessionCount == 0 && core.agentCount == 0 && core.watcherCount == 0 && core.openPromptCount == 0
+            && calls.isEmpty
             && !callers.isResolving && !logind.isPlacing && outgoing.inFlight == 0 && lazySaveTimer == nil
             && frontEnds.all.allSatisfy(\.isIdle)
     }

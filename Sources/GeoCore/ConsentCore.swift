@@ -124,6 +124,9 @@ public final class ConsentCore {
     public var openPromptCount: Int { prompts.count }
     /// Agents of ours and GeoClue agents: each is state a restart would lose.
     public var agentCount: Int { agents.count + geoclueAgents.count }
+    /// Connections watching sessions (`WatchSessions`): told until they leave,
+    /// so a watcher keeps the daemon from exiting when idle.
+    public var watcherCount: Int { sessionWatchers.values.reduce(0) { $0 + $1.count } }
     public func agentName(forUID uid: UInt32) -> String? { agents[uid]?.name }
     public func geoclueAgent(forUID uid: UInt32) -> GeoClueAgent? { geoclueAgents[uid] }
 

@@ -43,16 +43,23 @@ func tr(_ msgid: StaticString, _ args: [String: String] = [:]) -> String {
     return fill(text, args)
 }
 
+/// One pass over the template: a value is inserted as it is and never
+/// scanned again, so an app id that contains `{pid}` shows as written (it
+/// could otherwise make the prompt say what its author wants).
 private func fill(_ text: String, _ args: [String: String]) -> String {
-    var out = text
-    for (k, v) in args { out = out.replacingOccurrences("{" + k + "}", with: v) }
-    return out
-}
-
-extension String {
-    /// Every occurrence of `target` replaced.
-    func replacingOccurrences(_ target: String, with replacement: String) -> String {
-        guard !target.isEmpty else { return self }
-        return split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
+    guard !args.isEmpty else { return text }
+    var out = ""
+    var rest = Substring(text)
+    while let open = rest.firstIndex(of: "{") {
+        out += rest[..<open]
+        let after = rest[rest.index(after: open)...]
+        if let close = after.firstIndex(of: "}"), let value = args[String(after[..<close])] {
+            out += value
+            rest = after[after.index(after: close)...]
+        } else {
+            out += "{"
+            rest = after
+        }
     }
+    return out + rest
 }

@@ -51,6 +51,20 @@ final class IdleExitTests: XCTestCase {
                        "the daemon did not exit once nothing needed it:\n\(stack.daemon.log())")
     }
 
+    /// A settings window watching sessions (`WatchSessions`) is told until its
+    /// connection leaves: it keeps the daemon running, as an agent does.
+    func testASessionWatcherKeepsItRunningUntilItLeaves() throws {
+        let stack = try Stack(config: "[daemon]\nidle-exit = 0.3\n")
+        defer { stack.stop() }
+        let settings = try stack.peer()
+        XCTAssertNoThrow(try settings.geo("WatchSessions").get())
+        stack.peers.settle(1.2)
+        XCTAssertTrue(stack.daemon.isRunning, "exited with a watcher connected")
+        settings.connection.close()
+        XCTAssertEqual(stack.daemon.process.waitForExit(timeout: 10), 0,
+                       "the daemon did not exit once the watcher left:\n\(stack.daemon.log())")
+    }
+
     /// `AddAgent` makes the daemon read the caller's `MaxAccuracyLevel`: while
     /// that read waits (the caller does not read its socket for a while), the
     /// daemon is busy, and the call is answered by it, not dropped with the

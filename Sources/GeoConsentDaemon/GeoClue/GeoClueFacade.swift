@@ -417,7 +417,11 @@ final class GeoClueFacade: FrontEnd {
     func connectionLeft(_ name: String) {
         for n in (clientsOf[name] ?? []).sorted() {
             guard let c = clients[n] else { continue }
-            if let id = c.pendingStart { finishStart(c, id) }
+            if let id = c.pendingStart {
+                finishStart(c, id)
+                // A start of its own (after a pause) holds an id the daemon keeps until abandoned.
+                host.abandon(id, .failed("The client's connection left"))
+            }
             c.joinedStarts = []
             remove(c)
         }
