@@ -24,8 +24,9 @@ public final class ConsentCore {
         var lastGranted: Bool
         /// The pause the location side was last told of (`pauseFixes`, `resumeFixes`).
         var lastPause: PauseReason?
-        /// Updates as watchers were last told of them (`sessionsChanged`).
+        /// Updates and accuracy as watchers were last told of them (`sessionsChanged`).
         var lastUpdates = false
+        var lastShownAccuracy: Accuracy?
     }
 
     enum Waiting: Equatable {
@@ -940,11 +941,16 @@ public final class ConsentCore {
         for name in names {
             guard var s = sessions[name] else { continue }
             let st = status(s)
-            let granted = effectiveAccuracy(s) != nil
+            let accuracy = effectiveAccuracy(s)
+            let granted = accuracy != nil
             let p = pause(s.caller)
-            if st != s.lastStatus || p != s.lastPause || granted != s.lastGranted || s.updates != s.lastUpdates {
+            // What ListSessionDetails shows of it (its accuracy as grantedAccuracy gives it).
+            let shown = p == nil ? accuracy : nil
+            if st != s.lastStatus || p != s.lastPause || granted != s.lastGranted || s.updates != s.lastUpdates
+                || shown != s.lastShownAccuracy {
                 watchedChanged.insert(s.caller.uid)
                 s.lastUpdates = s.updates
+                s.lastShownAccuracy = shown
             }
             if st != s.lastStatus {
                 effects.append(.authorizationChanged(session: name, st))

@@ -32,6 +32,15 @@ final class ConsentCoreSessionWatchTests: XCTestCase {
         XCTAssertEqual(told(rig.tap(W.maps2).effects), [], "a watcher that left hears nothing more")
     }
 
+    /// A change of precision alone is news too: the list shows it.
+    func testAnAccuracyChangeAloneIsTold() {
+        let rig = Rig(records: stored((W.maps1, .approvedFull)))
+        rig.manage(Self.settings, .watchSessions)
+        XCTAssertEqual(told(rig.tap(W.maps1).effects), [":1.60"])
+        XCTAssertEqual(told(rig.tap(W.maps1, .reduced).effects), [":1.60"], "full, then reduced: the list changed")
+        XCTAssertEqual(told(rig.tap(W.maps1, .reduced).effects), [], "reduced again: it did not")
+    }
+
     func testRootHearsOfEveryUserAndSandboxesMayNotWatch() {
         let rig = Rig(agents: [W.agent, W.bobAgent])
         rig.manage(W.root, .watchSessions)
