@@ -91,23 +91,22 @@ for p in "${PKGS[@]}"; do
 done
 
 # The desktop test shows the dialog in Korean: the C library needs that locale.
+needs_locale=no
+[[ " $* " == *" --desktop "* ]] && ! locale -a 2>/dev/null | grep -qix 'ko_KR.utf8' && needs_locale=yes
 korean_locale() {
-    [[ " $* " == *" --desktop "* ]] || return 0
-    locale -a 2>/dev/null | grep -qix 'ko_KR.utf8' && return 0
+    [[ $needs_locale == yes ]] || return 0
     echo "deps: making the ko_KR.UTF-8 locale (localedef)"
     "${SUDO[@]}" localedef -i ko_KR -f UTF-8 ko_KR.UTF-8
 }
 
 SUDO=()
-needs_locale=no
-[[ " $* " == *" --desktop "* ]] && ! locale -a 2>/dev/null | grep -qix 'ko_KR.utf8' && needs_locale=yes
 if ((EUID != 0)) && { ((${#missing[@]} > 0)) || [[ $needs_locale == yes ]]; }; then
     command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]} (or the ko_KR locale)" >&2; exit 1; }
     SUDO=(sudo)
 fi
 
 if ((${#missing[@]} == 0)); then
-    korean_locale "$@"
+    korean_locale
     echo "deps: all present (${PKGS[*]})"
     exit 0
 fi
@@ -131,5 +130,5 @@ if [[ $busy_before == no ]] && port_2947_busy; then
          "geoconsent's tests do not use it (they use free ports). Stop it with" \
          "'systemctl stop gpsd.socket gpsd' or 'service gpsd stop' if unwanted."
 fi
-korean_locale "$@"
+korean_locale
 echo "deps: done"

@@ -81,14 +81,12 @@ final class TerminalAgent {
         let who = tr("{app} (pid {pid})", ["app": TerminalAgent.printable(p.appID, limit: 4096), "pid": "\(p.pid)"])
             + (name.isEmpty ? "" : tr(", calling itself \"{name}\" (not proven)", ["name": name]))
         // Whole sentences, so that each language orders them its own way.
-        let sentence: String
         switch (p.kind == .oneTime, p.accuracy == .reduced) {
-        case (true, false): sentence = tr("{who} asks for your precise location once", ["who": who])
-        case (true, true): sentence = tr("{who} asks for your approximate location once", ["who": who])
-        case (false, false): sentence = tr("{who} asks for your precise location while in use", ["who": who])
-        case (false, true): sentence = tr("{who} asks for your approximate location while in use", ["who": who])
+        case (true, false): return tr("{who} asks for your precise location once", ["who": who])
+        case (true, true): return tr("{who} asks for your approximate location once", ["who": who])
+        case (false, false): return tr("{who} asks for your precise location while in use", ["who": who])
+        case (false, true): return tr("{who} asks for your approximate location while in use", ["who": who])
         }
-        return sentence
     }
 
     /// How sure the daemon is of the app (the prompt's `identity` and
