@@ -365,10 +365,11 @@ READY_P=$(line agent "^ready $REQ_P ")
 DLG_P=$(find_window '^Location request$')
 [[ -n $DLG_P && $DLG_P == "$(field "$READY_P" window)" ]] || fail "no dialog for geoconsentctl's prompt ($READY_P)"
 click_rect "$DLG_P" "$(field "$READY_P" precise)"
-wait_for 5 "the Precise switch to turn off" has_line agent "^precise $REQ_P off$"
+wait_for 5 "the Precise switch to turn off" has_line agent "^precise $REQ_P off "
 sleep 0.3
 shot consent-prompt-precise-off.png
-click_rect "$DLG_P" "$(field "$READY_P" allow-once)"
+# Where Allow Once is now: the longer text may have moved it.
+click_rect "$DLG_P" "$(field "$(line agent "^precise $REQ_P off ")" allow-once)"
 wait_for 10 "the agent to answer" has_line agent "^answered $REQ_P allow-once-reduced$"
 locate2_done() { ! alive locate2; }
 wait_for 40 "geoconsentctl's fix" locate2_done

@@ -63,8 +63,10 @@ answer_prompt() {
     [[ $n == 1 ]] && e2e_shot desktop-e2e-prompt.png
     if [[ $precise == off ]]; then
         e2e_click "$win" "$(e2e_field "$line" precise)"
-        wait_for 5 eval "agent_log | grep -q '^precise $id off$'" || { echo "the switch did not turn"; return 1; }
+        wait_for 5 eval "agent_log | grep -q '^precise $id off '" || { echo "the switch did not turn"; return 1; }
         e2e_shot desktop-e2e-prompt-precise-off.png
+        # Where the buttons are now: the longer text may have moved them.
+        line=$(agent_log | grep "^precise $id off " | tail -n 1)
     fi
     e2e_click "$win" "$(e2e_field "$line" allow-once)"
     wait_for 10 eval "agent_log | grep -q '^answered $id '" || { echo "no answer"; return 1; }
