@@ -521,3 +521,17 @@ uint64_t bf_churn(const char *address, const char *dest, const char *path, const
     }
     return bf_now() - t0;
 }
+
+int bf_first_calls(const char *address, const char *dest, const char *path, const char *iface, const char *member,
+                   int n, uint64_t *nanos, char *error, int error_len) {
+    for (int i = 0; i < n; i++) {
+        DBusConnection *c = bf_open_registered(address, error, error_len);
+        if (!c) return 0;
+        uint64_t t0 = bf_now();
+        int ok = call_and_wait(c, dest, path, iface, member, error, error_len);
+        nanos[i] = bf_now() - t0;
+        bf_close_connection(c);
+        if (!ok) return 0;
+    }
+    return 1;
+}

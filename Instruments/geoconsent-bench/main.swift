@@ -14,6 +14,9 @@ if let i = CommandLine.arguments.firstIndex(of: "--relay") {
 if let i = CommandLine.arguments.firstIndex(of: "--relay-c") {
     runCRelay(CommandLine.arguments[(i + 1)...])
 }
+if let i = CommandLine.arguments.firstIndex(of: "--logind") {
+    runLogindStandIn(CommandLine.arguments[(i + 1)...])
+}
 let quick = CommandLine.arguments.contains("--quick")
 let jsonPath: String = {
     if let i = CommandLine.arguments.firstIndex(of: "--json"), i + 1 < CommandLine.arguments.count {
@@ -31,8 +34,11 @@ struct Counts {
     var churn = 10_000, sessions = 10_000, idleSeconds = 10.0, activations = 20
     /// GeoClue2 facade clients, compared with the fan-out row of the same size.
     var geoclue = [1, 100]
+    /// First calls and churn cycles per way of running the logind rows (LogindRows.swift), over `logindRounds` turns.
+    var logindFirstCalls = 900, logindChurn = 1500, logindRounds = 3
     static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
-                              churn: 50, sessions: 100, idleSeconds: 1, activations: 3, geoclue: [1, 10])
+                              churn: 50, sessions: 100, idleSeconds: 1, activations: 3, geoclue: [1, 10],
+                              logindFirstCalls: 10, logindChurn: 10, logindRounds: 1)
 }
 var counts = quick ? Counts.quick : Counts()
 // BENCH_FANOUT=1,100 picks the fan-out sizes, BENCH_FANOUT_ROUNDS their rounds (profiling one phase).
@@ -49,7 +55,7 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
 // the calls phase, BENCH_ONLY=churn only the churn phase (after a token calls
 // phase), BENCH_ONLY=startup only starts and stops the daemon (profiling one
 // path, e.g. with BENCH_DAEMON running callgrind), BENCH_ONLY=marshal only the
-// marshallers' rows.
+// marshallers' rows, BENCH_ONLY=logind only the logind rows (LogindRows.swift).
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
 if only == "churn" { (counts.calls, counts.pipelined) = (1, 10) }
 
@@ -127,6 +133,26 @@ must(agentPeer.call(dest, path, iface, "RegisterAgent", [.objectPath("/bench/Age
 func tap(_ p: BusPeer) {
     let r = must(p.call(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]), "tap")
     guard StatusReply.decode(r) == .whenInUse else { fail("tap returned \(r)") }
+}
+
+/// The logind rows (LogindRows.swift): with the app approved already, as in the churn rows.
+func measureLogind() -> [Row] {
+    print("bench: first calls and churn with a logind on the bus (placed, unplaced) and without")
+    do {
+        return try logindRows(bus: bus, firstCalls: counts.logindFirstCalls, churnCycles: counts.logindChurn,
+                              rounds: counts.logindRounds, executable: ownExecutable())
+    } catch {
+        fail("\(error)")
+    }
+}
+if only == "logind" {
+    let approving = try peers.connect(bus.address)
+    tap(approving)
+    approving.connection.close()
+    rows += measureLogind()
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(rows)
+    exit(0)
 }
 
 // NMEA epochs with unique receiver times, one second apart.
@@ -608,6 +634,7 @@ do {
 } catch {
     fail("\(error)")
 }
+rows += measureLogind()
 if only == "churn" {
     daemon.stop(); gpsd.stop(); bus.stop()
     printTable(rows)

@@ -104,6 +104,9 @@ public final class Daemon {
             try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                     "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")
             for rule in frontEnds.all.flatMap(\.matchRules) { try connection.addMatch(rule) }
+            callers.onCredentials = { [weak self] name, uid, pid in self?.logind.prefetch(name, uid: uid, pid: pid) }
+            callers.onResolved = { [weak self] name, uid, cgroup in self?.logind.resolvedCgroup(name, uid: uid, cgroup) }
+            callers.onNotResolved = { [weak self] name in self?.logind.notResolved(name) }
             logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
             logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
             logind.onBegan = { [weak self] id, at in self?.feed(.loginSessionBegan(id: id, at: at)) }

@@ -19,6 +19,14 @@ import GeoDBus
 /// nothing is polled: only logind's signals wake the daemon. Without logind
 /// on the bus, or for a caller it places in no session, nothing is known and
 /// the core behaves as it always did.
+///
+/// What a placement costs (docs/performance.md, "logind"): it is asked as soon
+/// as the bus has said who the caller is (`prefetch`), so logind answers while
+/// the identity helper reads /proc; what logind said of a uid's own session is
+/// kept until logind's signals say a session or user came, went or changed
+/// (`userSessions`); and a login session whose last connection left stays known
+/// (`lingerLimit` of them) while the match rule keeps its state current, so
+/// that the next app of the same login session asks logind one question, not four.
 final class LogindWatch {
     static let busName = "org.freedesktop.login1"
     static let managerPath = "/org/freedesktop/login1"
@@ -40,6 +48,13 @@ final class LogindWatch {
     static func delay(afterFailures failures: Int) -> Double { retryDelay * Double(1 << (failures - 1)) }
     /// logind's session objects, all under this path.
     static let sessionPathPrefix = "/org/freedesktop/login1/session"
+    /// logind's user objects, all under this path.
+    static let userPathPrefix = "/org/freedesktop/login1/user"
+    /// Login sessions kept known after their last connection left. Why a bound:
+    /// each is a few hundred bytes, and only logins (not callers) make them.
+    static let lingerLimit = 64
+    /// uids whose own session is kept (`userSessions`); past it, all are forgotten.
+    static let userSessionsLimit = 1024
 
     private struct Followed {
         var connections: Set<String> = []
@@ -79,6 +94,18 @@ final class LogindWatch {
         var released = false
         var attempts = 0
         var retry: EventLoop.Token?
+        /// The uid and cgroup of its process, once the identity helper has read it.
+        var key: CgroupKey?
+        /// `userSessionsEpoch` when it began: its answer is kept only if no signal came since.
+        var epoch = 0
+    }
+
+    /// What logind's placement of a process depends on: logind finds its
+    /// session from its cgroup (the session scope it is in), and where it is
+    /// in none, the daemon takes its uid's own session.
+    struct CgroupKey: Hashable {
+        var uid: UInt32
+        var cgroup: String
     }
 
     private let connection: Connection
@@ -90,8 +117,29 @@ final class LogindWatch {
     private var placed: [String: String?] = [:]
     /// Placements under way, by connection.
     private var placing: [String: Placement] = [:]
-    /// Login sessions followed, by object path (the core's id for them).
+    /// Login sessions followed, by object path (the core's id for them); with
+    /// no connection, a lingering one (`lingering`).
     private var followed: [String: Followed] = [:]
+    /// Followed sessions no connection is in now, oldest first: still known, and
+    /// kept current by logind's signals, for the next connection placed there.
+    private var lingering: [String] = []
+    /// What logind said of a uid's own session (`userSession`: a path, or nil
+    /// for none), kept while its signals say no session or user came, went or
+    /// changed. `userSessionsEpoch` counts those signals, so that an answer
+    /// asked for before one is not kept.
+    private var userSessions: [UInt32: String?] = [:]
+    private var userSessionsEpoch = 0
+    /// Where placements ended (a session's path, or nil for none), by the
+    /// uid and cgroup of the process placed: kept on the same terms as
+    /// `userSessions`, so that the next connection from the same cgroup is placed
+    /// without waiting for logind (who is asked all the same; its answer for
+    /// that connection is not waited for).
+    private var byCgroup: [CgroupKey: String?] = [:]
+    /// Entries of `byCgroup`, at most; past it, all are forgotten. Why a bound:
+    /// a user can make cgroups of its own (its service manager's subtree).
+    static let byCgroupLimit = 1024
+    /// The uids of `byCgroup`'s keys.
+    private var keptUIDs: Set<UInt32> = []
 
     /// The connection was placed in the login session `id`.
     var onPlaced: (_ connection: String, _ id: String) -> Void = { _, _ in }
@@ -110,6 +158,10 @@ final class LogindWatch {
         try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
                                 "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.busName)'")
         try connection.addMatch("type='signal',sender='\(Self.busName)',path_namespace='\(Self.sessionPathPrefix)'")
+        // Sessions and users that come, go or change: what `userSessions` keeps is stale then.
+        try connection.addMatch("type='signal',sender='\(Self.busName)',path='\(Self.managerPath)'," +
+                                "interface='\(Self.managerInterface)'")
+        try connection.addMatch("type='signal',sender='\(Self.busName)',path_namespace='\(Self.userPathPrefix)'")
         let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                        interface: "org.freedesktop.DBus", member: "GetNameOwner")
         try m.append([.string(Self.busName)])
@@ -127,23 +179,62 @@ final class LogindWatch {
     /// it; else at most `placementBound` later.
     func place(_ caller: Caller, _ body: @escaping () -> Void) {
         let name = caller.connection
-        if let p = placing[name] {
-            if p.released { return body() }
-            placing[name]!.bodies.append(body)
-            return
-        }
-        guard owner != nil, placed[name] == nil else { return body() }
-        placing[name] = Placement(uid: caller.uid, pid: caller.pid, bodies: [body])
+        if placing[name] == nil { prefetch(name, uid: caller.uid, pid: caller.pid) }
+        guard let p = placing[name], !p.released else { return body() }
+        placing[name]!.bodies.append(body)
+        if p.attempts == 0 { ask(name) }   // held back for its cgroup, which did not come
+    }
+
+    /// Starts placing connection `name` (of `uid`, `pid` as the bus says), unless
+    /// it is placed or being placed: called as soon as the bus has said who it is,
+    /// before its identity is resolved, so that logind answers meanwhile. Its
+    /// calls wait in `place` for the answer. Where a placement of the uid is kept
+    /// (`byCgroup`), logind is asked only if its cgroup's is not
+    /// (`resolvedCgroup`): most new connections are an app the user ran before,
+    /// and a question nobody waits for still takes the bus's and logind's time.
+    func prefetch(_ name: String, uid: UInt32, pid: UInt32) {
+        guard owner != nil, placed[name] == nil, placing[name] == nil else { return }
+        placing[name] = Placement(uid: uid, pid: pid, epoch: userSessionsEpoch)
         placing[name]!.deadline = loop.schedule(after: Self.placementBound) { [weak self] in
             guard let self, self.placing[name]?.released == false else { return }
-            Log.byCaller(uid: caller.uid, .info, "logind has not placed \(name) in \(Int(Self.placementBound)) s: " +
+            Log.byCaller(uid: uid, .info, "logind has not placed \(name) in \(Int(Self.placementBound)) s: " +
                          "its calls go on as if it were in no login session until it is")
             self.release(name)
         }
-        ask(name)
+        if !keptUIDs.contains(uid) { ask(name) }
+    }
+
+    /// `name`'s identity could not be resolved: its calls fail, so a placement
+    /// not asked of logind yet is not asked.
+    func notResolved(_ name: String) {
+        guard let p = placing[name], p.attempts == 0 else { return }
+        cancelTimers(of: p)
+        placing[name] = nil
     }
 
     private enum Outcome { case session(String), none, unknown }
+
+    /// The identity helper has read the cgroup of `name`'s process (before its
+    /// calls go on, and before logind's answer to its placement is read): where a
+    /// process of the same uid in the same cgroup was placed since logind last
+    /// said sessions changed, this one is placed the same way at once.
+    func resolvedCgroup(_ name: String, uid: UInt32, _ cgroup: String?) {
+        guard let p = placing[name], !p.released else { return }
+        if let cgroup {
+            let key = CgroupKey(uid: uid, cgroup: cgroup)
+            placing[name]!.key = key
+            if let kept = byCgroup[key] { return resolved(name, kept.map { .session($0) } ?? .none) }
+        }
+        if p.attempts == 0 { ask(name) }
+    }
+
+    /// Keeps where the placement of `name` ended, for its cgroup.
+    private func keep(_ name: String, _ path: String?) {
+        guard let p = placing[name], let key = p.key, p.epoch == userSessionsEpoch else { return }
+        if byCgroup.count >= Self.byCgroupLimit { byCgroup = [:]; keptUIDs = [] }
+        byCgroup[key] = .some(path)
+        keptUIDs.insert(key.uid)
+    }
 
     /// One try at placing `name`: `GetSessionByPID`, else the uid's session.
     private func ask(_ name: String) {
@@ -166,7 +257,21 @@ final class LogindWatch {
     /// The login session of `uid` for its processes outside any session: the
     /// user's `Display` (logind's choice of its graphical session), else its
     /// first session on a seat.
-    private func userSession(_ uid: UInt32, _ done: @escaping (Outcome) -> Void) {
+    private func userSession(_ uid: UInt32, _ answer: @escaping (Outcome) -> Void) {
+        if let kept = userSessions[uid] { return answer(kept.map { .session($0) } ?? .none) }
+        let epoch = userSessionsEpoch
+        let done: (Outcome) -> Void = { [weak self] outcome in
+            // Kept only when no signal came meanwhile, and only an answer (not "unknown").
+            if let self, self.userSessionsEpoch == epoch {
+                if self.userSessions.count >= Self.userSessionsLimit { self.userSessions = [:] }
+                switch outcome {
+                case .session(let path): self.userSessions[uid] = .some(path)
+                case .none: self.userSessions[uid] = .some(nil)
+                case .unknown: break
+                }
+            }
+            answer(outcome)
+        }
         let seatSession: () -> Void = { [weak self] in
             self?.call(Self.managerPath, Self.managerInterface, "ListSessions", [], uid: uid) { r in
                 guard case .reply(let m) = r else { return done(.unknown) }
@@ -209,12 +314,24 @@ final class LogindWatch {
 
     /// Where logind placed `name`, or that it could not be asked.
     private func resolved(_ name: String, _ outcome: Outcome) {
-        guard placing[name] != nil else { return }   // it left meanwhile
+        // It left meanwhile; or it was placed already, from its cgroup (`resolvedCgroup`),
+        // and this is logind's answer, asked all the same.
+        guard placing[name] != nil, placed[name] == nil else { return }
         switch outcome {
         case .session(let path):
+            keep(name, path)
             placed[name] = .some(path)
             follow(path, name)
             if followed[path]!.known {
+                // A lingering session's first connection again: the core forgot it, and is
+                // told anew (not logged: its state has not changed since it was).
+                if followed[path]!.told == nil {
+                    let f = followed[path]!
+                    if let began = f.began { onBegan(path, began) }
+                    let state = LoginSessionState(active: f.active, locked: f.locked)
+                    followed[path]!.told = state
+                    onState(path, state)
+                }
                 finish(name, in: path)
             } else {
                 followed[path]!.waiting.insert(name)
@@ -223,6 +340,7 @@ final class LogindWatch {
                 if followed[path]!.failedReads > 0 { release(name) }
             }
         case .none:
+            keep(name, nil)
             placed[name] = .some(nil)
             Log.debug("logind places \(name) in no login session: its grants do not pause")
             finish(name, in: nil)
@@ -271,6 +389,7 @@ final class LogindWatch {
     private func follow(_ path: String, _ name: String) {
         let uid = placing[name]?.uid ?? 0
         if followed[path] != nil {
+            if followed[path]!.connections.isEmpty { lingering.removeAll { $0 == path } }
             followed[path]!.connections.insert(name)
             if followed[path]!.uid == 0 { followed[path]!.uid = uid }
             return
@@ -341,7 +460,8 @@ final class LogindWatch {
     }
 
     private func changed(_ path: String) {
-        guard let f = followed[path], f.known else { return }
+        // A lingering session's state is kept, and told when a connection is placed there again.
+        guard let f = followed[path], f.known, !f.connections.isEmpty else { return }
         let state = LoginSessionState(active: f.active, locked: f.locked)
         // IdleHint and the like come as PropertiesChanged too, as often as the
         // session's owner likes: only a change of state is logged and told.
@@ -362,9 +482,33 @@ final class LogindWatch {
         f.connections.remove(name)
         f.waiting.remove(name)
         guard f.connections.isEmpty else { followed[path] = f; return }
+        onState(path, nil)
+        guard f.known, owner != nil else {
+            if let t = f.retry { loop.cancelTimer(t) }
+            followed[path] = nil
+            return
+        }
+        // Kept, lingering: the core has forgotten it (told again at the next placement there).
+        f.told = nil
+        followed[path] = f
+        lingering.append(path)
+        if lingering.count > Self.lingerLimit { dropLingering(lingering[0]) }
+    }
+
+    /// Forgets a lingering session.
+    private func dropLingering(_ path: String) {
+        lingering.removeAll { $0 == path }
+        guard let f = followed[path], f.connections.isEmpty else { return }
         if let t = f.retry { loop.cancelTimer(t) }
         followed[path] = nil
-        onState(path, nil)
+    }
+
+    /// A session or user came, went or changed: what was kept of the uids' own sessions is asked again.
+    private func usersChanged() {
+        userSessionsEpoch &+= 1
+        userSessions = [:]
+        byCgroup = [:]
+        keptUIDs = []
     }
 
     /// logind's signals and its arrival or departure; true when the message was one of them.
@@ -376,7 +520,24 @@ final class LogindWatch {
             ownerChanged(new.isEmpty ? nil : new)
             return true
         }
-        guard let owner, m.sender == owner, let path = m.path, followed[path] != nil else { return false }
+        guard let owner, m.sender == owner, let path = m.path else { return false }
+        if path == Self.managerPath, m.interface == Self.managerInterface {
+            switch m.member {
+            case "SessionNew", "SessionRemoved", "UserNew", "UserRemoved":
+                usersChanged()
+                if m.member == "SessionRemoved", let gone = m.arguments().dropFirst().first?.stringValue {
+                    dropLingering(gone)
+                }
+                return true
+            default:
+                return false
+            }
+        }
+        if path.hasPrefix(Self.userPathPrefix + "/") {
+            usersChanged()
+            return true
+        }
+        guard followed[path] != nil else { return false }
         // Not read yet, or its read failed: what logind says now is read whole.
         guard followed[path]!.known else {
             if m.interface == "org.freedesktop.DBus.Properties" || m.interface == Self.sessionInterface { read(path) }
@@ -407,6 +568,9 @@ final class LogindWatch {
     /// logind left (nothing is known any more) or came (back): read every followed session afresh.
     private func ownerChanged(_ new: String?) {
         owner = new
+        usersChanged()
+        // Lingering sessions are not followed across logind's restart: asked afresh when needed.
+        for path in lingering { dropLingering(path) }
         // Whatever the bus counted for the one before is freed.
         outgoing.calleeLeft(Self.busName)
         Log.info(new != nil ? "logind is on the bus" : "logind left the bus: grants do not pause until it is back")

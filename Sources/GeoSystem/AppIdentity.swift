@@ -19,14 +19,23 @@ public struct ResolvedApp: Equatable, Sendable {
     public var startTime: UInt64
     /// For `.unverifiedFlatpak`: which check the sandbox failed, for the log.
     public var notVerified: String?
+    /// The process's cgroup in the unified hierarchy (the `0::` line of
+    /// `PID/cgroup`), when it was read (rules 3 and 4) and is at most
+    /// `cgroupBytes`: logind's `GetSessionByPID` answers from it alone (the
+    /// session whose scope it is in), so the daemon keeps that answer per cgroup
+    /// (LogindWatch). Not an identity, never shown.
+    public var cgroup: String?
+    /// The longest cgroup path kept; a longer one is not (`cgroup` nil).
+    public static let cgroupBytes = 1024
 
     public init(appID: String, identity: IdentityKind, executable: String, startTime: UInt64 = 0,
-                notVerified: String? = nil) {
+                notVerified: String? = nil, cgroup: String? = nil) {
         self.appID = appID
         self.identity = identity
         self.executable = executable
         self.startTime = startTime
         self.notVerified = notVerified
+        self.cgroup = cgroup.flatMap { $0.utf8.count <= ResolvedApp.cgroupBytes ? $0 : nil }
     }
 
     /// Flatpak and Snap apps, verified or not: they may not register agents and
@@ -212,9 +221,10 @@ public struct AppIdentityResolver: Sendable {
             return .failure(.unreadable("\(error)"))
         }
         let lines = AppIdentityResolver.cgroupLines(cgroup)
-        if let unified = lines.first(where: { $0.hierarchy == "0" && $0.controllers.isEmpty }),
-           let id = AppIdentityResolver.systemdAppID(inCgroupPath: unified.path) {
-            return .success(ResolvedApp(appID: id, identity: .systemdUnit, executable: executable))
+        let unified = lines.first(where: { $0.hierarchy == "0" && $0.controllers.isEmpty })
+        if let unified, let id = AppIdentityResolver.systemdAppID(inCgroupPath: unified.path) {
+            return .success(ResolvedApp(appID: id, identity: .systemdUnit, executable: executable,
+                                        cgroup: String(unified.path)))
         }
 
         // 4. Executable path.
@@ -226,7 +236,8 @@ public struct AppIdentityResolver: Sendable {
         guard executable.hasPrefix("/") else {
             return .failure(.unreadable("\(dir.path)/exe is not an absolute path: \(executable.prefix(256))"))
         }
-        return .success(ResolvedApp(appID: executable, identity: .executable, executable: executable))
+        return .success(ResolvedApp(appID: executable, identity: .executable, executable: executable,
+                                    cgroup: unified.map { String($0.path) }))
     }
 
     /// The Flatpak app id from `PID/root/.flatpak-info` and why its sandbox is not

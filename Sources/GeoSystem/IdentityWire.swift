@@ -58,7 +58,7 @@ public enum IdentityWire {
     /// The longest error or log text in a reply; longer ones are cut.
     static let textBytes = 2048
     /// The most a reply can take: app-id and executable at their limit, two texts.
-    public static let maxReplyBytes = 64 + 2 * IdentityLimits.identityBytes + 2 * textBytes
+    public static let maxReplyBytes = 64 + 2 * IdentityLimits.identityBytes + 2 * textBytes + ResolvedApp.cgroupBytes
 
     // MARK: requests
 
@@ -119,6 +119,8 @@ public enum IdentityWire {
             out.string(app.executable)
             out.u8(app.notVerified == nil ? 0 : 1)
             out.string(cut(app.notVerified ?? ""))
+            out.u8(app.cgroup == nil ? 0 : 1)
+            out.string(app.cgroup ?? "")
         case .verified:
             out.u8(1)
         case .failed(let e):
@@ -145,9 +147,11 @@ public enum IdentityWire {
             guard let kind = r.u8().flatMap(kindFromCode), let start = r.u64(), let procUID = r.u32(),
                   let appID = r.string(max: IdentityLimits.identityBytes),
                   let exe = r.string(max: IdentityLimits.identityBytes),
-                  let hasNote = r.u8(), hasNote <= 1, let note = r.string(max: textBytes) else { return nil }
+                  let hasNote = r.u8(), hasNote <= 1, let note = r.string(max: textBytes),
+                  let hasCgroup = r.u8(), hasCgroup <= 1, let cgroup = r.string(max: ResolvedApp.cgroupBytes) else { return nil }
             reply = .resolved(ResolvedApp(appID: appID, identity: kind, executable: exe, startTime: start,
-                                          notVerified: hasNote == 1 ? note : nil), procUID: procUID)
+                                          notVerified: hasNote == 1 ? note : nil, cgroup: hasCgroup == 1 ? cgroup : nil),
+                              procUID: procUID)
         case 1:
             reply = .verified
         case 2:

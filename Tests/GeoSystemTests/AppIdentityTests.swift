@@ -10,8 +10,23 @@ final class AppIdentityTests: XCTestCase {
         AppIdentityResolver(procRoot: fake.root).resolve(pid: pid, uid: getuid()).map {
             var app = $0
             app.startTime = 0
+            app.cgroup = nil   // testTheUnifiedCgroupIsReportedForPlacement
             return app
         }
+    }
+
+    /// The `0::` path comes with the identity (rules 3 and 4), for LogindWatch's
+    /// placements by cgroup; none from a cgroup v1 file, none over its bound.
+    func testTheUnifiedCgroupIsReportedForPlacement() {
+        func cgroup(_ text: String?) -> String?? {
+            let fake = FakeProc().process(100, cgroup: text)
+            return try? AppIdentityResolver(procRoot: fake.root).resolve(pid: 100, uid: getuid()).get().cgroup
+        }
+        XCTAssertEqual(cgroup("0::/user.slice/user-1000.slice/session-3.scope\n"), .some("/user.slice/user-1000.slice/session-3.scope"))
+        XCTAssertEqual(cgroup("0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.example.Foo-77.scope\n"),
+                       .some("/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.example.Foo-77.scope"))
+        XCTAssertEqual(cgroup("1:name=systemd:/user.slice/session-3.scope\n"), .some(nil))
+        XCTAssertEqual(cgroup("0::/" + String(repeating: "a", count: ResolvedApp.cgroupBytes) + "\n"), .some(nil))
     }
 
     /// The app expected: by default an executable path for an id starting with

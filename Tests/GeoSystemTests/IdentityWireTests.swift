@@ -44,6 +44,8 @@ final class IdentityWireTests: XCTestCase {
         let replies: [IdentityReply] = [
             .resolved(ResolvedApp(appID: "/usr/bin/app", identity: .executable, executable: "/usr/bin/app", startTime: 99),
                       procUID: 1000),
+            .resolved(ResolvedApp(appID: "/usr/bin/app", identity: .executable, executable: "/usr/bin/app", startTime: 99,
+                                  cgroup: "/" + String(repeating: "c", count: ResolvedApp.cgroupBytes - 1)), procUID: 1000),
             .resolved(ResolvedApp(appID: "org.example.App", identity: .unverifiedFlatpak, executable: "",
                                   startTime: 1, notVerified: "its root is no mount point"), procUID: 0),
             .resolved(ResolvedApp(appID: String(repeating: "x", count: IdentityLimits.identityBytes), identity: .snap,

@@ -329,3 +329,53 @@ extension LoginSessionTests {
                       String(stack.daemon.log().suffix(2000)))
     }
 }
+
+/// What LogindWatch keeps between connections (issue 27: a new connection asks
+/// logind one question, not four) must never change what "In use" decides:
+/// a login session no connection is in any more is still followed, and what
+/// logind said of a uid's own session is asked again once a session comes,
+/// goes or becomes the user's display.
+extension LoginSessionTests {
+    /// The last connection of c9 left; c9 is locked meanwhile; the next app
+    /// placed there is paused at its first call, and after the unlock the one
+    /// after it is not. (This process's connections are c9's alone: logind
+    /// places its PID there, and nothing else connects from it.)
+    func testALockWhileNobodyIsInTheSessionPausesTheNextApp() throws {
+        try logind.addSession("c9", seat: "seat1", uid: getuid())
+        try logind.mapPID(getpid(), to: "c9")
+        let first = try stack.peer()
+        XCTAssertEqual(try first.authorization().status, .notDetermined, "placed in c9, in use")
+        first.connection.close()
+        stack.peers.settle(0.3)
+        try logind.setLockedHint("c9", true)
+        stack.peers.settle(0.3)
+        let next = try stack.peer()
+        XCTAssertEqual(try next.authorization().status, .restricted, "placed in c9, locked while nobody was in it")
+        try logind.setLockedHint("c9", false)
+        waitUntil("in use again at the unlock") { (try? next.authorization().status) == .notDetermined }
+        next.connection.close()
+        stack.peers.settle(0.3)
+        try logind.setLockedHint("c9", true)
+        try logind.setLockedHint("c9", false)
+        stack.peers.settle(0.3)
+        let third = try stack.peer()
+        XCTAssertEqual(try third.authorization().status, .notDetermined, "locked and unlocked while nobody was in it")
+    }
+
+    /// A caller in no session of its own follows its user's display: when
+    /// another session becomes the display, the next app is placed there.
+    func testANewDisplaySessionPlacesTheNextApp() throws {
+        _ = try agent("allow-while-using")
+        let first = try stack.peer()
+        XCTAssertEqual(try first.geo("RequestWhenInUseAuthorization", [OptionDictionary.encode(AuthOptions())]).get().first,
+                       .uint32(AuthorizationStatus.whenInUse.rawValue), "placed in c1, in use")
+        // A new login session of this uid, locked, becomes its display.
+        try logind.addSession("c7", seat: "seat1", uid: getuid())
+        try logind.setLockedHint("c7", true)
+        try logind.setDisplay(uid: getuid(), "c7")
+        stack.peers.settle(0.3)
+        let next = try stack.peer()
+        XCTAssertEqual(try next.authorization().status, .restricted, "placed in c7, the display now, which is locked")
+        XCTAssertEqual(try first.authorization().status, .whenInUse, "the first app stays in c1")
+    }
+}

@@ -73,6 +73,13 @@ void bf_echo_stop(bf_echo *e);
 uint64_t bf_churn(const char *address, const char *dest, const char *path, const char *iface,
                   const char *first, const char *second, int cycles, char *error, int error_len);
 
+/// `n` times: open a private connection and say Hello (not timed), call `member`
+/// on `dest` with one empty a{sv} and wait for its reply (timed: nanoseconds into
+/// `nanos[i]`), close. The first call of a new connection, as an app's first tap
+/// is. Returns 1, or 0 on failure (the reason in `error`).
+int bf_first_calls(const char *address, const char *dest, const char *path, const char *iface, const char *member,
+                   int n, uint64_t *nanos, char *error, int error_len);
+
 // MARK: Relay
 
 /// The loop of the C relay process (`geoconsent-bench --relay-c`): the least a
