@@ -59,7 +59,7 @@ let package = Package(
                           path: "Instruments/geoconsent-bench"),
         // One unprivileged local user for the integration tests: the victim, its
         // agent, and the attacks (run as other uids with setpriv).
-        .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI"],
+        .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI", "CLinuxSyscalls"],
                           path: "Instruments/geoconsent-localuser"),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),

@@ -49,6 +49,8 @@ bf_gc_floor *bf_gc_floor_open(const char *address, const char *const *destinatio
                               char *error, int error_len);
 DBusConnection *bf_gc_floor_connection(bf_gc_floor *f);
 int bf_gc_floor_serve(bf_gc_floor *f, uint64_t stamp_micros);
+/// Makes `f` the C relay's: it streams (see `yield_after` in geoclue_floor.c).
+void bf_gc_floor_stream(bf_gc_floor *f, int yield_after);
 void bf_gc_floor_stop(bf_gc_floor *f);
 /// Frees the receivers' GeoClue state (geoclue_floor.c).
 void bf_gc_state_free(bf_receivers *r);

@@ -4,6 +4,8 @@
 #include "geoclue_floor.h"
 #include "bench_floor_private.h"
 
+#include <sched.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,8 +220,15 @@ struct bf_gc_floor {
     unsigned round;
     uint64_t stamp, started;
     int all_answered;
+    /// 0: the floor (every signal prebuilt before the clock starts). Else the C
+    /// relay, which streams as the facade does (GeoClueFacade.deliver): each
+    /// client's signals built as they go out, the processor given up once after
+    /// this many LocationUpdated (LocationService.signalsBeforeYield).
+    int yield_after;
     bf_rounds rounds;
 };
+
+void bf_gc_floor_stream(bf_gc_floor *f, int yield_after) { f->yield_after = yield_after; }
 
 /// A unicast signal; the destination is set before the body, as the daemon does.
 static DBusMessage *unicast_signal(const char *path, const char *iface, const char *member, const char *destination,
@@ -320,15 +329,17 @@ static void floor_round(void *arg) {
     // Prebuilt before the clock starts: every client's LocationUpdated and
     // PropertiesChanged, and the GetAll reply's template.
     f->round++;
+    int stream = f->yield_after > 0;
     char **fresh = calloc((size_t)f->n, sizeof *fresh);
     for (int i = 0; i < f->n; i++) {
         size_t len = strlen(f->clients[i]) + 32;
         fresh[i] = malloc(len);
         snprintf(fresh[i], len, "%s/Location/%u", f->clients[i], f->round);
+        if (stream) continue;
         f->updated[i] = location_updated(f->clients[i], f->destinations[i], f->locations[i], fresh[i]);
         f->changed[i] = location_changed(f->clients[i], f->destinations[i], fresh[i]);
     }
-    DBusMessage *reply = location_reply_template(f->stamp);
+    DBusMessage *reply = stream ? NULL : location_reply_template(f->stamp);
     int fd = -1;
     dbus_connection_get_unix_fd(f->c, &fd);
 
@@ -337,14 +348,18 @@ static void floor_round(void *arg) {
     // calls read by then are answered, and up to 16 PropertiesChanged follow
     // (the facade's GeoClueFacade.noticeBatch) until all are out.
     for (int i = 0; i < f->n; i++) {
+        if (stream) f->updated[i] = location_updated(f->clients[i], f->destinations[i], f->locations[i], fresh[i]);
         if (f->updated[i]) { dbus_connection_send(f->c, f->updated[i], NULL); dbus_message_unref(f->updated[i]); }
+        if (stream && i + 1 == f->yield_after) sched_yield();
     }
+    if (stream) reply = location_reply_template(f->stamp);
     int answered = 0, changed = 0;
     uint64_t deadline = f->started + 5000000000u;
     for (;;) {
         dbus_connection_read_write(f->c, 0);
         answered += answer(f->c, reply);
         for (int k = 0; k < 16 && changed < f->n; k++, changed++) {
+            if (stream) f->changed[changed] = location_changed(f->clients[changed], f->destinations[changed], fresh[changed]);
             if (f->changed[changed]) { dbus_connection_send(f->c, f->changed[changed], NULL); dbus_message_unref(f->changed[changed]); }
         }
         uint64_t now = bf_now();
@@ -354,7 +369,7 @@ static void floor_round(void *arg) {
         struct pollfd p = { .fd = fd, .events = events };
         if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) > 0 && !dbus_connection_read_write(f->c, 0)) break;
     }
-    for (; changed < f->n; changed++) if (f->changed[changed]) dbus_message_unref(f->changed[changed]);
+    if (!stream) for (; changed < f->n; changed++) if (f->changed[changed]) dbus_message_unref(f->changed[changed]);
     dbus_connection_flush(f->c);
     f->all_answered = answered >= f->n;
     if (reply) dbus_message_unref(reply);

@@ -60,6 +60,7 @@ int bf_relay_run(const char *address, int gpsd_fd, const char *const *destinatio
     }
     // GeoClue mode: the GeoClue floor's round, served from here for each fix.
     bf_gc_floor *gc = geoclue ? bf_gc_floor_open(address, destinations, n, error, error_len) : NULL;
+    if (gc) bf_gc_floor_stream(gc, yield_after);
     DBusConnection *c = geoclue ? (gc ? bf_gc_floor_connection(gc) : NULL) : bf_open_registered(address, error, error_len);
     if (!c) { free(buf); return -1; }
     int bus_fd = -1;

@@ -8,6 +8,8 @@ import GeoDBus
 
 let usage = """
 usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
+       geoconsent-localuser deny-capset PROGRAM [ARGS...]
+      runs PROGRAM with capset(2) failing (EPERM), as a SystemCallFilter= denying it does
   victim [--max-seconds S]
       round after round on a fresh connection: forget the app's one-time
       confirmation, tap (this uid's agent answers), fetch a fix; prints each
@@ -93,6 +95,7 @@ struct Options {
 }
 
 let argv = CommandLine.arguments
+if argv.count >= 2, argv[1] == "deny-capset" { denyCapsetAndExec(Array(argv.dropFirst(2))) }
 guard argv.count >= 4, argv[1] == "--bus" else { fail(usage) }
 let bus = argv[2]
 let options = Options(argv[4...])

@@ -101,9 +101,9 @@ public final class Daemon {
         for frontEnd in frontEnds.all { frontEnd.serve() }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
-            try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
-                                    "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''")
-            for rule in frontEnds.all.flatMap(\.matchRules) { try connection.addMatch(rule) }
+            try connection.addMatches(["type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
+                                       "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"] +
+                                      frontEnds.all.flatMap(\.matchRules))
             callers.onCredentials = { [weak self] name, uid, pid in self?.logind.prefetch(name, uid: uid, pid: pid) }
             callers.onResolved = { [weak self] name, uid, cgroup in self?.logind.resolvedCgroup(name, uid: uid, cgroup) }
             callers.onNotResolved = { [weak self] name in self?.logind.notResolved(name) }

@@ -155,17 +155,28 @@ final class LogindWatch {
         self.connection = connection
         self.outgoing = outgoing
         self.loop = loop
-        try connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
-                                "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.busName)'")
-        try connection.addMatch("type='signal',sender='\(Self.busName)',path_namespace='\(Self.sessionPathPrefix)'")
-        // Sessions and users that come, go or change: what `userSessions` keeps is stale then.
-        try connection.addMatch("type='signal',sender='\(Self.busName)',path='\(Self.managerPath)'," +
-                                "interface='\(Self.managerInterface)'")
-        try connection.addMatch("type='signal',sender='\(Self.busName)',path_namespace='\(Self.userPathPrefix)'")
-        let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                       interface: "org.freedesktop.DBus", member: "GetNameOwner")
-        try m.append([.string(Self.busName)])
-        owner = (try? connection.callBlocking(m, timeout: Self.timeout))?.arguments().first?.stringValue
+        let rules = [
+            "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
+                "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.busName)'",
+            "type='signal',sender='\(Self.busName)',path_namespace='\(Self.sessionPathPrefix)'",
+            // Sessions and users that come, go or change: what `userSessions` keeps is stale then.
+            "type='signal',sender='\(Self.busName)',path='\(Self.managerPath)',interface='\(Self.managerInterface)'",
+            "type='signal',sender='\(Self.busName)',path_namespace='\(Self.userPathPrefix)'",
+        ]
+        var calls = try rules.map { rule -> Message in
+            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                           interface: "org.freedesktop.DBus", member: "AddMatch")
+            try m.append([.string(rule)])
+            return m
+        }
+        // Asked after the rules, in the same round trip: no arrival between the two is missed.
+        let ask = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                         interface: "org.freedesktop.DBus", member: "GetNameOwner")
+        try ask.append([.string(Self.busName)])
+        calls.append(ask)
+        let replies = connection.callsBlocking(calls, timeout: Self.timeout)
+        for case .failure(let e) in replies.dropLast() { throw e }
+        owner = (try? replies.last?.get())?.arguments().first?.stringValue
     }
 
     /// logind is on the bus now.

@@ -125,6 +125,41 @@ public final class Connection {
         if dbus_error_is_set(&err) != 0 { throw take(&err) }
     }
 
+    /// Sends `messages` (method calls) at once and waits for every reply, in
+    /// order: one round trip for all, where `callBlocking` each would take one
+    /// each (start-up only: a cold start waits for it, docs/performance.md).
+    /// The bus handles one connection's calls in the order sent, so a match rule
+    /// added first is in place for a question asked after it.
+    public func callsBlocking(_ messages: [Message], timeout: Double) -> [Result<Message, DBusError>] {
+        let ms = Connection.millis(timeout)
+        let pending: [OpaquePointer?] = messages.map { m in
+            var p: OpaquePointer?
+            guard !closed, dbus_connection_send_with_reply(raw, m.raw, &p, ms) != 0 else { return nil }
+            return p
+        }
+        return pending.map { p in
+            guard let p else { return .failure(DBusError(DBusError.disconnectedName, "not connected")) }
+            defer { dbus_pending_call_unref(p) }
+            dbus_pending_call_block(p)
+            guard let reply = dbus_pending_call_steal_reply(p) else {
+                return .failure(DBusError(DBusError.noReplyName, "no reply"))
+            }
+            let msg = Message(adopting: reply)
+            return msg.asError.map { .failure($0) } ?? .success(msg)
+        }
+    }
+
+    /// Adds match rules, all in one round trip (start-up only); throws the first refusal.
+    public func addMatches(_ rules: [String]) throws {
+        let calls = try rules.map { rule -> Message in
+            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                           interface: "org.freedesktop.DBus", member: "AddMatch")
+            try m.append([.string(rule)])
+            return m
+        }
+        for case .failure(let e) in callsBlocking(calls, timeout: 25) { throw e }
+    }
+
     /// Queues a message; the loop writes it out.
     @discardableResult
     public func send(_ message: Message) -> Bool {

@@ -15,11 +15,13 @@
 ///    (when it has CAP_SETPCAP, as root has), and with `capset` the rest
 ///    (systemd's `SystemCallFilter=~@privileged` denies `capset`), and sets
 ///    no_new_privs;
-/// 3. executes itself again, keeping only its end of the socketpair
-///    (`--identity-helper-socket=FD`): an `execve` without ambient
-///    capabilities starts a process of a non-root uid (or of root with an
-///    empty bounding set) with nothing permitted and nothing effective,
-///    whether `capset` was allowed or not;
+/// 3. where `capset` was denied, executes itself again, keeping only its end
+///    of the socketpair (`--identity-helper-socket=FD`): an `execve` without
+///    ambient capabilities starts a process of a non-root uid (or of root
+///    with an empty bounding set) with nothing permitted and nothing
+///    effective. Where `capset` emptied the sets (the unit allows it), that
+///    second start is skipped: it cost a cold start (D-Bus activation) a
+///    third of its time (docs/performance.md, "Cold start");
 /// 4. checks that it holds no capability, and only then reads its config and
 ///    connects to the bus. Every identity comes from the helper from then on.
 ///
@@ -68,8 +70,15 @@ public enum IdentitySeparation {
                            note: "without CAP_SYS_PTRACE: callers are identified in this process, those of other uids not at all")
         }
         let (fd, helper) = try startHelper()
-        _ = try Capabilities.keepOnly(0)
+        let dropped = try Capabilities.keepOnly(0)
         try Capabilities.setNoNewPrivileges()
+        if dropped, let caps = try? CapabilitySets.current(), caps.effective == 0, caps.permitted == 0,
+           caps.ambient == 0, caps.inheritable == 0 {
+            // Step 4 in place: nothing is held, so no execve is needed to shed it.
+            return Outcome(source: IdentityHelperClient(fd: fd),
+                           note: "callers are identified by the identity helper, which alone holds CAP_SYS_PTRACE; " +
+                                 "this process dropped every capability (\(caps))")
+        }
         // Only this end crosses the exec; the helper's end was closed after the spawn.
         if fcntl(fd, F_SETFD, 0) != 0 { throw SystemError.last("fcntl", "the identity helper's socket") }
         let args = argv + [socketFlag + String(fd)]

@@ -200,8 +200,10 @@ final class PolicyBus {
     /// nobody listens on) with `config` as its config file; returns once it owns
     /// its name.
     /// `nofile`: the daemon's descriptor limit (`prlimit`), as a unit's `LimitNOFILE=` sets it.
+    /// `denyCapset`: capset(2) fails with EPERM in it, as where a unit's system call filter denies it.
     func startDaemon(as who: ServiceUser, withPtrace: Bool, gpsdPort: UInt16? = nil, config: String = "",
-                     executable: String = TestPaths.binDir + "/geoconsentd", nofile: Int? = nil) throws -> RunningDaemon {
+                     executable: String = TestPaths.binDir + "/geoconsentd", nofile: Int? = nil,
+                     denyCapset: Bool = false) throws -> RunningDaemon {
         let d = dir.file("daemon-\(withPtrace ? "ptrace" : "plain")")
         try makeDirs(d + "/state")
         chmod(d, 0o711)
@@ -216,8 +218,10 @@ final class PolicyBus {
         let (exe, prefix): (String, [String]) = nofile.map {
             (TestPaths.findExecutable("prlimit") ?? "/usr/bin/prlimit", ["--nofile=\($0):\($0)", setpriv])
         } ?? (setpriv, [])
+        // After setpriv, which needs capset to hand the daemon its capability.
+        let wrapper = denyCapset ? [TestPaths.binDir + "/geoconsent-localuser", "deny-capset"] : []
         let p = try ChildProcess(executable: exe,
-                                 arguments: prefix + who.setprivArgs(ptrace: withPtrace) +
+                                 arguments: prefix + who.setprivArgs(ptrace: withPtrace) + wrapper +
                                     [executable, "--bus", address, "--gpsd", "127.0.0.1:\(port)",
                                      "--config", d + "/geoconsent.conf", "--state-dir", d + "/state"],
                                  logPath: log)

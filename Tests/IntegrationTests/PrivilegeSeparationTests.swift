@@ -33,8 +33,9 @@ final class PrivilegeSeparationTests: XCTestCase {
         XCTAssertEqual(main.cap("CapBnd") & ~Self.ptraceBit, 0, main.text)
         XCTAssertEqual(main.cap("CapInh") & ~Self.ptraceBit, 0, main.text)
         XCTAssertEqual(main.field("NoNewPrivs"), "1", main.text)
+        // capset allowed (as the unit allows it): dropped in place, no second exec.
         let cmdline = (try? String(contentsOfFile: "/proc/\(daemon)/cmdline", encoding: .utf8)) ?? ""
-        XCTAssertTrue(cmdline.contains("--identity-helper-socket="), "the daemon did not execute itself afresh: \(cmdline)")
+        XCTAssertFalse(cmdline.contains("--identity-helper-socket="), "capset works here, yet it executed itself again: \(cmdline)")
 
         let helper = try XCTUnwrap(Self.helper(of: daemon), "no identity helper under pid \(daemon):\n\(rig.daemon.log())")
         let h = try XCTUnwrap(ProcessStatus(helper))
@@ -55,6 +56,30 @@ final class PrivilegeSeparationTests: XCTestCase {
                                        "GetAuthorization"], as: ServiceTests.nobody)
         XCTAssertEqual(auth.status, 0, auth.log + "\ndaemon:\n" + rig.daemon.log())
         XCTAssertTrue(auth.output.contains("busctl\""), auth.output)
+    }
+
+    /// Where a system call filter denies capset (as `~@privileged` alone does),
+    /// the daemon cannot empty its permitted set in place: it executes itself
+    /// again, and holds nothing after it all the same.
+    func testWithCapsetDeniedTheDaemonExecutesItselfAgainAndHoldsNothing() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root") }
+        let user = try ServiceUser.standIn()
+        let bus = try PolicyBus(serviceUser: user)
+        defer { bus.stop() }
+        let daemon = try bus.startDaemon(as: user, withPtrace: true, denyCapset: true)
+        defer { daemon.stop() }
+        let pid = daemon.process.pid
+        // The process started is the wrapper's; the daemon is it, after its execs.
+        let main = try XCTUnwrap(ProcessStatus(pid))
+        for set in ["CapEff", "CapPrm", "CapAmb"] { XCTAssertEqual(main.cap(set), 0, "\(set):\n\(main.text)") }
+        XCTAssertEqual(main.field("Seccomp"), "2", "the filter is on: \(main.text)")
+        let cmdline = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? ""
+        XCTAssertTrue(cmdline.contains("--identity-helper-socket="), "the daemon did not execute itself afresh: \(cmdline)")
+        let helper = try XCTUnwrap(Self.helper(of: pid), daemon.log())
+        XCTAssertEqual(try XCTUnwrap(ProcessStatus(helper)).cap("CapEff"), Self.ptraceBit)
+        let auth = try bus.busctl(["call", GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
+                                   "GetAuthorization"], as: ServiceTests.nobody)
+        XCTAssertTrue(auth.output.contains("busctl\""), auth.output + auth.log + daemon.log())
     }
 
     func testRootDaemonGivesUpEveryCapabilityBoundingSetIncluded() throws {

@@ -112,8 +112,9 @@ helper_pid() {
 # capabilities, no_new_privs, seccomp. The unit grants CAP_SYS_PTRACE; the
 # helper keeps it, the daemon (which parses bus messages and gpsd data) holds
 # none. Its bounding set keeps CAP_SYS_PTRACE (shrinking it takes
-# CAP_SETPCAP), and so does its inheritable set (capset is in the unit's
-# ~@privileged): with nothing permitted and no_new_privs neither grants anything.
+# CAP_SETPCAP): with nothing permitted and no_new_privs it grants nothing. The
+# unit allows capset alone of @privileged, so the daemon empties its sets in
+# place instead of executing itself a second time (issue 27, cold start).
 check_process() {
     local pid status uid helper hstatus
     pid=$(daemon_pid)
@@ -128,6 +129,11 @@ check_process() {
     expect "the daemon holds no capability: CapPrm/CapEff/CapAmb 0 ($(field CapPrm)/$(field CapEff)/$(field CapAmb))" \
         test $ok = yes
     expect "the daemon's bounding set is CAP_SYS_PTRACE alone ($(field CapBnd))" test "$(field CapBnd)" = "$CAP_MASK"
+    expect "the daemon's inheritable set is empty ($(field CapInh))" test "$(field CapInh)" = 0000000000000000
+    local cmdline
+    cmdline=$(ct_exec cat "/proc/$pid/cmdline" | tr '\0' ' ')
+    expect "the daemon dropped its capability in place, without executing itself again" \
+        bash -c '[[ $1 != *--identity-helper-socket=* ]]' _ "$cmdline"
     expect "NoNewPrivs is set" test "$(field NoNewPrivs)" = 1
     expect "a seccomp filter is on (Seccomp: $(field Seccomp), $(field Seccomp_filters) filters)" test "$(field Seccomp)" = 2
     helper=$(helper_pid "$pid")
