@@ -38,6 +38,9 @@
 # `deps.sh --bench` (make bench) adds:
 #   strace                                geoconsent-bench counts the idle
 #                                         daemon's system calls with it
+#   gnuplot-nox                           and draws its scaling rows as a PNG
+#                                         (docs/performance-scaling.png); without
+#                                         it the plot is skipped, nothing fails
 #
 # `deps.sh --desktop` (desktop/test-desktop.sh, run by make test) adds:
 #   xvfb xdotool                          a headless X server, and clicks in it
@@ -75,7 +78,7 @@ PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 syst
       xdg-desktop-portal python3-dbusmock gettext)
 for arg in "$@"; do
     case $arg in
-        --bench) PKGS+=(strace) ;;
+        --bench) PKGS+=(strace gnuplot-nox) ;;
         --package) PKGS+=(debhelper dpkg-dev build-essential libstdc++-12-dev lintian) ;;
         --container) PKGS+=(systemd-container util-linux firefox-esr) ;;
         --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core fonts-nanum locales) ;;

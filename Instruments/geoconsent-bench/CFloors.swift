@@ -31,6 +31,30 @@ final class CReceivers {
 
     var names: [String] { (0..<count).map { String(cString: bf_receivers_name(raw, Int32($0))) } }
 
+    /// `count` receivers subscribed to the daemon's fixes (tap, then StartUpdates).
+    /// The app must be approved already: the taps are then silent.
+    static func subscribed(address: String, count: Int) throws -> CReceivers {
+        let r = try CReceivers(address: address, count: count)
+        let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
+        if r.callAll(dest, path, iface, "RequestOneTimeAuthorization") > 0 || r.callAll(dest, path, iface, "StartUpdates") > 0 {
+            throw BenchFloorError(description: "C receivers: tap or StartUpdates failed")
+        }
+        return r
+    }
+
+    /// The floor's C sender (bf_sender) of one prebuilt LocationUpdated to each
+    /// of these receivers per round; the caller stops it (bf_sender_stop).
+    func floorSender(busAddress: String) throws -> OpaquePointer {
+        var error = [CChar](repeating: 0, count: 256)
+        return try names.withCStrings { list in
+            guard let s = bf_sender_start(busAddress, list, Int32(count), GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
+                                          LocationUpdatedSignal.member, &error, Int32(error.count)) else {
+                throw BenchFloorError(description: "C sender: " + String(cString: error))
+            }
+            return s
+        }
+    }
+
     /// `member` with an empty a{sv} from every receiver at once; the number that failed.
     func callAll(_ dest: String, _ path: String, _ iface: String, _ member: String) -> Int {
         Int(bf_receivers_call_all(raw, dest, path, iface, member, 30_000))
@@ -76,20 +100,9 @@ func cFanout(busAddress: String, n: Int, rounds: Int, daemonPID: pid_t, gpsd: Gp
     -> (daemon: FanoutTimes, floor: FanoutTimes, relay: FanoutTimes?, cpuPerFix: Double) {
     let dest = GeoConsentAPI.busName, path = GeoConsentAPI.objectPath, iface = GeoConsentAPI.interfaceName
     let member = LocationUpdatedSignal.member
-    let receivers = try CReceivers(address: busAddress, count: n)
-    // The app is approved already: these taps are silent.
-    if receivers.callAll(dest, path, iface, "RequestOneTimeAuthorization") > 0
-        || receivers.callAll(dest, path, iface, "StartUpdates") > 0 {
-        throw BenchFloorError(description: "C receivers: tap or StartUpdates failed")
-    }
-    var error = [CChar](repeating: 0, count: 256)
+    let receivers = try CReceivers.subscribed(address: busAddress, count: n)
     let names = receivers.names
-    let sender = try names.withCStrings { list in
-        guard let s = bf_sender_start(busAddress, list, Int32(n), path, iface, member, &error, Int32(error.count)) else {
-            throw BenchFloorError(description: "C sender: " + String(cString: error))
-        }
-        return s
-    }
+    let sender = try receivers.floorSender(busAddress: busAddress)
     defer { bf_sender_stop(sender) }
     let relayRounds = try relay.map { CRelayRounds(gpsd: $0.gpsd, process: try $0.start(names)) }
     defer { relayRounds?.process.stop() }

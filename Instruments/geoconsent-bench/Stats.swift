@@ -123,3 +123,26 @@ func contextSwitches(_ pid: pid_t) -> Double {
     }
     return total
 }
+
+/// Waits until a process has finished the work the last phase left (thousands
+/// of departures), i.e. a second passes without it waking up.
+func waitUntilQuiet(_ pid: pid_t, timeout: Double) {
+    let deadline = Date().addingTimeInterval(timeout)
+    var last = contextSwitches(pid)
+    while Date() < deadline {
+        Thread.sleep(forTimeInterval: 1)
+        let now = contextSwitches(pid)
+        if now == last { return }
+        last = now
+    }
+}
+
+/// On-CPU time of every thread of a process in ns (/proc/PID/task/*/schedstat):
+/// finer than clock ticks, and not only the main thread's as /proc/PID/schedstat is.
+func processCPUNanos(_ pid: pid_t) -> Double {
+    guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return .nan }
+    return tasks.reduce(0) { sum, tid in
+        let s = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/schedstat", encoding: .utf8)
+        return sum + (s.flatMap { Double($0.split(separator: " ").first ?? "") } ?? 0)
+    }
+}

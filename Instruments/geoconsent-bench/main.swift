@@ -17,6 +17,9 @@ if let i = CommandLine.arguments.firstIndex(of: "--relay-c") {
 if let i = CommandLine.arguments.firstIndex(of: "--logind") {
     runLogindStandIn(CommandLine.arguments[(i + 1)...])
 }
+if let i = CommandLine.arguments.firstIndex(of: "--sessions-child") {
+    runSessionsChild(CommandLine.arguments[(i + 1)...])
+}
 let quick = CommandLine.arguments.contains("--quick")
 let jsonPath: String = {
     if let i = CommandLine.arguments.firstIndex(of: "--json"), i + 1 < CommandLine.arguments.count {
@@ -24,8 +27,19 @@ let jsonPath: String = {
     }
     return "bench.json"
 }()
+// The scaling plot: --plot FILE, else beside the JSON (bench-scaling.png for bench.json).
+let plotPath: String = {
+    if let i = CommandLine.arguments.firstIndex(of: "--plot"), i + 1 < CommandLine.arguments.count {
+        return CommandLine.arguments[i + 1]
+    }
+    return (jsonPath.hasSuffix(".json") ? String(jsonPath.dropLast(5)) : jsonPath) + "-scaling.png"
+}()
 if CommandLine.arguments.contains("--help") {
-    print("usage: geoconsent-bench [--quick] [--json FILE]\n  --quick  tiny counts (make test runs this so the benchmark cannot rot)")
+    print("""
+        usage: geoconsent-bench [--quick] [--json FILE] [--plot FILE]
+          --quick  tiny counts (make test runs this so the benchmark cannot rot)
+          --plot   where the scaling rows' PNG goes (default: beside the JSON, NAME-scaling.png)
+        """)
     exit(0)
 }
 
@@ -36,9 +50,14 @@ struct Counts {
     var geoclue = [1, 100]
     /// First calls and churn cycles per way of running the logind rows (LogindRows.swift), over `logindRounds` turns.
     var logindFirstCalls = 900, logindChurn = 1500, logindRounds = 3
+    /// The scaling rows (Scaling.swift): subscribers, fixes sent at each rate, and
+    /// sessions held over many uids (SessionsOverUids.swift).
+    var scaling = [1, 10, 100, 1000], scalingRates: [(hertz: Double, fixes: Int)] = [(1, 20), (10, 100)]
+    var scalingSessions = [1000, 10_000]
     static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
                               churn: 50, sessions: 100, idleSeconds: 1, activations: 3, geoclue: [1, 10],
-                              logindFirstCalls: 10, logindChurn: 10, logindRounds: 1)
+                              logindFirstCalls: 10, logindChurn: 10, logindRounds: 1,
+                              scaling: [1, 10], scalingRates: [(1, 2), (10, 5)], scalingSessions: [100])
 }
 var counts = quick ? Counts.quick : Counts()
 // BENCH_FANOUT=1,100 picks the fan-out sizes, BENCH_FANOUT_ROUNDS their rounds (profiling one phase).
@@ -52,6 +71,13 @@ if let g = ProcessInfo.processInfo.environment["BENCH_GEOCLUE"] {
 if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ Int($0) }) {
     counts.fanoutRounds = r
 }
+// BENCH_SCALING=1,10 picks the scaling rows' subscriber counts, BENCH_SCALING_SESSIONS their session counts.
+if let f = ProcessInfo.processInfo.environment["BENCH_SCALING"] {
+    counts.scaling = f.split(separator: ",").compactMap { Int($0) }
+}
+if let f = ProcessInfo.processInfo.environment["BENCH_SCALING_SESSIONS"] {
+    counts.scalingSessions = f.split(separator: ",").compactMap { Int($0) }
+}
 
 // BENCH_ONLY=latency stops after the fix-latency phase, BENCH_ONLY=fanout after the
 // fan-out phases, BENCH_ONLY=fixes after the
@@ -59,7 +85,8 @@ if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ 
 // the calls phase, BENCH_ONLY=churn only the churn phase (after a token calls
 // phase), BENCH_ONLY=startup only starts and stops the daemon (profiling one
 // path, e.g. with BENCH_DAEMON running callgrind), BENCH_ONLY=marshal only the
-// marshallers' rows, BENCH_ONLY=logind only the logind rows (LogindRows.swift).
+// marshallers' rows, BENCH_ONLY=logind only the logind rows (LogindRows.swift),
+// BENCH_ONLY=scaling only the scaling rows and their plot.
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
 if only == "churn" { (counts.calls, counts.pipelined) = (1, 10) }
 
@@ -74,8 +101,8 @@ let gpsd = try GpsdInstance()
 try gpsd.waitUntilListening(timeout: 5)
 // BENCH_DAEMON=PATH runs another daemon binary or a wrapper script (e.g. one
 // that execs valgrind --tool=callgrind on the release daemon, for profiling).
-let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port,
-                                configText: "[daemon]\ngpsd-linger = 0.5\n",
+let daemonConfig = "[daemon]\ngpsd-linger = 0.5\n"
+let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port, configText: daemonConfig,
                                 executable: ProcessInfo.processInfo.environment["BENCH_DAEMON"])
 let peers = PeerLoop()
 var rows: [Row] = []
@@ -183,6 +210,45 @@ func ownExecutable() -> String {
     return String(cString: exe)
 }
 
+/// The scaling rows and their plot (Scaling.swift, SessionsOverUids.swift, Plot.swift):
+/// run last in a full run, as they leave 10,000 sessions' worth of work behind.
+func scalingPhase() -> [Row] {
+    // The bench's app approved (the C receivers' taps must be silent: nothing
+    // pumps this process's agent while C waits for their replies).
+    let approver = try! peers.connect(bus.address)
+    tap(approver)
+    approver.connection.close()
+    var rows: [Row] = []
+    let result: ScalingResult
+    var rss: [RSSPoint] = []
+    do {
+        result = try measureScaling(busAddress: bus.address, daemonPID: daemon.pid, gpsd: gpsd, subscribers: counts.scaling,
+                                    rates: counts.scalingRates, gpsdFixes: counts.fixes, epoch: nextEpoch)
+        rows += scalingRows(result)
+        // Each count on a fresh daemon of the same build and config, on a bus of its own.
+        for sessions in counts.scalingSessions {
+            print("bench: RSS per session, \(sessions) sessions over uids of \(sessionsPerUid) sessions each")
+            guard let r = try rssPerSessionOverUids(sessions: sessions, executable: ownExecutable(), daemon: {
+                try DaemonInstance(busAddress: $0, gpsdPort: gpsd.port, configText: daemonConfig,
+                                   executable: ProcessInfo.processInfo.environment["BENCH_DAEMON"])
+            }) else { break }
+            rss.append(RSSPoint(sessions: sessions, uids: r.uids, bytes: r.bytes))
+            rows.append(Row(section: "scaling, memory", name: "RSS per session (\(sessions) sessions, \(r.uids) uids of \(sessionsPerUid))",
+                            value: r.bytes, unit: "B", target: .atMost(1024)))
+        }
+    } catch {
+        fail("\(error)")
+    }
+    print(plotScaling(result, rss: rss, to: plotPath))
+    return rows
+}
+if only == "scaling" {
+    rows += scalingPhase()
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(rows)
+    exit(0)
+}
+
 // The direct gpsd client's latency: the floor of the fix latency and fan-out rows.
 var gpsdLatency = Sample()
 if only != "calls" && only != "churn" {
@@ -223,45 +289,11 @@ if only != "calls" && only != "churn" {
     let daemonLatency = timeFixes("the daemon") { m, micros, _ in timestamp(of: m) == micros }
     must(client.call(dest, path, iface, "StopUpdates"), "StopUpdates")
 
-    // Floor: a direct gpsd JSON client on a raw socket, timed the same way.
-    func gpsdFloor() -> Sample {
-        var sample = Sample()
-        guard let fd = openGpsdWatch(port: gpsd.port) else { fail("cannot connect to gpsd directly") }
-        defer { close(fd) }
-        var pending = ""
-        /// Reads lines until a TPV with this epoch's time; returns when the chunk holding it was read.
-        func waitForTPV(_ iso: String, timeout: Double) -> UInt64? {
-            let deadline = nowNanos() + UInt64(timeout * 1e9)
-            while nowNanos() < deadline {
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&p, 1, 50) > 0 else { continue }
-                var chunk = [UInt8](repeating: 0, count: 65536)
-                let n = read(fd, &chunk, chunk.count)
-                guard n > 0 else { return nil }
-                let stamp = nowNanos()
-                pending += String(decoding: chunk[..<n], as: UTF8.self)
-                var found = false
-                // gpsd ends lines with CRLF, which Swift sees as one Character.
-                while let nl = pending.firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) {
-                    let line = pending[..<nl]
-                    if line.contains("\"class\":\"TPV\"") && line.contains("\"time\":\"\(iso)") { found = true }
-                    pending.removeSubrange(...nl)
-                }
-                if found { return stamp }
-            }
-            return nil
-        }
-        for _ in 0..<5 { let e = nextEpoch(); gpsd.send(e.sentences); _ = waitForTPV(e.iso, timeout: 0.5) }
-        for _ in 0..<counts.fixes {
-            let e = nextEpoch()
-            let t0 = nowNanos()
-            gpsd.send(e.sentences)
-            if let t1 = waitForTPV(e.iso, timeout: 2) { sample.add(micros(t1 - t0)) }
-            usleep(5000)
-        }
-        return sample
+    // Floor: a direct gpsd JSON client on a raw socket, timed the same way (GpsdFloor.swift).
+    guard let direct = gpsdClientLatency(gpsd: gpsd, fixes: counts.fixes, epoch: nextEpoch) else {
+        fail("cannot connect to gpsd directly")
     }
-    gpsdLatency = gpsdFloor()
+    gpsdLatency = direct
     if gpsdLatency.count == 0 { fail("the direct gpsd client saw no TPV") }
 
     // Floor: a bare unicast signal from one connection to another through the same bus.
@@ -672,21 +704,9 @@ for p in many { p.connection.close() }
 many.removeAll()
 peers.settle(1)
 
-/// Waits until the daemon has finished the work the last phase left (thousands
-/// of departures), i.e. a second passes without it waking up.
-func waitUntilQuiet(timeout: Double) {
-    let deadline = Date().addingTimeInterval(timeout)
-    var last = contextSwitches(daemon.pid)
-    while Date() < deadline {
-        Thread.sleep(forTimeInterval: 1)
-        let now = contextSwitches(daemon.pid)
-        if now == last { return }
-        last = now
-    }
-}
 // Measured once the 10,000 departures are processed (the daemon trims its heap
 // when the crowd is gone), then the idle figures.
-waitUntilQuiet(timeout: 60)
+waitUntilQuiet(daemon.pid, timeout: 60)
 let rssAfterMany = rssKiB(daemon.pid)
 
 // Idle: nothing connected but the agent. First CPU time and wake-ups alone
@@ -722,11 +742,15 @@ if straceCount.isFinite {
     rows.append(Row(section: "idle", name: "system calls over idle (strace)", value: straceCount, unit: "", target: .atMost(0)))
 }
 
+// MARK: 6. How cost grows (Scaling.swift)
+
+rows += scalingPhase()
+
 daemon.stop()
 gpsd.stop()
 bus.stop()
 
-// MARK: 6. Activation (exit when idle)
+// MARK: 7. Activation (exit when idle)
 
 rows += try activationRows(rounds: counts.activations, quick: quick)
 

@@ -13,6 +13,7 @@
 #include <linux/openat2.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/epoll.h>
 
 #ifndef SYS_openat2
 #define SYS_openat2 437
@@ -110,6 +111,38 @@ static inline int geo_close_range(unsigned int first, unsigned int last) {
 /// (a seccomp filter denies it: systemd's SystemCallErrorNumber=EPERM).
 static inline int geo_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+// --- an epoll set of such descriptors (ProcessExitSet) ---
+// Wrapped because struct epoll_event is packed, and <sys/epoll.h> is not in Swift's Glibc module.
+
+/// epoll_create1(2), close-on-exec: the set, or -1 with errno set.
+static inline int geo_epoll_create(void) {
+    return epoll_create1(EPOLL_CLOEXEC);
+}
+
+/// Adds `fd` to the set `ep`, polled for readability, its own number as the
+/// event's data. 0, or -1 with errno set.
+static inline int geo_epoll_add_readable(int ep, int fd) {
+    struct epoll_event e;
+    memset(&e, 0, sizeof e);
+    e.events = EPOLLIN;
+    e.data.fd = fd;
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+}
+
+/// Takes `fd` out of the set `ep`. 0, or -1 with errno set.
+static inline int geo_epoll_remove(int ep, int fd) {
+    return epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/// The descriptors of `ep` that are ready now, without waiting: at most `max`
+/// (at most 64) into `fds`. Their count, or -1 with errno set.
+static inline int geo_epoll_ready(int ep, int *fds, int max) {
+    struct epoll_event e[64];
+    int n = epoll_wait(ep, e, max < 64 ? max : 64, 0);
+    for (int i = 0; i < n; i++) fds[i] = e[i].data.fd;
+    return n;
 }
 
 #endif

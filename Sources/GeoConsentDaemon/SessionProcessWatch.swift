@@ -18,16 +18,26 @@ import GeoSystem
 /// differently, with no descriptor: its process is checked (start time) once
 /// a second while it has a session (`pollInterval`), so that no set of users
 /// can switch off process watching for another. Idle costs nothing: the descriptors
-/// sit in the one `poll`, and only an exit wakes the daemon. Where
+/// sit in one epoll set, which the loop polls as one descriptor, and only an
+/// exit wakes the daemon. One set, not a descriptor each in the loop's `poll`:
+/// the loop sorts and polls all its descriptors at every turn, and a fan-out
+/// to N subscribers takes more turns the larger N (its messages drain over
+/// many wake-ups once the bus lags), so N pidfds there made a fix cost more
+/// than N times one (docs/performance.md, "How cost grows"). Where
 /// `pidfd_open` is missing (Linux before 5.3) or refused (a seccomp filter),
 /// this is said once in the log and nothing is watched. The temporary grants
 /// of a connection not watched end only when its name leaves the bus, as before.
 final class SessionProcessWatch {
     private let loop: EventLoop
     private let connection: Connection
-    /// Connections seen (unique names), with their descriptor and its loop token
-    /// while watched (nil: its process is gone already, or none could be opened).
-    private var watched: [String: (fd: Int32, token: EventLoop.Token)?] = [:]
+    /// Connections seen (unique names), with their descriptor while watched
+    /// (nil: its process is gone already, or none could be opened).
+    private var watched: [String: Int32?] = [:]
+    /// The watched descriptors, polled by the loop as one, and its loop token;
+    /// open while a descriptor is watched.
+    private var exitSet: (set: ProcessExitSet, token: EventLoop.Token)?
+    /// The connection and process of each descriptor in the set.
+    private var ownerOf: [Int32: (name: String, pid: UInt32)] = [:]
     /// `pidfd_open` cannot work here: stop trying (logged once).
     private var unavailable = false
     /// The most descriptors open at once.
@@ -51,7 +61,8 @@ final class SessionProcessWatch {
     static let pollInterval = 1.0
 
     /// The descriptors the daemon keeps for everything else (bus, gpsd, the
-    /// identity helper, state writes, `/proc` handles, libdbus): about ten; and
+    /// identity helper, state writes, `/proc` handles, libdbus, the epoll set
+    /// the watched ones are in): about ten; and
     /// the pidfds `CallerResolver` holds while first calls are handled, at most
     /// `CallerResolver.heldDescriptorLimit`.
     static let reserved = 64
@@ -95,7 +106,7 @@ final class SessionProcessWatch {
         }
         // A process that exits after its descriptor was proven makes it readable:
         // the loop reports that at once, as it would an exit after the watch began.
-        if let fd = provenDescriptor() { return start(name, pid: pid, fd) }
+        if let fd = provenDescriptor() { return start(name, pid: pid, fd, isFirstProcess) }
         switch ProcessExitDescriptor.open(pid: pid) {
         case .success(let fd):
             guard isFirstProcess() else {
@@ -103,7 +114,7 @@ final class SessionProcessWatch {
                 watched[name] = .some(nil)
                 return exited(name, pid: pid)
             }
-            start(name, pid: pid, fd)
+            start(name, pid: pid, fd, isFirstProcess)
         case .failure(.exited):
             watched[name] = .some(nil)
             exited(name, pid: pid)
@@ -118,13 +129,32 @@ final class SessionProcessWatch {
         }
     }
 
-    private func start(_ name: String, pid: UInt32, _ fd: Int32) {
-        let token = loop.watch(fd: fd, events: .readable) { [weak self] _ in
-            self?.readable(name, pid: pid)
+    private func start(_ name: String, pid: UInt32, _ fd: Int32, _ isFirstProcess: @escaping () -> Bool) {
+        let set = exitSet?.set ?? {
+            let set = ProcessExitSet()
+            let token = loop.watch(fd: set.descriptor, events: .readable) { [weak self] _ in self?.exitsReady() }
+            exitSet = (set, token)
+            return set
+        }()
+        guard set.add(fd) else {
+            // As when no descriptor could be opened: checked once a second instead.
+            let e = errno
+            close(fd)
+            watched[name] = .some(nil)
+            return poll(name, pid: pid, isFirstProcess, "epoll: \(String(cString: strerror(e)))")
         }
-        watched[name] = (fd, token)
+        ownerOf[fd] = (name, pid)
+        watched[name] = fd
         descriptors += 1
         if let uid = uidOf[name] { countOf[uid, default: 0] += 1 }
+    }
+
+    /// The processes of some watched descriptors have exited.
+    private func exitsReady() {
+        for fd in exitSet?.set.ready() ?? [] {
+            // (One that is no connection's would stay ready: out of the set with it.)
+            if let owner = ownerOf[fd] { readable(owner.name, pid: owner.pid) } else { exitSet?.set.remove(fd) }
+        }
     }
 
     /// Watches `name` with no descriptor: its process is checked every `pollInterval`.
@@ -158,23 +188,26 @@ final class SessionProcessWatch {
         polled[name] = nil
         if polled.isEmpty, let t = pollTimer { loop.cancelTimer(t); pollTimer = nil; polled = [:] }
         guard let entry = watched.removeValue(forKey: name) else { uidOf[name] = nil; return }
-        if let (fd, token) = entry { release(fd, token, name) }
+        if let fd = entry { release(fd, name) }
         uidOf[name] = nil
         // Dictionaries keep their largest capacity: once empty, start afresh.
-        if watched.isEmpty { watched = [:] }
+        if watched.isEmpty { watched = [:]; ownerOf = [:] }
     }
 
     private func readable(_ name: String, pid: UInt32) {
-        guard let entry = watched[name], let (fd, token) = entry else { return }
-        release(fd, token, name)
+        guard let entry = watched[name], let fd = entry else { return }
+        release(fd, name)
         watched[name] = .some(nil)
         exited(name, pid: pid)
     }
 
-    private func release(_ fd: Int32, _ token: EventLoop.Token, _ name: String) {
-        loop.unwatch(token)
+    private func release(_ fd: Int32, _ name: String) {
+        exitSet?.set.remove(fd)
+        ownerOf[fd] = nil
         close(fd)
         descriptors -= 1
+        // The set goes with the last one: an idle daemon holds no descriptor for it.
+        if descriptors == 0, let (_, token) = exitSet { loop.unwatch(token); exitSet = nil }
         if let uid = uidOf[name] {
             let n = (countOf[uid] ?? 1) - 1
             countOf[uid] = n > 0 ? n : nil

@@ -197,6 +197,9 @@ final class TappingProcessTests: StackTestCase {
         }
         let root = try stack.peer()
         _ = try root.authorization()
+        // Its session's watch (and the set that holds the watched descriptors) is
+        // made after that reply is sent: a second call is answered after it.
+        _ = try root.authorization()
         let count = 20
         // One call per connection, each a new connection: no later check of a
         // known connection (at most every 100 ms) comes into it.
