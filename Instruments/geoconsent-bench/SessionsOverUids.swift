@@ -118,10 +118,13 @@ final class UidsBus {
 /// The daemon's RSS per session (bytes) with `sessions` held by children of
 /// `sessionsPerUid` sessions each, on a fresh daemon (`daemon` starts one on a
 /// bus address) on a bus of its own (UidsBus): (RSS with them − RSS idle before
-/// them) ÷ sessions. Nil, with the reason printed, when this process cannot act
+/// them) ÷ sessions. Idle is measured after a warm-up: one more uid holds a few
+/// sessions and leaves, so that the code a session runs (the prompt, the
+/// consent record, the process watch) is paged in once, not counted per session:
+/// those pages are the binary's, shared, and a second session does not add them. Nil, with the reason printed, when this process cannot act
 /// as other uids (not root, no setpriv, or no mount namespace to be had).
 func rssPerSessionOverUids(sessions: Int, executable: String, daemon: (String) throws -> DaemonInstance)
-    throws -> (bytes: Double, uids: Int)? {
+    throws -> (bytes: Double, anonBytes: Double, uids: Int)? {
     guard getuid() == 0, let setpriv = TestPaths.findExecutable("setpriv", candidates: ["/usr/bin/setpriv"]) else {
         print("bench: RSS per session over uids skipped: needs root and setpriv to act as other uids")
         return nil
@@ -129,7 +132,8 @@ func rssPerSessionOverUids(sessions: Int, executable: String, daemon: (String) t
     let firstUid: UInt32 = 200_000
     let uids = (sessions + sessionsPerUid - 1) / sessionsPerUid
     let bus: UidsBus
-    do { bus = try UidsBus(uids: firstUid..<(firstUid + UInt32(uids))) } catch {
+    // The last uid is the warm-up's.
+    do { bus = try UidsBus(uids: firstUid..<(firstUid + UInt32(uids) + 1)) } catch {
         print("bench: RSS per session over uids skipped: \(error)")
         return nil
     }
@@ -139,8 +143,19 @@ func rssPerSessionOverUids(sessions: Int, executable: String, daemon: (String) t
     let dir = try TempDir()
     defer { dir.remove() }
     Thread.sleep(forTimeInterval: 1)
+    let warmUid = firstUid + UInt32(uids)
+    let warm = try ChildProcess(executable: setpriv,
+                                arguments: ["--reuid=\(warmUid)", "--regid=\(warmUid)", "--clear-groups", "--",
+                                            executable, "--sessions-child", bus.address, "5"],
+                                logPath: dir.file("uid-\(warmUid).log"), captureStdout: true)
+    guard let ready = warm.readStdoutLine(timeout: 60), ready.hasPrefix("ready") else {
+        warm.stop()
+        throw BenchFloorError(description: "the warm-up uid's sessions not ready\n\(d.log())")
+    }
+    warm.signal(SIGTERM)
+    warm.stop()
     waitUntilQuiet(d.pid, timeout: 30)
-    let idle = rssKiB(d.pid)
+    let idle = rssKiB(d.pid), idleAnon = anonKiB(d.pid)
     var children: [ChildProcess] = []
     defer {
         // SIGTERM to all first, so that they leave together; then reap each.
@@ -169,6 +184,6 @@ func rssPerSessionOverUids(sessions: Int, executable: String, daemon: (String) t
         next = batch.upperBound
     }
     waitUntilQuiet(d.pid, timeout: 30)
-    let held = rssKiB(d.pid)
-    return ((held - idle) * 1024 / Double(sessions), uids)
+    let held = rssKiB(d.pid), heldAnon = anonKiB(d.pid)
+    return ((held - idle) * 1024 / Double(sessions), (heldAnon - idleAnon) * 1024 / Double(sessions), uids)
 }

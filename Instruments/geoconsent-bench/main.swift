@@ -235,6 +235,8 @@ func scalingPhase() -> [Row] {
             rss.append(RSSPoint(sessions: sessions, uids: r.uids, bytes: r.bytes))
             rows.append(Row(section: "scaling, memory", name: "RSS per session (\(sessions) sessions, \(r.uids) uids of \(sessionsPerUid))",
                             value: r.bytes, unit: "B", target: .atMost(1024)))
+            rows.append(Row(section: "scaling, memory", name: "  of it anonymous (heap; not the binary's pages)",
+                            value: r.anonBytes, unit: "B"))
         }
     } catch {
         fail("\(error)")
