@@ -495,7 +495,7 @@ void bf_echo_stop(bf_echo *e) {
 
 // MARK: Churn
 
-static int call_and_wait(DBusConnection *c, const char *dest, const char *path, const char *iface, const char *member,
+int bf_call_and_wait(DBusConnection *c, const char *dest, const char *path, const char *iface, const char *member,
                          char *error, int error_len) {
     DBusMessage *m = call_with_empty_options(dest, path, iface, member);
     if (!m) { bf_set_error(error, error_len, member, NULL); return 0; }
@@ -514,8 +514,8 @@ uint64_t bf_churn(const char *address, const char *dest, const char *path, const
     for (int i = 0; i < cycles; i++) {
         DBusConnection *c = bf_open_registered(address, error, error_len);
         if (!c) return 0;
-        int ok = call_and_wait(c, dest, path, iface, first, error, error_len) &&
-                 call_and_wait(c, dest, path, iface, second, error, error_len);
+        int ok = bf_call_and_wait(c, dest, path, iface, first, error, error_len) &&
+                 bf_call_and_wait(c, dest, path, iface, second, error, error_len);
         bf_close_connection(c);
         if (!ok) return 0;
     }
@@ -528,7 +528,7 @@ int bf_first_calls(const char *address, const char *dest, const char *path, cons
         DBusConnection *c = bf_open_registered(address, error, error_len);
         if (!c) return 0;
         uint64_t t0 = bf_now();
-        int ok = call_and_wait(c, dest, path, iface, member, error, error_len);
+        int ok = bf_call_and_wait(c, dest, path, iface, member, error, error_len);
         nanos[i] = bf_now() - t0;
         bf_close_connection(c);
         if (!ok) return 0;

@@ -29,6 +29,19 @@ void bf_close_connection(DBusConnection *c);
 int bf_dict_variant(DBusMessage *m, const char *key, DBusMessageIter *var);
 /// Appends the entry {key: variant of `sig`} to an open a{sv}.
 void bf_put_variant(DBusMessageIter *dict, const char *key, int type, const char *sig, const void *value);
+/// Sends `m` (consumed) and waits for the reply (geoclue_floor.c); NULL on an
+/// error reply or none in 10 s (the reason in `error`).
+DBusMessage *bf_call_blocking(DBusConnection *c, DBusMessage *m, const char *what, char *error, int error_len);
+/// Calls `member` on `dest` with one empty a{sv} and waits for the reply
+/// (bench_floor.c); 1, or 0 with the reason in `error`.
+int bf_call_and_wait(DBusConnection *c, const char *dest, const char *path, const char *iface, const char *member,
+                     char *error, int error_len);
+/// Makes connection `c` a GeoClue client of `dest` as where-am-i does
+/// (geoclue_floor.c): Manager.GetClient, then Set DesktopId and
+/// RequestedAccuracyLevel, each waiting for its reply. The client's path
+/// (malloc'd), or NULL with the reason in `error`.
+char *bf_gc_become_client(DBusConnection *c, const char *dest, const char *desktop_id, uint32_t level,
+                          char *error, int error_len);
 /// A location signal with the same 13 keys, in the same order, as the daemon's
 /// location dictionary, and "timestamp" = `stamp`; no destination if NULL.
 DBusMessage *bf_location_signal(const char *path, const char *iface, const char *member,

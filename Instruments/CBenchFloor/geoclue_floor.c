@@ -35,8 +35,7 @@ void bf_gc_state_free(bf_receivers *r) {
 
 const char *bf_gc_client_path(bf_receivers *r, int i) { return r->gc ? r->gc[i].client : NULL; }
 
-/// Sends `m` (consumed) and waits for the reply; NULL on error (the reason in `error`).
-static DBusMessage *call_blocking(DBusConnection *c, DBusMessage *m, const char *what, char *error, int error_len) {
+DBusMessage *bf_call_blocking(DBusConnection *c, DBusMessage *m, const char *what, char *error, int error_len) {
     if (!m) { bf_set_error(error, error_len, what, NULL); return NULL; }
     DBusError e;
     dbus_error_init(&e);
@@ -59,9 +58,30 @@ static int set_property(DBusConnection *c, const char *dest, const char *client,
         dbus_message_iter_append_basic(&var, type, value);
         dbus_message_iter_close_container(&it, &var);
     }
-    DBusMessage *reply = call_blocking(c, m, name, error, error_len);
+    DBusMessage *reply = bf_call_blocking(c, m, name, error, error_len);
     if (reply) dbus_message_unref(reply);
     return reply != NULL;
+}
+
+char *bf_gc_become_client(DBusConnection *c, const char *dest, const char *desktop_id, uint32_t level,
+                          char *error, int error_len) {
+    DBusMessage *reply = bf_call_blocking(c, dbus_message_new_method_call(dest, MANAGER_PATH, MANAGER_IFACE, "GetClient"),
+                                       "GetClient", error, error_len);
+    if (!reply) return NULL;
+    const char *path = NULL;
+    char *client = NULL;
+    if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_METHOD_RETURN)
+        dbus_message_get_args(reply, NULL, DBUS_TYPE_OBJECT_PATH, &path, DBUS_TYPE_INVALID);
+    if (path) client = strdup(path);
+    dbus_message_unref(reply);
+    if (!client) { bf_set_error(error, error_len, "GetClient", NULL); return NULL; }
+    dbus_uint32_t lvl = level;
+    if (!set_property(c, dest, client, "DesktopId", DBUS_TYPE_STRING, "s", &desktop_id, error, error_len) ||
+        !set_property(c, dest, client, "RequestedAccuracyLevel", DBUS_TYPE_UINT32, "u", &lvl, error, error_len)) {
+        free(client);
+        return NULL;
+    }
+    return client;
 }
 
 int bf_gc_clients_setup(bf_receivers *r, const char *dest, const char *desktop_id, uint32_t level,
@@ -69,20 +89,8 @@ int bf_gc_clients_setup(bf_receivers *r, const char *dest, const char *desktop_i
     bf_gc_state_free(r);
     r->gc = calloc((size_t)r->n, sizeof *r->gc);
     for (int i = 0; i < r->n; i++) {
-        bf_gc_state *g = &r->gc[i];
-        DBusMessage *reply = call_blocking(r->c[i], dbus_message_new_method_call(dest, MANAGER_PATH, MANAGER_IFACE, "GetClient"),
-                                           "GetClient", error, error_len);
-        if (!reply) return -1;
-        const char *path = NULL;
-        if (dbus_message_get_type(reply) == DBUS_MESSAGE_TYPE_METHOD_RETURN)
-            dbus_message_get_args(reply, NULL, DBUS_TYPE_OBJECT_PATH, &path, DBUS_TYPE_INVALID);
-        if (path) g->client = strdup(path);
-        dbus_message_unref(reply);
-        if (!g->client) { bf_set_error(error, error_len, "GetClient", NULL); return -1; }
-        dbus_uint32_t lvl = level;
-        if (!set_property(r->c[i], dest, g->client, "DesktopId", DBUS_TYPE_STRING, "s", &desktop_id, error, error_len) ||
-            !set_property(r->c[i], dest, g->client, "RequestedAccuracyLevel", DBUS_TYPE_UINT32, "u", &lvl, error, error_len))
-            return -1;
+        r->gc[i].client = bf_gc_become_client(r->c[i], dest, desktop_id, level, error, error_len);
+        if (!r->gc[i].client) return -1;
     }
     for (int i = 0; i < r->n; i++) {
         DBusMessage *m = dbus_message_new_method_call(dest, r->gc[i].client, CLIENT_IFACE, "Start");

@@ -54,10 +54,13 @@ struct Counts {
     /// sessions held over many uids (SessionsOverUids.swift).
     var scaling = [1, 10, 100, 1000], scalingRates: [(hertz: Double, fixes: Int)] = [(1, 20), (10, 100)]
     var scalingSessions = [1000, 10_000]
+    /// The facade's churn (FacadeChurn.swift): clients a round, rounds.
+    var facadeChurn = 1000, facadeChurnRounds = 4
     static let quick = Counts(fixes: 10, fanout: [1, 10], fanoutRounds: 3, calls: 50, pipelined: 100,
                               churn: 50, sessions: 100, idleSeconds: 1, activations: 3, geoclue: [1, 10],
                               logindFirstCalls: 10, logindChurn: 10, logindRounds: 1,
-                              scaling: [1, 10], scalingRates: [(1, 2), (10, 5)], scalingSessions: [100])
+                              scaling: [1, 10], scalingRates: [(1, 2), (10, 5)], scalingSessions: [100],
+                              facadeChurn: 20, facadeChurnRounds: 2)
 }
 var counts = quick ? Counts.quick : Counts()
 // BENCH_FANOUT=1,100 picks the fan-out sizes, BENCH_FANOUT_ROUNDS their rounds (profiling one phase).
@@ -86,7 +89,9 @@ if let f = ProcessInfo.processInfo.environment["BENCH_SCALING_SESSIONS"] {
 // phase), BENCH_ONLY=startup only starts and stops the daemon (profiling one
 // path, e.g. with BENCH_DAEMON running callgrind), BENCH_ONLY=marshal only the
 // marshallers' rows, BENCH_ONLY=logind only the logind rows (LogindRows.swift),
-// BENCH_ONLY=scaling only the scaling rows and their plot.
+// BENCH_ONLY=scaling only the scaling rows and their plot, BENCH_ONLY=facadechurn
+// only the facade's churn against GeoClue 2.6's and our own API's (BENCH_CHURN=N
+// clients a round, BENCH_CHURN_TRACE=DIR writes each cycle's time there).
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
 if only == "churn" { (counts.calls, counts.pipelined) = (1, 10) }
 
@@ -113,6 +118,18 @@ if only == "startup" {
     // Start-up and shutdown alone (scripts/gen-link-order.sh profiles this run).
     print("bench: daemon RSS idle (fresh) \(fmt(rssFresh / 1024)) MiB")
     daemon.stop(); gpsd.stop(); bus.stop()
+    exit(0)
+}
+if let n = ProcessInfo.processInfo.environment["BENCH_CHURN"].flatMap({ Int($0) }) { counts.facadeChurn = n }
+/// The facade's churn (FacadeChurn.swift); GeoClue 2.6 is left out of --quick:
+/// starting it and its agent costs seconds.
+func facadeChurn() throws -> [Row] {
+    print("bench: facade churn (\(counts.facadeChurnRounds) rounds of \(counts.facadeChurn) clients)")
+    return try facadeChurnRows(clients: counts.facadeChurn, rounds: counts.facadeChurnRounds, withGeoClue: !quick)
+}
+if only == "facadechurn" {
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(try facadeChurn())
     exit(0)
 }
 if only == "activation" {
@@ -752,7 +769,11 @@ daemon.stop()
 gpsd.stop()
 bus.stop()
 
-// MARK: 7. Activation (exit when idle)
+// MARK: 7. The facade's churn, against GeoClue 2.6's
+
+rows += try facadeChurn()
+
+// MARK: 8. Activation (exit when idle)
 
 rows += try activationRows(rounds: counts.activations, quick: quick)
 
@@ -760,6 +781,7 @@ print("")
 printTable(rows)
 let data = json(rows, extra: ["date": ISO8601DateFormatter().string(from: Date()), "quick": quick,
                               "counts": ["fixes": counts.fixes, "fanout": counts.fanout, "calls": counts.calls,
-                                         "pipelined": counts.pipelined, "churn": counts.churn, "sessions": counts.sessions]])
+                                         "pipelined": counts.pipelined, "churn": counts.churn, "sessions": counts.sessions,
+                                         "facade_churn": counts.facadeChurn, "facade_churn_rounds": counts.facadeChurnRounds]])
 if !FileManager.default.createFile(atPath: jsonPath, contents: data) { print("bench: cannot write \(jsonPath)") }
 print("\nbench: wrote \(jsonPath)")
