@@ -43,6 +43,18 @@ if CommandLine.arguments.contains("--help") {
     exit(0)
 }
 
+/// Writes the run's rows to `jsonPath` (every run, a `BENCH_ONLY` one too, so
+/// that alternating runs can be compared from their files).
+func save(_ rows: [Row]) {
+    let data = json(rows, extra: ["date": ISO8601DateFormatter().string(from: Date()), "quick": quick,
+                                  "only": ProcessInfo.processInfo.environment["BENCH_ONLY"] ?? "",
+                                  "counts": ["fixes": counts.fixes, "fanout": counts.fanout, "calls": counts.calls,
+                                             "pipelined": counts.pipelined, "churn": counts.churn, "sessions": counts.sessions,
+                                             "facade_churn": counts.facadeChurn, "facade_churn_rounds": counts.facadeChurnRounds]])
+    if !FileManager.default.createFile(atPath: jsonPath, contents: data) { print("bench: cannot write \(jsonPath)") }
+    print("\nbench: wrote \(jsonPath)")
+}
+
 struct Counts {
     var fixes = 200, fanout = [1, 100, 1000], fanoutRounds = 20, calls = 2000, pipelined = 5000
     var churn = 10_000, sessions = 10_000, idleSeconds = 10.0, activations = 20
@@ -147,6 +159,7 @@ if only == nil || only == "marshal" {
     if only == "marshal" {
         daemon.stop(); gpsd.stop(); bus.stop()
         printTable(rows)
+        save(rows)
         exit(0)
     }
 }
@@ -200,6 +213,7 @@ if only == "logind" {
     rows += measureLogind()
     daemon.stop(); gpsd.stop(); bus.stop()
     printTable(rows)
+    save(rows)
     exit(0)
 }
 
@@ -265,6 +279,7 @@ if only == "scaling" {
     rows += scalingPhase()
     daemon.stop(); gpsd.stop(); bus.stop()
     printTable(rows)
+    save(rows)
     exit(0)
 }
 
@@ -367,6 +382,7 @@ if only != "calls" && only != "churn" {
     if only == "latency" {
         daemon.stop(); gpsd.stop(); bus.stop()
         printTable(rows)
+        save(rows)
         exit(0)
     }
 
@@ -465,6 +481,7 @@ if only != "calls" && only != "churn" {
     if only == "fanout" {
         daemon.stop(); gpsd.stop(); bus.stop()
         printTable(rows)
+        save(rows)
         exit(0)
     }
 
@@ -553,6 +570,7 @@ if only != "calls" && only != "churn" {
     if only == "fixes" {
         daemon.stop(); gpsd.stop(); bus.stop()
         printTable(rows)
+        save(rows)
         exit(0)
     }
 
@@ -644,6 +662,7 @@ rows.append(Row(section: "calls", name: "floor: bus GetId pipelined", value: get
 if only == "calls" {
     daemon.stop(); gpsd.stop(); bus.stop()
     printTable(rows)
+    save(rows)
     exit(0)
 }
 
@@ -698,6 +717,7 @@ rows += measureLogind()
 if only == "churn" {
     daemon.stop(); gpsd.stop(); bus.stop()
     printTable(rows)
+    save(rows)
     exit(0)
 }
 
@@ -779,9 +799,4 @@ rows += try activationRows(rounds: counts.activations, quick: quick)
 
 print("")
 printTable(rows)
-let data = json(rows, extra: ["date": ISO8601DateFormatter().string(from: Date()), "quick": quick,
-                              "counts": ["fixes": counts.fixes, "fanout": counts.fanout, "calls": counts.calls,
-                                         "pipelined": counts.pipelined, "churn": counts.churn, "sessions": counts.sessions,
-                                         "facade_churn": counts.facadeChurn, "facade_churn_rounds": counts.facadeChurnRounds]])
-if !FileManager.default.createFile(atPath: jsonPath, contents: data) { print("bench: cannot write \(jsonPath)") }
-print("\nbench: wrote \(jsonPath)")
+save(rows)
