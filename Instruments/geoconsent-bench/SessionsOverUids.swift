@@ -18,7 +18,9 @@ import GeoTestSupport
 // bench's uids (UidsBus). Adding users to the machine would outlive the bench.
 
 /// Sessions per uid: under `sessions-per-user` (64) with room to spare.
-let sessionsPerUid = 50
+/// BENCH_SESSIONS_PER_UID=N changes it (1...60), to tell a uid's cost from a session's.
+let sessionsPerUid = ProcessInfo.processInfo.environment["BENCH_SESSIONS_PER_UID"].flatMap { Int($0) }
+    .map { min(max($0, 1), 60) } ?? 50
 
 /// `geoconsent-bench --sessions-child BUS COUNT`: one uid's sessions, held until
 /// the bench that started it is gone or ends it. Prints "ready COUNT" when every
@@ -115,6 +117,16 @@ final class UidsBus {
     }
 }
 
+/// BENCH_HOLD_SECONDS=N: the row waits N seconds after each RSS reading (idle,
+/// then with the sessions held), having printed the daemon's pid, for a look
+/// at it (/proc/PID/smaps, `malloc_info` through gdb; docs/performance.md).
+private func holdForALook(_ what: String, _ pid: pid_t) {
+    guard let s = ProcessInfo.processInfo.environment["BENCH_HOLD_SECONDS"].flatMap({ Double($0) }), s > 0 else { return }
+    print("bench: \(what) for \(s) s; daemon pid \(pid)")
+    fflush(stdout)
+    Thread.sleep(forTimeInterval: s)
+}
+
 /// The daemon's RSS per session (bytes) with `sessions` held by children of
 /// `sessionsPerUid` sessions each, on a fresh daemon (`daemon` starts one on a
 /// bus address) on a bus of its own (UidsBus): (RSS with them − RSS idle before
@@ -156,6 +168,7 @@ func rssPerSessionOverUids(sessions: Int, executable: String, daemon: (String) t
     warm.stop()
     waitUntilQuiet(d.pid, timeout: 30)
     let idle = rssKiB(d.pid), idleAnon = anonKiB(d.pid)
+    holdForALook("idle after the warm-up", d.pid)
     var children: [ChildProcess] = []
     defer {
         // SIGTERM to all first, so that they leave together; then reap each.
@@ -185,5 +198,6 @@ func rssPerSessionOverUids(sessions: Int, executable: String, daemon: (String) t
     }
     waitUntilQuiet(d.pid, timeout: 30)
     let held = rssKiB(d.pid), heldAnon = anonKiB(d.pid)
+    holdForALook("holding \(sessions) sessions of \(uids) uids", d.pid)
     return ((held - idle) * 1024 / Double(sessions), (heldAnon - idleAnon) * 1024 / Double(sessions), uids)
 }

@@ -86,7 +86,8 @@ if let g = ProcessInfo.processInfo.environment["BENCH_GEOCLUE"] {
 if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ Int($0) }) {
     counts.fanoutRounds = r
 }
-// BENCH_SCALING=1,10 picks the scaling rows' subscriber counts, BENCH_SCALING_SESSIONS their session counts.
+// BENCH_SCALING=1,10 picks the scaling rows' subscriber counts, BENCH_SCALING_SESSIONS their session counts
+// (BENCH_SESSIONS_PER_UID and BENCH_HOLD_SECONDS: SessionsOverUids.swift).
 if let f = ProcessInfo.processInfo.environment["BENCH_SCALING"] {
     counts.scaling = f.split(separator: ",").compactMap { Int($0) }
 }

@@ -21,11 +21,14 @@ import GeoSystem
 /// (`ProcessExitDescriptor.isRunning`), and the process watch takes it over
 /// (`takeExitDescriptor`) with no second question to the identity helper.
 final class CallerResolver {
-    /// A connection resolved once.
-    private struct Known {
-        var caller: Caller
+    /// A connection resolved once. A class: `known` then holds a reference per
+    /// bucket, not the ~170 bytes of this, and a dictionary has up to twice as
+    /// many buckets as entries (at 1,000 connections 2,048: 377 KB as a struct,
+    /// 49 KB plus 192 bytes per connection as a class; docs/performance.md).
+    private final class Known {
+        let caller: Caller
         /// The start time of the process first seen for the connection.
-        var startTime: UInt64
+        let startTime: UInt64
         /// When that was last confirmed (monotonic nanoseconds).
         var checkedAt: UInt64
         /// Set once the check failed: every later call gets this.
@@ -34,6 +37,13 @@ final class CallerResolver {
         /// found running after: proven to be that process. Held only while the
         /// connection's first call is handled (see `dropExitDescriptor`).
         var exitDescriptor: Int32?
+
+        init(caller: Caller, startTime: UInt64, checkedAt: UInt64, exitDescriptor: Int32?) {
+            self.caller = caller
+            self.startTime = startTime
+            self.checkedAt = checkedAt
+            self.exitDescriptor = exitDescriptor
+        }
     }
 
     /// The most pidfds held at once for first calls being handled. Why a bound:
@@ -91,11 +101,11 @@ final class CallerResolver {
 
     /// Calls `done` with the caller, at once when known, else after a bus round trip.
     func resolve(_ name: String, _ done: @escaping (Result<Caller, DBusError>) -> Void) {
-        if var k = known[name] {
+        if let k = known[name] {
             if let refusal = k.refusal { return done(.failure(refusal)) }
             let now = EventLoop.monotonicNanos()
             if now &- k.checkedAt < CallerResolver.recheckInterval { return done(.success(k.caller)) }
-            if let refusal = check(name, &k, at: now) { return done(.failure(refusal)) }
+            if let refusal = check(name, k, at: now) { return done(.failure(refusal)) }
             return done(.success(k.caller))
         }
         if waiting[name] != nil {
@@ -115,17 +125,15 @@ final class CallerResolver {
 
     /// Checks that the PID of `k` is still the process first seen for it; once
     /// it is not, `k` is refused for good. Returns the refusal, if any.
-    private func check(_ name: String, _ k: inout Known, at now: UInt64) -> DBusError? {
+    private func check(_ name: String, _ k: Known, at now: UInt64) -> DBusError? {
         switch identity.verify(pid: k.caller.pid, uid: k.caller.uid, startTime: k.startTime) {
         case .success:
             k.checkedAt = now
-            known[name] = k
             return nil
         case .failure(let e):
             Log.byCaller(uid: k.caller.uid, .info, "refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), " +
                          "\(Log.field(k.caller.appID))) from now on: not the process first seen for it: \(e)")
             k.refusal = CallerResolver.denied(e)
-            known[name] = k
             return k.refusal
         }
     }
@@ -134,8 +142,8 @@ final class CallerResolver {
     /// (checked as for a call, whatever the interval): after a descriptor was
     /// opened on that PID, true proves the descriptor is that process's.
     func isFirstProcess(_ name: String) -> Bool {
-        guard var k = known[name], k.refusal == nil else { return false }
-        return check(name, &k, at: EventLoop.monotonicNanos()) == nil
+        guard let k = known[name], k.refusal == nil else { return false }
+        return check(name, k, at: EventLoop.monotonicNanos()) == nil
     }
 
     /// The proven descriptor on the process of `name` (see `Known.exitDescriptor`),
@@ -143,8 +151,8 @@ final class CallerResolver {
     /// the process had exited, the bound was reached, or it was handed or dropped
     /// already): then a descriptor opened now needs `isFirstProcess`.
     func takeExitDescriptor(_ name: String) -> Int32? {
-        guard let fd = known[name]?.exitDescriptor else { return nil }
-        known[name]!.exitDescriptor = nil
+        guard let k = known[name], let fd = k.exitDescriptor else { return nil }
+        k.exitDescriptor = nil
         heldDescriptors -= 1
         return fd
     }

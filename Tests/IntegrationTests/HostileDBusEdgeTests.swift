@@ -26,6 +26,11 @@ final class HostileDBusEdgeTests: StackTestCase {
         pid = stack.daemon.pid
         root = try stack.peer()
         XCTAssertTrue(root.pingDaemon())
+        // A session of root's own first: a live session holds its process's
+        // descriptor and the one epoll set they all sit in (SessionProcessWatch),
+        // so the count starts with the set open and a case's one live session
+        // (its "+ 1") adds its pidfd alone.
+        XCTAssertEqual(try root.authorization().status, .notDetermined)
         fdsBefore = Hostile.fdCount(pid)
         lines = []
     }
