@@ -30,7 +30,10 @@ final class HostileDBusEdgeTests: StackTestCase {
         // descriptor and the one epoll set they all sit in (SessionProcessWatch),
         // so the count starts with the set open and a case's one live session
         // (its "+ 1") adds its pidfd alone.
+        // The ping after it: the watch begins after the reply is sent, and the
+        // daemon answers a ping only once it has finished with the call before.
         XCTAssertEqual(try root.authorization().status, .notDetermined)
+        XCTAssertTrue(root.pingDaemon())
         fdsBefore = Hostile.fdCount(pid)
         lines = []
     }
