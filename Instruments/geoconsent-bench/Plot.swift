@@ -64,11 +64,12 @@ func plotScaling(_ s: ScalingResult, rss: [RSSPoint], to png: String) -> String 
         set xrange [0.7:\(Double(sizes.last ?? 1) * 1.4)]
         set xtics (\(sizes.map(String.init).joined(separator: ", ")))
         set grid
-        set key bottom right box opaque samplen 2
         set xlabel 'subscribers'
+        set key top left box opaque samplen 2
         set title 'Fix latency, NMEA datagram sent -> subscriber has the fix (p50)'
         set ylabel 'µs'
         plot \(latency.joined(separator: ", \\\n    "))
+        set key bottom right box opaque samplen 2
         set title 'Daemon CPU time per fix'
         set ylabel 'µs of CPU per fix'
         plot \(cpu.joined(separator: ", \\\n    "))
