@@ -1,5 +1,6 @@
 import GeoCore
 import GeoDBus
+import GeoSystem
 
 /// Follows logind (`org.freedesktop.login1`, on the daemon's own bus) for the
 /// callers' login sessions: whether their user is at them (active and
@@ -75,7 +76,8 @@ final class LogindWatch {
         var waiting: Set<String> = []
         /// The state last told (`onState`): only a change is told again.
         var told: LoginSessionState?
-        /// When the session began (`Timestamp`, wall microseconds), once told (`onBegan`).
+        /// When the session began (wall microseconds, from `TimestampMonotonic`:
+        /// `began(_:wallNow:monotonicNow:)`), once told (`onBegan`).
         var began: UInt64?
         /// Whose calls the reads count against (OutgoingCalls), and whose lines its
         /// changes are in the log: the first connection's uid other than root's.
@@ -145,7 +147,7 @@ final class LogindWatch {
     var onPlaced: (_ connection: String, _ id: String) -> Void = { _, _ in }
     /// What logind says of login session `id` now (nil: nothing known).
     var onState: (_ id: String, _ state: LoginSessionState?) -> Void = { _, _ in }
-    /// When a login session began (logind's `Timestamp`), told once, before
+    /// When a login session began (logind's `TimestampMonotonic` on the wall clock), told once, before
     /// its state and the connections placed in it.
     var onBegan: (_ id: String, _ at: UInt64) -> Void = { _, _ in }
 
@@ -464,10 +466,29 @@ final class LogindWatch {
     private func update(_ path: String, _ props: [String: DBusValue]) {
         if let v = props["Active"]?.unwrapped.boolValue { followed[path]?.active = v }
         if let v = props["LockedHint"]?.unwrapped.boolValue { followed[path]?.locked = v }
-        if followed[path]?.began == nil, let t = props["Timestamp"]?.unwrapped.uint64Value, t > 0 {
+        if followed[path]?.began == nil, let t = Self.began(props, wallNow: GeoSystem.now(),
+                                                           monotonicNow: EventLoop.monotonicNanos() / 1000) {
             followed[path]?.began = t
             onBegan(path, t)
         }
+    }
+
+    /// When a login session began, on the wall clock of now (microseconds),
+    /// from logind's `TimestampMonotonic` where it gave one, else its
+    /// `Timestamp`. Why the monotonic one first: `Timestamp` is the wall clock
+    /// at login, and a machine without a real-time clock steps its clock (NTP)
+    /// after the login screen, by hours or years; a session that began a
+    /// moment ago would then look old, and its first tap would get `NoAgent`
+    /// at once instead of waiting for the agent (`agent-wait`). Its age on the
+    /// monotonic clock does not move with the wall clock. Nil when logind gave
+    /// neither, or a time to come.
+    static func began(_ props: [String: DBusValue], wallNow: UInt64, monotonicNow: UInt64) -> UInt64? {
+        if let m = props["TimestampMonotonic"]?.unwrapped.uint64Value, m > 0 {
+            guard m <= monotonicNow, monotonicNow - m <= wallNow else { return nil }
+            return wallNow - (monotonicNow - m)
+        }
+        guard let t = props["Timestamp"]?.unwrapped.uint64Value, t > 0 else { return nil }
+        return t
     }
 
     private func changed(_ path: String) {

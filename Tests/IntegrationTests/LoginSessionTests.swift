@@ -134,16 +134,45 @@ final class LoginSessionTests: StackTestCase {
     /// prompt is shown once it registers; a caller of an old session gets
     /// `NoAgent` at once, as before.
     func testTheFirstTapAfterLoginWaitsForTheAgent() throws {
-        try logind.setTimestamp(Self.me, UInt64(Date().timeIntervalSince1970 * 1e6))
+        try logind.setBegan(Self.me, wall: UInt64(Date().timeIntervalSince1970 * 1e6),
+                            monotonic: EventLoop.monotonicNanos() / 1000)
+        try checkTheFirstTapWaitsForTheAgent()
+    }
+
+    /// A machine with no real-time clock: the login screen came up with the
+    /// clock hours behind, and NTP stepped it forward after the login. logind's
+    /// `Timestamp` (the wall clock at login) then says the session is hours
+    /// old; its `TimestampMonotonic` says it began a moment ago, and the first
+    /// tap waits for the agent all the same.
+    func testAClockSteppedForwardAfterLoginStillWaitsForTheAgent() throws {
+        let threeHoursAgo = UInt64(Date().timeIntervalSince1970 * 1e6) - 3 * 3600 * 1_000_000
+        try logind.setBegan(Self.me, wall: threeHoursAgo, monotonic: EventLoop.monotonicNanos() / 1000)
+        try checkTheFirstTapWaitsForTheAgent()
+    }
+
+    /// The other way round: the wall clock at login says a moment ago (the
+    /// clock was set back since), the monotonic clock says the session is
+    /// old (the template's 42 µs after boot). Old it is: `NoAgent` at once.
+    func testASessionOldOnTheMonotonicClockGetsNoAgentAtOnce() throws {
+        try logind.setBegan(Self.me, wall: UInt64(Date().timeIntervalSince1970 * 1e6), monotonic: 42)
+        let app = try stack.peer()
+        XCTAssertDBusError(app.geo("RequestOneTimeAuthorization", [OptionDictionary.encode(AuthOptions())], timeout: 5),
+                           GeoConsentAPI.ErrorName.noAgent)
+    }
+
+    private func checkTheFirstTapWaitsForTheAgent(file: StaticString = #filePath, line: UInt = #line) throws {
         let app = try stack.peer()
         let tap = app.geoAsync("RequestOneTimeAuthorization", [OptionDictionary.encode(AuthOptions())])
         stack.peers.settle(0.5)
-        XCTAssertFalse(tap.isDone, "no NoAgent while the session is new: \(String(describing: tap.result))")
+        XCTAssertFalse(tap.isDone, "no NoAgent while the session is new: \(String(describing: tap.result))",
+                       file: file, line: line)
         let a = try agent("allow-once")
         waitUntil("the tap is answered") { tap.isDone }
-        guard case .success(let v)? = tap.result else { return XCTFail("tap: \(String(describing: tap.result))") }
-        XCTAssertEqual(StatusReply.decode(v), .whenInUse)
-        XCTAssertEqual(a.confirms.count, 1, "the agent that came was asked")
+        guard case .success(let v)? = tap.result else {
+            return XCTFail("tap: \(String(describing: tap.result))", file: file, line: line)
+        }
+        XCTAssertEqual(StatusReply.decode(v), .whenInUse, file: file, line: line)
+        XCTAssertEqual(a.confirms.count, 1, "the agent that came was asked", file: file, line: line)
     }
 
     func testLockPausesTheStreamAndUnlockResumesIt() throws {

@@ -69,10 +69,13 @@ final class LogindMock {
         _ = try peer.call(Self.busName, Self.path(id), Self.sessionInterface, lock ? "Lock" : "Unlock").get()
     }
 
-    /// When the session began (`Timestamp`, wall microseconds; the template says 42).
-    func setTimestamp(_ id: String, _ usec: UInt64) throws {
+    /// When the session began, as logind gives it: `Timestamp` (the wall clock
+    /// then, microseconds) and `TimestampMonotonic` (CLOCK_MONOTONIC then,
+    /// microseconds); the template says 42 for both.
+    func setBegan(_ id: String, wall: UInt64, monotonic: UInt64) throws {
         _ = try peer.call(Self.busName, Self.path(id), Self.mockInterface, "UpdateProperties",
-                          [.string(Self.sessionInterface), .vardict(["Timestamp": .uint64(usec)])]).get()
+                          [.string(Self.sessionInterface),
+                           .vardict(["Timestamp": .uint64(wall), "TimestampMonotonic": .uint64(monotonic)])]).get()
     }
 
     /// The session comes to the foreground of its seat or leaves it.

@@ -181,7 +181,10 @@ variant_make_install() {
     if [[ -z $block ]]; then
         fail "README.md has no post-install block after 'After installing'"
     else
-        run_logged "README \"Install\"'s post-install steps" ct_exec bash -e -c "$block"
+        # -x: the failing step is named in the output; on a failure the units
+        # that failed and the journal's last lines follow it.
+        run_logged "README \"Install\"'s post-install steps" ct_exec bash -e -x -c "$block" ||
+            info "$(ct_exec systemctl --no-pager --failed 2>&1; ct_exec journalctl -b --no-pager -n 40 2>&1)"
     fi
     run_checks
     ct_teardown
