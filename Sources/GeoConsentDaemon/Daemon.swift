@@ -363,9 +363,9 @@ public final class Daemon {
             case .locate(let id, let session, let options):
                 guard let call = calls.removeValue(forKey: id) else { continue }
                 location.locate(call, id: id, session: session, options: options)
-            case .grantEnded(let session):
+            case .grantEnded(let session, let byPause):
                 location.drop(session: session)
-                for frontEnd in frontEnds.all { frontEnd.grantEnded(session: session) }
+                for frontEnd in frontEnds.all { frontEnd.grantEnded(session: session, byPause: byPause) }
             case .pauseFixes(let session, let reason):
                 location.pause(session: session, reason)
             case .resumeFixes(let session):

@@ -29,8 +29,8 @@ protocol FrontEnd: AnyObject {
     func callFailed(_ id: CallID, _ error: DBusError)
     /// The core let a held call's updates start (the location core answers it next).
     func updatesStarted(_ id: CallID)
-    /// A session lost its grant.
-    func grantEnded(session: SessionID)
+    /// A session lost its grant (`byPause`: to its login session's pause, in this event).
+    func grantEnded(session: SessionID, byPause: Bool)
     /// The session's login session is in use again (the user is back).
     func sessionResumed(_ session: SessionID)
     /// A prompt for one of its agents (`authorizeApp`); true when it asked it.

@@ -92,6 +92,9 @@ public final class ConsentCore {
     private var effects: [CoreEffect] = []
     /// Sessions given a `grantEnded` in this event's effects (one each).
     private var ended: Set<SessionID> = []
+    /// Sessions whose pause began in this event (`pauseChanged`): a grant of
+    /// theirs that ends now ends by the pause (`grantEnded`'s `byPause`).
+    private var pausedNow: Set<SessionID> = []
     /// Why a grant ending in this event ends (`CoreEvent.grantEndCause`).
     private var endCause = ""
     /// `Enabled` changed in this event: every session may have a new status.
@@ -154,6 +157,7 @@ public final class ConsentCore {
         self.now = now
         effects = []
         ended = []
+        pausedNow = []
         grantNotes = []
         endCause = event.grantEndCause
         switch event {
@@ -703,6 +707,7 @@ public final class ConsentCore {
                     if effectiveAccuracy(s) == nil { s.limit = nil }
                     // Said first: a Start answered below must find its updates paused.
                     s.lastPause = p
+                    pausedNow.insert(name)
                     effects.append(.pauseFixes(session: name, p))
                     sessions[name] = s
                     answerPaused(name)
@@ -917,8 +922,8 @@ public final class ConsentCore {
 
     /// Adds `grantEnded` for a session, once per event (a set, not a scan of the
     /// effects: disabling the service ends every session's grant at once).
-    private func endGrant(_ name: SessionID) {
-        if ended.insert(name).inserted { effects.append(.grantEnded(session: name)) }
+    private func endGrant(_ name: SessionID, byPause: Bool = false) {
+        if ended.insert(name).inserted { effects.append(.grantEnded(session: name, byPause: byPause)) }
     }
 
     /// Unicasts `AuthorizationChanged` to every session whose status changed in
@@ -956,14 +961,17 @@ public final class ConsentCore {
                 effects.append(.authorizationChanged(session: name, st))
                 s.lastStatus = st
             }
+            // The pause that began in this event, if any: what ends a grant now
+            // (not one that began earlier, when a grant ends under it).
+            let pauseBegan = pausedNow.contains(name) ? p : nil
             if p != s.lastPause {
                 effects.append(p.map { .pauseFixes(session: name, $0) } ?? .resumeFixes(session: name))
                 s.lastPause = p
             }
             if s.lastGranted && !granted {
                 s.updates = false
-                endGrant(name)
-                grantNotes.append(GrantNote(s.caller, .ended(p?.grantEndCause ?? endCause)))
+                endGrant(name, byPause: pauseBegan != nil)
+                grantNotes.append(GrantNote(s.caller, .ended(pauseBegan?.grantEndCause ?? endCause)))
             } else if granted && !s.lastGranted, let a = effectiveAccuracy(s) {
                 grantNotes.append(GrantNote(s.caller, .began(a, temporary: s.tempGrant != nil && !storedCovers(s.caller.app, a))))
             }

@@ -385,8 +385,12 @@ public enum CoreEffect: Equatable, Sendable {
     case stopUpdates(CallID?, session: SessionID)
     case locate(CallID, session: SessionID, LocationOptions)
     /// Stop the session's fixes at once: drop its updates and pending requests
-    /// (its grant ended, or it called `Revoke`).
-    case grantEnded(session: SessionID)
+    /// (its grant ended, or it called `Revoke`). `byPause`: it ended because its
+    /// login session was paused in this event (a one-time grant at the lock);
+    /// false for a grant that ended while the session was paused already (its
+    /// consent reset, location switched off), which the user's return does not
+    /// bring back.
+    case grantEnded(session: SessionID, byPause: Bool = false)
     /// The session's login session is paused: its updates stay on but get no
     /// fix (`LocationError` says why), its waiting `RequestLocation` calls fail.
     /// Sent before any `startUpdates` of a session that is paused already.

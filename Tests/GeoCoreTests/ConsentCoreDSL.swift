@@ -68,7 +68,7 @@ extension Array where Element == CoreEffect {
     }
 
     var grantsEnded: Set<SessionID> {
-        Set(compactMap { if case .grantEnded(let s) = $0 { return s } else { return nil } })
+        Set(compactMap { if case .grantEnded(let s, _) = $0 { return s } else { return nil } })
     }
 
     var saves: [Bool] {

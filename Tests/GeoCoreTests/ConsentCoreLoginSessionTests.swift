@@ -46,7 +46,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         Row(label: "a one-time grant ends at the lock",
             setUp: { rig, c in rig.approveTap(c); startUpdates(rig, c) },
             pauseEffects: [.pauseFixes(session: m, .locked), .authorizationChanged(session: m, .restricted),
-                           .grantEnded(session: m)],
+                           .grantEnded(session: m, byPause: true)],
             updatesDuring: false,
             resumeEffects: [.authorizationChanged(session: m, .notDetermined), .resumeFixes(session: m)],
             statusAfter: .notDetermined, accuracyAfter: nil),
@@ -54,7 +54,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
             records: stored((W.maps1, .approvedFull)), reason: .inactive,
             setUp: { rig, c in XCTAssertEqual(rig.tap(c).status, .whenInUse) },
             pauseEffects: [.pauseFixes(session: m, .inactive), .authorizationChanged(session: m, .restricted),
-                           .grantEnded(session: m)],
+                           .grantEnded(session: m, byPause: true)],
             updatesDuring: false,
             resumeEffects: [.authorizationChanged(session: m, .notDetermined), .resumeFixes(session: m)],
             statusAfter: .notDetermined, accuracyAfter: nil),
@@ -222,7 +222,25 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         XCTAssertEqual(rig.tap(W.maps1).status, .whenInUse)
         let out = rig.place(W.maps1, in: Self.alice)
         XCTAssertEqual(out, [.pauseFixes(session: W.maps1.session, .locked),
-                             .authorizationChanged(session: W.maps1.session, .restricted), .grantEnded(session: W.maps1.session)])
+                             .authorizationChanged(session: W.maps1.session, .restricted),
+                             .grantEnded(session: W.maps1.session, byPause: true)])
+    }
+
+    /// A stored decision's grant outlasts the pause; one that something else
+    /// ends while the user is away (here the consent reset) did not end by the
+    /// pause: `byPause` false, so a GeoClue client is not started again at the
+    /// return, and the journal says why it ended.
+    func testAGrantEndedDuringThePauseDidNotEndByIt() {
+        let rig = Rig(records: stored((W.maps1, .whenInUseReduced)))
+        _ = rig.place(W.maps1, in: Self.alice)
+        _ = rig.login(Self.alice, .inUse)
+        XCTAssertEqual(rig.auth(W.maps1)?.status, .whenInUse)
+        XCTAssertNil(rig.call(W.maps1, .startUpdates(UpdateOptions())).error)
+        XCTAssertEqual(rig.login(Self.alice, .paused(.locked)).grantsEnded, [], "a stored decision's grant stays")
+        let out = rig.manage(W.aliceCtl, .resetConsent(appID: W.mapsID, uid: nil)).effects
+        XCTAssertTrue(out.contains(.grantEnded(session: W.maps1.session, byPause: false)), "\(out)")
+        XCTAssertEqual(rig.core.grantNotes.map(\.description),
+                       ["grant ended: org.example.Maps (uid 1000, executable), session :1.10: its consent was reset"])
     }
 
     func testClientObjectsPauseWithTheirConnection() {

@@ -291,9 +291,12 @@ final class GeoClueFacade: FrontEnd {
     /// a client that its app still holds started: GeoClue clients such as
     /// Firefox never call `Start` again by themselves, so the user is asked
     /// again when back (`sessionResumed`; docs/geoclue.md, "A grant that ends").
-    func grantEnded(session: SessionID) {
+    /// Only a grant the pause itself ended: one that a consent reset, location
+    /// switched off or a GeoClue agent ended while the user was away stays
+    /// ended at the return, as it would have had the user been there.
+    func grantEnded(session: SessionID, byPause: Bool) {
         guard let c = bySession[session] else { return }
-        if c.active, host.consent.pause(of: session) != nil { c.restartWhenBack = true }
+        if c.active, byPause { c.restartWhenBack = true }
         setActive(c, false)
     }
 

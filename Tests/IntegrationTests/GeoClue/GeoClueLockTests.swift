@@ -45,14 +45,22 @@ final class GeoClueLockTests: GeoClueTestCase {
         return c
     }
 
-    func testAfterALockTheUserIsAskedAgainAndFixesResume() throws {
+    /// A Firefox client started on a new connection, its first fix in after
+    /// the agent's answer (one prompt), then the screen locked.
+    private func startedThenLocked(_ answer: String,
+                                   file: StaticString = #filePath, line: UInt = #line) throws -> (BusPeer, String) {
+        agent.behaviour = .answer(answer)
         let p = try stack.peer()
         startFeeding()
         let c = try firefoxClient(p)
-        XCTAssertNotNil(waitForUpdate(p, c), "a fix after Allow Once")
-        XCTAssertEqual(agent.confirms.count, 1)
-
+        XCTAssertNotNil(waitForUpdate(p, c), "a fix after \(answer)", file: file, line: line)
+        XCTAssertEqual(agent.confirms.count, 1, file: file, line: line)
         try logind.setLockedHint(Self.me, true)
+        return (p, c)
+    }
+
+    func testAfterALockTheUserIsAskedAgainAndFixesResume() throws {
+        let (p, c) = try startedThenLocked("allow-once")
         stack.peers.pump(timeout: 10) { self.actives(p, c).last == false }
         XCTAssertEqual(actives(p, c).last, false, "the one-time grant ended at the lock: \(actives(p, c))")
         stack.peers.settle(0.6)
@@ -69,12 +77,28 @@ final class GeoClueLockTests: GeoClueTestCase {
         XCTAssertNotNil(waitForUpdate(p, c, count: updatesWhileLocked + 1), "fixes resume without a new Start")
     }
 
+    /// Allowed while using (stored), the client's updates pause at the lock
+    /// and its grant stays; the user resets the app's consent from another
+    /// place while away (here through the API, as the settings window does).
+    /// That grant did not end by the pause: at the return the client stays
+    /// stopped and nobody is asked, as after a reset with the user present.
+    func testAGrantResetWhileLockedIsNotAskedForAgain() throws {
+        let (p, c) = try startedThenLocked("allow-while-using")
+        stack.peers.settle(0.6)
+        XCTAssertEqual(actives(p, c), [true], "a stored decision's grant outlasts the lock")
+        let app = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "?"
+        XCTAssertNoThrow(try stack.peer().geo("ResetConsent", [.string(app), OptionDictionary.encodeReset(uid: nil)]).get())
+        stack.peers.pump(timeout: 10) { self.actives(p, c).last == false }
+        XCTAssertEqual(actives(p, c), [true, false], "the reset ended the grant")
+
+        try logind.setLockedHint(Self.me, false)
+        stack.peers.settle(1.0)
+        XCTAssertEqual(agent.confirms.count, 1, "nobody is asked again: the reset, not the lock, ended it")
+        XCTAssertEqual(actives(p, c), [true, false], "the client stays stopped")
+    }
+
     func testAStoppedClientIsNotStartedAgain() throws {
-        let p = try stack.peer()
-        startFeeding()
-        let c = try firefoxClient(p)
-        XCTAssertNotNil(waitForUpdate(p, c))
-        try logind.setLockedHint(Self.me, true)
+        let (p, c) = try startedThenLocked("allow-once")
         stack.peers.pump(timeout: 10) { self.actives(p, c).last == false }
         XCTAssertNoThrow(try p.gc(c, API.clientInterfaceName, "Stop").get())
         try logind.setLockedHint(Self.me, false)
