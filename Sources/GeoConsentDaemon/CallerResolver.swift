@@ -159,11 +159,13 @@ final class CallerResolver {
 
     /// Closes the descriptor of `name` if nobody took it: called once a call of
     /// the connection has been handled. Why not keep it for a later session
-    /// call: a connection whose first call starts no session (a status read, a
-    /// GeoClue `GetClient`) may stay for hours, and a descriptor each would
-    /// count against the process watch's bound; such a connection's later
-    /// session call opens its pidfd then and checks it through the identity
-    /// source (one more helper round trip, as before).
+    /// call: a connection whose first call starts no session (a status read)
+    /// may stay for hours, and a descriptor each would count against the
+    /// process watch's bound; such a connection's later session call opens its
+    /// pidfd then and checks it through the identity source (one more helper
+    /// round trip, as before). A GeoClue `GetClient` is the exception: its
+    /// client object is bounded like a session, and the process watch takes
+    /// the descriptor at once (`Daemon.watchProcessNow`), for the `Start` to come.
     func dropExitDescriptor(_ name: String) {
         if let fd = takeExitDescriptor(name) { close(fd) }
     }

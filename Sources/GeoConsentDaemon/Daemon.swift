@@ -259,6 +259,20 @@ public final class Daemon {
                         isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
     }
 
+    /// A front end's object that outlives the call that made it (a GeoClue
+    /// client object, made by `GetClient` and started later): the caller's
+    /// process is watched from now on, with the pidfd its first call proved,
+    /// so that its first session has it at hand (no second check of the
+    /// process through the identity helper at `Start`). Nothing when no such
+    /// descriptor is held (not the connection's first call): the session's
+    /// call checks as before.
+    func watchProcessNow(of caller: Caller) {
+        guard let fd = callers.takeExitDescriptor(caller.connection) else { return }
+        processes.watch(connection: caller.connection, uid: caller.uid, pid: caller.pid,
+                        provenDescriptor: { fd },
+                        isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
+    }
+
     func feed(_ event: CoreEvent) {
         // A client object's session ending may be its connection's last: its process is watched no longer.
         var ended: String?

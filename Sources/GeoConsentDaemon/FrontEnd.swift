@@ -72,6 +72,9 @@ protocol FrontEndHost: AnyObject {
     func abandon(_ id: CallID, _ error: DBusError)
     /// Something that kept the daemon busy may have ended.
     func checkIdle()
+    /// Watches the caller's process from now on, before its first session
+    /// (see `Daemon.watchProcessNow`).
+    func watchProcessNow(of caller: Caller)
 }
 
 /// The front ends a daemon serves, shared by the parts that hand them work

@@ -183,18 +183,9 @@ final class TappingProcessTests: StackTestCase {
     /// A connection whose first call starts a session costs the identity helper
     /// what one whose first call starts none costs: the resolution, and no second
     /// request to check the pidfd of the process watch (the pidfd, opened before
-    /// the resolution and found running after it, is proven already). Counted as
-    /// the helper's read system calls (`/proc/PID/io` syscr: its `/proc` reads;
-    /// its socket is read with `recv`, not counted): every connection here is of
-    /// this test process, so each resolution reads the same files.
+    /// the resolution and found running after it, is proven already).
     func testASessionsFirstCallAsksTheIdentityHelperOnce() throws {
-        guard getuid() == 0 else { throw XCTSkip("the daemon runs an identity helper when started as root") }
-        let helper = try XCTUnwrap(PrivilegeSeparationTests.helper(of: stack.daemon.pid), stack.daemon.log())
-        func reads() throws -> Int {
-            let io = try String(contentsOfFile: "/proc/\(helper)/io", encoding: .utf8)
-            let line = try XCTUnwrap(io.split(separator: "\n").first { $0.hasPrefix("syscr:") }, io)
-            return try XCTUnwrap(Int(line.dropFirst("syscr:".count).trimmingCharacters(in: .whitespaces)), io)
-        }
+        let cost = try IdentityHelperCost(stack)
         let root = try stack.peer()
         _ = try root.authorization()
         // Its session's watch (and the set that holds the watched descriptors) is
@@ -203,20 +194,9 @@ final class TappingProcessTests: StackTestCase {
         let count = 20
         // One call per connection, each a new connection: no later check of a
         // known connection (at most every 100 ms) comes into it.
-        func perConnection(_ first: (BusPeer) throws -> Void) throws -> (reads: Double, descriptors: Int) {
-            let before = try reads(), fds = Hostile.fdCount(stack.daemon.pid)
-            var peers: [BusPeer] = []
-            for _ in 0..<count {
-                let p = try stack.peer()
-                try first(p)
-                peers.append(p)
-            }
-            let after = try reads()
-            _ = try root.authorization()   // answered after the last session's descriptor is open
-            return (Double(after - before) / Double(count), Hostile.fdCount(stack.daemon.pid) - fds)
-        }
-        let noSession = try perConnection { _ = try $0.sessions() }
-        let session = try perConnection { _ = try $0.authorization() }
+        let settle = { _ = try root.authorization() }
+        let noSession = try cost.perConnection(count, settle: settle) { _ = try $0.sessions() }
+        let session = try cost.perConnection(count, settle: settle) { _ = try $0.authorization() }
         XCTAssertGreaterThan(noSession.reads, 0, "the helper resolved nothing: not the helper the daemon asks")
         XCTAssertEqual(noSession.descriptors, 0)
         XCTAssertEqual(session.descriptors, count, "each session's process is watched")

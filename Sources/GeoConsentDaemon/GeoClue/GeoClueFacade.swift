@@ -127,6 +127,9 @@ final class GeoClueFacade: FrontEnd {
             self.countOf[caller.uid, default: 0] += 1
             self.uidOf[c.number] = caller.uid
             self.server.export(c, at: c.path, interfaces: [self.clientInterface], owner: owner)
+            // Its Start comes next: the process watch takes the descriptor that
+            // proved this call's process now, rather than checking it again then.
+            self.host.watchProcessNow(of: caller)
             Log.debug("GeoClue client \(c.path) for \(owner) (\(caller.appID))")
             call.reply([.objectPath(c.path)])
         }

@@ -81,6 +81,29 @@ final class GeoClueBusTests: GeoClueTestCase {
 
     // MARK: Start and fixes
 
+    /// A client's connection (GetClient, its properties, Start) costs the
+    /// identity helper what a connection whose one call starts no session
+    /// costs: the resolution of its first call. The pidfd proven then is what
+    /// the process watch takes at `Start`, not a second check of the process
+    /// through the helper (IdentityHelperCost).
+    func testAClientsStartAsksTheIdentityHelperNothingMore() throws {
+        let cost = try IdentityHelperCost(stack)
+        agent.behaviour = .answer("allow-while-using")
+        startFeeding()
+        let root = try stack.peer()
+        try startedClient(root)   // the app's one prompt; its process watch and the set are open from now on
+        _ = root.pingDaemon()
+        let count = 10
+        let settle = { _ = root.pingDaemon() }
+        let noSession = try cost.perConnection(count, settle: settle) { _ = try $0.sessions() }
+        let client = try cost.perConnection(count, settle: settle) { try self.startedClient($0) }
+        XCTAssertGreaterThan(noSession.reads, 0, "the helper resolved nothing: not the helper the daemon asks")
+        XCTAssertEqual(noSession.descriptors, 0)
+        XCTAssertEqual(client.descriptors, count, "each client's process is watched")
+        XCTAssertEqual(client.reads, noSession.reads, "a client's Start asked the helper again")
+        XCTAssertEqual(agent.confirms.count, 1, "one prompt, the first Start's")
+    }
+
     func testStartPromptsThenEachFixIsANewLocationObject() throws {
         let p = try stack.peer()
         startFeeding()
