@@ -157,6 +157,9 @@ final class CallerResolver {
         return fd
     }
 
+    /// Whether the proven descriptor of `name` is still held (`takeExitDescriptor` would give one).
+    func holdsExitDescriptor(_ name: String) -> Bool { known[name]?.exitDescriptor != nil }
+
     /// Closes the descriptor of `name` if nobody took it: called once a call of
     /// the connection has been handled. Why not keep it for a later session
     /// call: a connection whose first call starts no session (a status read)

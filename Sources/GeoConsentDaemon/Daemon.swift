@@ -267,9 +267,11 @@ public final class Daemon {
     /// descriptor is held (not the connection's first call): the session's
     /// call checks as before.
     func watchProcessNow(of caller: Caller) {
-        guard let fd = callers.takeExitDescriptor(caller.connection) else { return }
+        // Taken only if the watch takes it (not when the connection is watched
+        // already): else the call's end closes it (`dropExitDescriptor`).
+        guard callers.holdsExitDescriptor(caller.connection) else { return }
         processes.watch(connection: caller.connection, uid: caller.uid, pid: caller.pid,
-                        provenDescriptor: { fd },
+                        provenDescriptor: { callers.takeExitDescriptor(caller.connection) },
                         isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
     }
 
