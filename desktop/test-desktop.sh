@@ -83,6 +83,12 @@ cleanup() {
     [[ $CLEANED == yes ]] && return
     CLEANED=yes
     trap '' INT TERM HUP
+    # The daemon's log lives in run-stack.sh's directory, removed when it stops: kept on a failure.
+    if [[ $FAILED == yes ]]; then
+        local dlog
+        dlog=$(sed -n 's/^  daemon .*, log \([^ ,]*\).*/\1/p' "$TMP/stack.log" 2>/dev/null | head -n 1)
+        [[ -n $dlog && -f $dlog ]] && cp "$dlog" "$TMP/geoconsentd.log"
+    fi
     # Reverse start order: apps and clients, then the stack, then the X server.
     # run-stack.sh needs up to ~3 s to stop its own children; give everyone 8 s.
     stop_started desktop 80
@@ -407,7 +413,10 @@ row_gone() {
     awk '/^reset /{r=1; next} r && /^row /{n++} r && /^row [^ ]*\/geoconsentctl /{bad=1} END{exit !(n > 0 && !bad)}' \
         "$TMP/settings.log"
 }
-wait_for 10 "the settings window to drop geoconsentctl" row_gone
+# (30 s: once, in a clean clone's make test beside the container test, the
+# row had not gone after 10 s; why is not known yet: on a failure the
+# daemon's log is kept with the others.)
+wait_for 30 "the settings window to drop geoconsentctl" row_gone
 stop settings
 pass "the settings window shows geoconsentctl in use now, and its Reset ends the grant at once (the watch ended)"
 
