@@ -55,6 +55,14 @@ func save(_ rows: [Row]) {
     print("\nbench: wrote \(jsonPath)")
 }
 
+/// A `BENCH_ONLY` section is done: the stack stopped, its rows printed and saved.
+func finishSection(_ rows: [Row]) -> Never {
+    daemon.stop(); gpsd.stop(); bus.stop()
+    printTable(rows)
+    save(rows)
+    exit(0)
+}
+
 struct Counts {
     var fixes = 200, fanout = [1, 100, 1000], fanoutRounds = 20, calls = 2000, pipelined = 5000
     var churn = 10_000, sessions = 10_000, idleSeconds = 10.0, activations = 20
@@ -158,10 +166,7 @@ if only == nil || only == "marshal" {
     print("bench: marshallers")
     rows += marshalRows(builds: quick ? 200 : 20_000)
     if only == "marshal" {
-        daemon.stop(); gpsd.stop(); bus.stop()
-        printTable(rows)
-        save(rows)
-        exit(0)
+        finishSection(rows)
     }
 }
 
@@ -212,10 +217,7 @@ if only == "logind" {
     tap(approving)
     approving.connection.close()
     rows += measureLogind()
-    daemon.stop(); gpsd.stop(); bus.stop()
-    printTable(rows)
-    save(rows)
-    exit(0)
+    finishSection(rows)
 }
 
 // NMEA epochs with unique receiver times, one second apart.
@@ -278,10 +280,7 @@ func scalingPhase() -> [Row] {
 }
 if only == "scaling" {
     rows += scalingPhase()
-    daemon.stop(); gpsd.stop(); bus.stop()
-    printTable(rows)
-    save(rows)
-    exit(0)
+    finishSection(rows)
 }
 
 // The direct gpsd client's latency: the floor of the fix latency and fan-out rows.
@@ -381,10 +380,7 @@ if only != "calls" && only != "churn" {
     rows.append(Row(section: "fix latency", name: "daemon vs minimal relay p50", value: daemonLatency.p50, unit: "µs",
                     floorName: "minimal relay p50", floor: relay.p50))
     if only == "latency" {
-        daemon.stop(); gpsd.stop(); bus.stop()
-        printTable(rows)
-        save(rows)
-        exit(0)
+        finishSection(rows)
     }
 
     // MARK: 2. Fan-out
@@ -480,10 +476,7 @@ if only != "calls" && only != "churn" {
     }
 
     if only == "fanout" {
-        daemon.stop(); gpsd.stop(); bus.stop()
-        printTable(rows)
-        save(rows)
-        exit(0)
+        finishSection(rows)
     }
 
     // MARK: 2b. The GeoClue2 facade (GeoClueLatency.swift)
@@ -569,10 +562,7 @@ if only != "calls" && only != "churn" {
     // The real GeoClue 2.6 alongside, where it can run (RealGeoClueLatency.swift).
     if let one = inHand[1] { rows += realGeoClueRows(facadeP50: one.last.p50, rounds: counts.fanoutRounds * 2, epoch: nextEpoch) }
     if only == "fixes" {
-        daemon.stop(); gpsd.stop(); bus.stop()
-        printTable(rows)
-        save(rows)
-        exit(0)
+        finishSection(rows)
     }
 
 }
@@ -661,10 +651,7 @@ rows.append(Row(section: "calls", name: "floor: bus GetId p50", value: getID.seq
 rows.append(Row(section: "calls", name: "floor: bus GetId pipelined", value: getID.perSecond, unit: "calls/s"))
 
 if only == "calls" {
-    daemon.stop(); gpsd.stop(); bus.stop()
-    printTable(rows)
-    save(rows)
-    exit(0)
+    finishSection(rows)
 }
 
 // MARK: 4. Churn
@@ -716,10 +703,7 @@ do {
 }
 rows += measureLogind()
 if only == "churn" {
-    daemon.stop(); gpsd.stop(); bus.stop()
-    printTable(rows)
-    save(rows)
-    exit(0)
+    finishSection(rows)
 }
 
 // MARK: 5. Memory and idle

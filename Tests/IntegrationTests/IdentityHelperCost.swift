@@ -34,20 +34,30 @@ struct IdentityHelperCost {
     }
 
     /// `count` new connections, each making its calls with `first` and kept
-    /// open: the helper's reads per connection, and the process descriptors
-    /// added. `settle` is a call answered after the last one's watch began
-    /// (the watch begins after the reply is sent).
+    /// open: the helper's reads per connection, the process descriptors
+    /// added, and the longest any connection's calls took (seconds: past the
+    /// daemon's 100 ms between checks of a known caller, a later call of the
+    /// connection is checked again, which costs reads of its own). `settle` is
+    /// a call answered after the last one's watch began (the watch begins
+    /// after the reply is sent).
     func perConnection(_ count: Int, settle: () throws -> Void,
-                       _ first: (BusPeer) throws -> Void) throws -> (reads: Double, descriptors: Int) {
+                       _ first: (BusPeer) throws -> Void) throws -> (reads: Double, descriptors: Int, slowest: Double) {
         let before = try reads(), fds = pidfds()
         var peers: [BusPeer] = []
+        var slowest = 0.0
         for _ in 0..<count {
             let p = try stack.peer()
+            let t0 = Date()
             try first(p)
+            slowest = max(slowest, Date().timeIntervalSince(t0))
             peers.append(p)
         }
         let after = try reads()
         try settle()
-        return (Double(after - before) / Double(count), pidfds() - fds)
+        return (Double(after - before) / Double(count), pidfds() - fds, slowest)
     }
+
+    /// The daemon checks a known caller's process again at most this often
+    /// (`CallerResolver.recheckInterval`), less a margin.
+    static let recheckInterval = 0.09
 }

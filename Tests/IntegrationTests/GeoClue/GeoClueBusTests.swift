@@ -96,7 +96,16 @@ final class GeoClueBusTests: GeoClueTestCase {
         let count = 10
         let settle = { _ = root.pingDaemon() }
         let noSession = try cost.perConnection(count, settle: settle) { _ = try $0.sessions() }
-        let client = try cost.perConnection(count, settle: settle) { try self.startedClient($0) }
+        // Four calls per connection: on a loaded machine one may come after the
+        // daemon's interval between checks of a known caller, and be checked
+        // for that reason. Such a batch says nothing of Start: measured again.
+        var client = try cost.perConnection(count, settle: settle) { try self.startedClient($0) }
+        for _ in 0..<3 where client.slowest >= IdentityHelperCost.recheckInterval {
+            client = try cost.perConnection(count, settle: settle) { try self.startedClient($0) }
+        }
+        if client.slowest >= IdentityHelperCost.recheckInterval {
+            throw XCTSkip("the machine was too slow for four calls within the daemon's 100 ms in each of four batches")
+        }
         XCTAssertGreaterThan(noSession.reads, 0, "the helper resolved nothing: not the helper the daemon asks")
         XCTAssertEqual(noSession.descriptors, 0)
         XCTAssertEqual(client.descriptors, count, "each client's process is watched")
