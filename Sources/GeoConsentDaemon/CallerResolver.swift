@@ -166,9 +166,10 @@ final class CallerResolver {
     /// may stay for hours, and a descriptor each would count against the
     /// process watch's bound; such a connection's later session call opens its
     /// pidfd then and checks it through the identity source (one more helper
-    /// round trip, as before). A GeoClue `GetClient` is the exception: its
-    /// client object is bounded like a session, and the process watch takes
-    /// the descriptor at once (`Daemon.watchProcessNow`), for the `Start` to come.
+    /// round trip, as before). A GeoClue `GetClient` is the exception: the
+    /// process watch takes the descriptor at once (`Daemon.watchProcessNow`),
+    /// for the `Start` to come, and lets it go with the connection's last
+    /// client object (client objects per uid are bounded by `sessions-per-user`).
     func dropExitDescriptor(_ name: String) {
         if let fd = takeExitDescriptor(name) { close(fd) }
     }

@@ -275,6 +275,10 @@ public final class Daemon {
                         isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
     }
 
+    func releaseProcessWatch(of connection: String) {
+        if !core.hasSessions(connection: connection) { processes.forget(connection) }
+    }
+
     func feed(_ event: CoreEvent) {
         // A client object's session ending may be its connection's last: its process is watched no longer.
         var ended: String?

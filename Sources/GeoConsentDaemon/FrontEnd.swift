@@ -75,6 +75,9 @@ protocol FrontEndHost: AnyObject {
     /// Watches the caller's process from now on, before its first session
     /// (see `Daemon.watchProcessNow`).
     func watchProcessNow(of caller: Caller)
+    /// The front end holds nothing more of `connection` (its last object is
+    /// gone): its process is watched no longer, unless a session needs it.
+    func releaseProcessWatch(of connection: String)
 }
 
 /// The front ends a daemon serves, shared by the parts that hand them work

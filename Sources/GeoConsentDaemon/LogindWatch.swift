@@ -480,11 +480,13 @@ final class LogindWatch {
     /// after the login screen, by hours or years; a session that began a
     /// moment ago would then look old, and its first tap would get `NoAgent`
     /// at once instead of waiting for the agent (`agent-wait`). Its age on the
-    /// monotonic clock does not move with the wall clock. Nil when logind gave
-    /// neither, or a time to come.
+    /// monotonic clock does not move with the wall clock. The conversion is
+    /// made once, when first read: a step after that still counts. A monotonic
+    /// time to come (logind in another time namespace) falls back on
+    /// `Timestamp`. Nil when logind gave neither.
     static func began(_ props: [String: DBusValue], wallNow: UInt64, monotonicNow: UInt64) -> UInt64? {
-        if let m = props["TimestampMonotonic"]?.unwrapped.uint64Value, m > 0 {
-            guard m <= monotonicNow, monotonicNow - m <= wallNow else { return nil }
+        if let m = props["TimestampMonotonic"]?.unwrapped.uint64Value, m > 0, m <= monotonicNow,
+           monotonicNow - m <= wallNow {
             return wallNow - (monotonicNow - m)
         }
         guard let t = props["Timestamp"]?.unwrapped.uint64Value, t > 0 else { return nil }

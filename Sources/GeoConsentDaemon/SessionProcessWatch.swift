@@ -2,15 +2,17 @@ import Glibc
 import GeoDBus
 import GeoSystem
 
-/// Watches, for each connection with a session, the process its first session
-/// call came from (a pidfd polled by the event loop), and reports when that
+/// Watches, for each connection with a session (or a GeoClue client object,
+/// from its `GetClient`: `Daemon.watchProcessNow`), the process its first call
+/// came from (a pidfd polled by the event loop), and reports when that
 /// process exits while the connection is still on the bus: another process (a
 /// child that inherited the socket) holds it now. The daemon then feeds the
 /// core `processExited`.
 ///
 /// Bounded: one descriptor per connection with a session (its own, or a
-/// client object's), opened at its first session call and closed when its
-/// process exits, its last session ends or its name leaves the bus; at most
+/// client object's) or a client object, opened at its first session call (or
+/// `GetClient`) and closed when its process exits, its last session ends, its
+/// last client object goes with no session, or its name leaves the bus; at most
 /// `perUIDLimit` for one uid other than root, and at most `limit` at once,
 /// below the daemon's descriptor limit (`LimitNOFILE=` of the unit), so that
 /// many sessions of many uids never leave the daemon without descriptors for
@@ -48,9 +50,9 @@ final class SessionProcessWatch {
     /// Called with a connection whose process exited while the connection lives on.
     var onProcessExited: (String) -> Void = { _ in }
     /// Descriptors one uid other than root may have at once. Every watched
-    /// connection has a session, and a uid has at most `sessions-per-user` of
-    /// them (64 by default, client objects' included): this bounds a uid
-    /// whose limit the configuration raised.
+    /// connection has a session or a GeoClue client object, and a uid has at
+    /// most `sessions-per-user` of each (64 by default): this bounds a uid
+    /// with both, or whose limit the configuration raised.
     static let perUIDLimit = 64
     private var countOf: [UInt32: Int] = [:]
     private var uidOf: [String: UInt32] = [:]

@@ -447,7 +447,12 @@ final class GeoClueFacade: FrontEnd {
         clients[c.number] = nil
         bySession[c.session] = nil
         clientsOf[c.owner]?.remove(c.number)
-        if clientsOf[c.owner]?.isEmpty == true { clientsOf[c.owner] = nil }
+        if clientsOf[c.owner]?.isEmpty == true {
+            clientsOf[c.owner] = nil
+            // The watch GetClient began (watchProcessNow) ends with its last client
+            // object: a deleted client that never started holds no descriptor.
+            host.releaseProcessWatch(of: c.owner)
+        }
         if defaultClient[c.owner] == c.number { defaultClient[c.owner] = nil }
         if let uid = uidOf.removeValue(forKey: c.number) {
             let n = (countOf[uid] ?? 1) - 1

@@ -113,6 +113,27 @@ final class GeoClueBusTests: GeoClueTestCase {
         XCTAssertEqual(agent.confirms.count, 1, "one prompt, the first Start's")
     }
 
+    /// The watch a client's `GetClient` begins ends with the connection's last
+    /// client object: clients created and deleted without ever starting, on
+    /// connections that stay, leave the daemon no process descriptor (a uid
+    /// cannot pile up watches that way).
+    func testADeletedClientThatNeverStartedLeavesNoProcessWatch() throws {
+        let cost = try IdentityHelperCost(stack)
+        let before = cost.pidfds()
+        var peers: [BusPeer] = []
+        for _ in 0..<10 {
+            let p = try stack.peer()
+            let c = try p.geoclueClient(create: true)
+            _ = p.pingDaemon()   // answered once the watch has begun
+            XCTAssertEqual(cost.pidfds(), before + 1, "the client's GetClient watched its process")
+            XCTAssertNoThrow(try p.gc(API.managerPath, API.managerInterfaceName, "DeleteClient", [.objectPath(c)]).get())
+            _ = p.pingDaemon()
+            XCTAssertEqual(cost.pidfds(), before, "the watch ended with the client")
+            peers.append(p)
+        }
+        withExtendedLifetime(peers) {}   // the connections stayed on the bus throughout
+    }
+
     func testStartPromptsThenEachFixIsANewLocationObject() throws {
         let p = try stack.peer()
         startFeeding()
