@@ -131,8 +131,8 @@ final class CallerResolver {
             k.checkedAt = now
             return nil
         case .failure(let e):
-            Log.byCaller(uid: k.caller.uid, .info, "refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid), " +
-                         "\(Log.field(k.caller.appID))) from now on: not the process first seen for it: \(e)")
+            Log.byCaller(uid: k.caller.uid, .info, "refusing \(name) (pid \(k.caller.pid), uid \(k.caller.uid)) from now on: " +
+                         "not the process first seen for it: \(e); app \(Log.field(k.caller.appID))")
             k.refusal = CallerResolver.denied(e)
             return k.refusal
         }
@@ -234,10 +234,10 @@ final class CallerResolver {
             onResolved(name, uid, app.cgroup)
             let caller = Caller(session: .connection(name), uid: uid, pid: pid, appID: intern(app.appID),
                                 identity: app.identity, executable: intern(app.executable))
-            Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(app.appID)")
+            Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(Log.field(app.appID))")
             if let why = app.notVerified {
-                Log.byCaller(uid: uid, .info, "\(name) (pid \(pid), uid \(uid)) claims the Flatpak " +
-                             "\(Log.field(app.appID)), not verified: \(why); treated as sandboxed, and config naming it does not apply")
+                Log.byCaller(uid: uid, .info, "\(name) (pid \(pid), uid \(uid)) claims a Flatpak, not verified: \(why); " +
+                             "treated as sandboxed, and config naming it does not apply: app \(Log.field(app.appID))")
             }
             return .success((caller, app.startTime, descriptor))
         case .failure(let e):

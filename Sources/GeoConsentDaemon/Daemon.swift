@@ -43,6 +43,8 @@ public final class Daemon {
     /// withdrawn on the agent's side.
     private var confirming: Set<String> = []
     var lazySaveTimer: EventLoop.Token?
+    /// The core's one wake-up (`CoreEffect.wakeUp`), while armed.
+    private var wakeUpTimer: EventLoop.Token?
     private var exitStatus: Int32 = 0
     /// Idle exit (IdleExit.swift): the timer while idle, and the drain after the name is released.
     var idleTimer: EventLoop.Token?
@@ -397,8 +399,15 @@ public final class Daemon {
                     server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                 member: SessionsChangedSignal.member, [], destination: name)
                 }
-            case .wakeUp(let seconds):
-                loop.schedule(after: seconds) { [weak self] in self?.feed(.wokeUp) }
+            case .wakeUp(let at):
+                // The core has one wake-up at a time: this one replaces the last.
+                if let t = wakeUpTimer { loop.cancelTimer(t); wakeUpTimer = nil }
+                guard let at else { continue }
+                let now = GeoSystem.now()
+                wakeUpTimer = loop.schedule(after: at > now ? Double(at - now) / 1e6 : 0) { [weak self] in
+                    self?.wakeUpTimer = nil
+                    self?.feed(.wokeUp)
+                }
             }
         }
     }
@@ -461,8 +470,8 @@ public final class Daemon {
                     }
                 }
                 // Cut short: the answer (or error message) comes from the agent, which could send megabytes.
-                Log.byCaller(uid: r.uid, .info, "request \(r.requestID) for \(Log.field(r.appID)): " +
-                             "\(String(describing: answer).prefix(300))")
+                Log.byCaller(uid: r.uid, .info, "request \(r.requestID) of uid \(r.uid) answered: " +
+                             "\(Log.field(String(describing: answer))), app \(Log.field(r.appID))")
                 self.feed(.agentAnswered(requestID: r.requestID, answer))
             }
             if let refused {
@@ -471,8 +480,8 @@ public final class Daemon {
                 return loop.later { [weak self] in self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused))) }
             }
             confirming.insert(r.requestID)
-            Log.byCaller(uid: r.uid, .info, "asking agent \(r.agentName) about \(Log.field(r.appID)) " +
-                         "(\(r.kind.rawValue), request \(r.requestID))")
+            Log.byCaller(uid: r.uid, .info, "asking agent \(r.agentName) of uid \(r.uid) (\(r.kind.rawValue), " +
+                         "request \(r.requestID)) about app \(Log.field(r.appID))")
         } catch {
             loop.later { [weak self] in self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)"))) }
         }

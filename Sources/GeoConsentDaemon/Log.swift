@@ -34,7 +34,7 @@ public enum Log {
     // MARK: Lines a caller can cause
 
     /// The longest caller-chosen text (an app id, a path, a desktop id) put in a line.
-    public static let maxFieldBytes = 256
+    public static let maxFieldBytes = DisplayText.maxFieldBytes
     /// Lines a caller's uid can cause per window, and all callers together.
     public static let callerLinesPerUID = 20
     public static let callerLinesTotal = 200
@@ -47,12 +47,9 @@ public enum Log {
     private static var heldBack = 0
     private static var heldBackUIDs: Set<UInt32?> = []
 
-    /// Caller-chosen text for a log line: escaped as every line is, and cut to
-    /// `maxFieldBytes` (marked), so that no caller makes lines long.
-    public static func field(_ s: String) -> String {
-        guard s.utf8.count > maxFieldBytes else { return s }
-        return String(decoding: s.utf8.prefix(maxFieldBytes), as: UTF8.self) + "…[\(s.utf8.count) bytes]"
-    }
+    /// Caller-chosen text for a log line: quoted and cut (`DisplayText.quotedField`).
+    /// A line puts it last, after what the daemon proved of the caller.
+    public static func field(_ s: String) -> String { DisplayText.quotedField(s) }
 
     /// A line that a caller of `uid` (nil: not known) can cause as often as it
     /// calls: at most `callerLinesPerUID` of a uid and `callerLinesTotal` of

@@ -52,6 +52,8 @@ public final class ConsentCore {
         var options: AuthOptions
         /// A client object's `Start`: the updates to start once granted.
         var start: UpdateOptions?
+        /// Queued for an agent of its uid to register, until this wall time (`agent-wait`).
+        var agentDeadline: UInt64?
     }
 
     struct Prompt {
@@ -71,8 +73,16 @@ public final class ConsentCore {
     private var geoclueAgents: [UInt32: GeoClueAgent] = [:]
     private var prompts: [String: Prompt] = [:]
     private var openPrompt: [AppKey: String] = [:]
-    /// Requests waiting for the app's open prompt to end before they are evaluated afresh.
-    private var queued: [AppKey: [Waiter]] = [:]
+    /// Requests waiting for the app's open prompt to end, or for an agent of
+    /// its uid to register, before they are evaluated afresh.
+    private var queued: [AppKey: [Waiter]] = [:] {
+        didSet { queuedChanged = true }
+    }
+    /// `queued` was written in this event: the one wake-up may move.
+    private var queuedChanged = false
+    /// When the core's one wake-up is due (`wakeUp`): the earliest deadline of
+    /// a request waiting for an agent; nil when none waits.
+    private var armedWakeUp: UInt64?
     private var nextPromptID = 1
     /// Connections whose first process exited while they live on in another
     /// process (`processExited`): none of their sessions holds a temporary
@@ -182,10 +192,15 @@ public final class ConsentCore {
         case .loginSessionBegan(let id, let at):
             loginBegan[id] = at
         case .wokeUp:
+            // The wake-up has fired: the next one is armed afresh, even when
+            // it came a little early and nothing was due yet.
+            armedWakeUp = nil
+            queuedChanged = true
             agentWaitOver()
         }
         announceChanges()
         tellWatchers()
+        rearmWakeUp()
         sessions.forgetChanges()
         consents.forgetChanges()
         allChanged = false
@@ -405,6 +420,18 @@ public final class ConsentCore {
         ask(call, name, kind, o, start: start)
     }
 
+    /// The name a GeoClue agent is told for `caller`: never a name the caller
+    /// chose. A sandbox (verified or not) by what its sandbox says (the
+    /// `.flatpak-info` name, the snap name), a systemd app unit by its unit's
+    /// id, a host executable by a desktop entry of the system that names that
+    /// executable (`provenDesktopID`); nil when nothing proves a name.
+    private func agentAppName(_ caller: Caller, _ o: AuthOptions) -> String? {
+        switch caller.identity {
+        case .flatpak, .unverifiedFlatpak, .snap, .systemdUnit: return caller.appID
+        case .executable: return o.provenDesktopID.isEmpty ? nil : o.provenDesktopID
+        }
+    }
+
     /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
     @discardableResult
     private func grantTemporary(_ name: SessionID, _ a: Accuracy) -> Bool {
@@ -437,14 +464,23 @@ public final class ConsentCore {
         let app = s.caller.app
         // Our own agent first; for a client object's Start, the uid's GeoClue agent else.
         let geoclue = start == nil ? nil : geoclueAgents[app.uid].map { Agent(name: $0.name, path: "", uid: $0.uid, geoclue: true) }
+        // A GeoClue agent answers from what it stored for the name it is told:
+        // only a name the caller's identity proves may be told (`agentAppName`).
+        if agents[app.uid] == nil, geoclue != nil, agentAppName(s.caller, o) == nil {
+            return effects.append(.fail(call, .accessDenied(
+                "uid \(app.uid)'s GeoClue agent knows apps by their desktop entry, and no desktop entry installed for the system " +
+                "names \(app.appID) as its program (a DesktopId an app sets is its own word); a geoconsent agent can ask about it")))
+        }
         guard let agent = agents[app.uid] ?? geoclue else {
             if let deadline = agentDeadline(s.caller), deadline > now,
                app.uid == 0 || sessions.waitingCount(uid: app.uid) < config.limits.waitingPerUser {
                 // The user's session has just begun: its agent may not be there yet.
-                queued[app, default: []].append(Waiter(call: call, session: name, kind: kind, options: o, start: start))
+                // (The one wake-up moves to the earliest such deadline: `rearmWakeUp`.)
+                queued[app, default: []].append(Waiter(call: call, session: name, kind: kind, options: o, start: start,
+                                                       agentDeadline: deadline))
                 s.waiting = .queued
                 sessions[name] = s
-                return effects.append(.wakeUp(after: Double(deadline - now) / 1e6))
+                return
             }
             if start != nil {
                 return effects.append(.fail(call, .accessDenied(
@@ -490,9 +526,10 @@ public final class ConsentCore {
         s.waiting = .prompt(id)
         sessions[name] = s
         if agent.geoclue {
+            // (agentAppName is not nil here: checked before any prompt opened.)
             return effects.append(.authorizeApp(AuthorizeAppRequest(
                 agentName: agent.name, requestID: id,
-                desktopID: s.caller.identity == .flatpak ? app.appID : o.appName,
+                desktopID: agentAppName(s.caller, o) ?? app.appID,
                 session: name, accuracy: o.accuracy, timeout: min(config.promptTimeout, Self.clientPromptTimeout),
                 uid: app.uid)))
         }
@@ -595,15 +632,42 @@ public final class ConsentCore {
         return began &+ UInt64(config.agentWait * 1e6)
     }
 
-    /// An agent of `uid` registered: the requests that waited for one are asked now.
-    private func agentArrived(_ uid: UInt32) {
-        for app in queued.keys.sorted() where app.uid == uid { reevaluateQueued(app) }
+    /// An agent of `uid` registered: the requests that waited for one and
+    /// that it can answer are asked now. A GeoClue agent answers client
+    /// objects' `Start` only: an app whose waiting requests are all of our own
+    /// API stays queued as it is (evaluating it again would only queue it again).
+    private func agentArrived(_ uid: UInt32, geoclue: Bool = false) {
+        for app in queued.keys.sorted() where app.uid == uid {
+            guard let waiting = queued[app], waiting.contains(where: { $0.agentDeadline != nil }) else { continue }
+            if geoclue && !waiting.contains(where: { $0.start != nil }) { continue }
+            reevaluateQueued(app)
+        }
     }
 
-    /// The time a request waiting for an agent asked for has come: each is
-    /// evaluated afresh (without an agent after its deadline: `NoAgent`).
+    /// The earliest agent-wait deadline has come: the apps with a request whose
+    /// wait is over (and still no agent to ask) are evaluated afresh, which
+    /// answers those `NoAgent`.
     private func agentWaitOver() {
-        for app in queued.keys.sorted() where agents[app.uid] == nil { reevaluateQueued(app) }
+        for app in queued.keys.sorted() where agents[app.uid] == nil {
+            guard queued[app]?.contains(where: { ($0.agentDeadline ?? .max) <= now }) == true else { continue }
+            reevaluateQueued(app)
+        }
+    }
+
+    /// One wake-up for all requests waiting for an agent, at the earliest of
+    /// their deadlines: moved when that changes, cancelled (`wakeUp(at: nil)`)
+    /// when none waits. So the timers a caller can make the daemon arm for it
+    /// are one in all, however many requests wait, leave or are queued again.
+    private func rearmWakeUp() {
+        guard queuedChanged else { return }
+        queuedChanged = false
+        var next: UInt64?
+        for waiters in queued.values {
+            for w in waiters { if let d = w.agentDeadline, d < (next ?? .max) { next = d } }
+        }
+        guard next != armedWakeUp else { return }
+        armedWakeUp = next
+        effects.append(.wakeUp(at: next))
     }
 
     /// A connection left: its client objects' sessions end, then its own, and its agent goes.
@@ -828,10 +892,12 @@ public final class ConsentCore {
         case .addGeoClueAgent(let maxAccuracy):
             if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
             if let g = geoclueAgents[caller.uid], g.name != caller.connection { return effects.append(.fail(call, .agentExists)) }
+            let isNew = geoclueAgents[caller.uid] == nil
             geoclueAgents[caller.uid] = GeoClueAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy)
             allChanged = true
             effects.append(.reply(call, .empty))
-            agentArrived(caller.uid)
+            // Our own agent answers first: a GeoClue agent is asked only where the uid has none.
+            if isNew && agents[caller.uid] == nil { agentArrived(caller.uid, geoclue: true) }
         case .unregisterAgent(let path):
             guard let a = agents[caller.uid], a.name == caller.connection, a.path == path else {
                 return effects.append(.fail(call, .invalidArgs("No agent is registered at \(path) by this connection")))

@@ -53,11 +53,17 @@ public struct AuthOptions: Equatable, Sendable {
     public var accuracy: Accuracy = .full
     public var appName: String = ""
     public var parentWindow: String = ""
-    public init(reason: String = "", accuracy: Accuracy = .full, appName: String = "", parentWindow: String = "") {
+    /// A desktop entry id the front end found to name the caller's own
+    /// executable (never the caller's word alone; "" when none did): how a
+    /// host app is named to an agent that knows apps by desktop entry.
+    public var provenDesktopID: String = ""
+    public init(reason: String = "", accuracy: Accuracy = .full, appName: String = "", parentWindow: String = "",
+                provenDesktopID: String = "") {
         self.reason = reason
         self.accuracy = accuracy
         self.appName = appName
         self.parentWindow = parentWindow
+        self.provenDesktopID = provenDesktopID
     }
 }
 
@@ -400,7 +406,9 @@ public enum CoreEffect: Equatable, Sendable {
     case resumeFixes(session: SessionID)
     /// Unicast `SessionsChanged` to these connections (`watchSessions`).
     case sessionsChanged(watchers: [String])
-    /// Send `wokeUp` after this many seconds (requests waiting for an agent
-    /// give up then). Each is a time of its own; an early one does no harm.
-    case wakeUp(after: Double)
+    /// The core's one wake-up: send `wokeUp` at this wall time (microseconds
+    /// since the epoch, as `now`), instead of at any time said before; nil:
+    /// cancel it, nothing waits. (Requests waiting for an agent give up then;
+    /// an early wake-up does no harm.)
+    case wakeUp(at: UInt64?)
 }

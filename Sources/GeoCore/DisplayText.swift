@@ -46,4 +46,30 @@ public enum DisplayText {
         }
         return String(out)
     }
+
+    /// The longest caller-chosen text put in a log line, in bytes.
+    public static let maxFieldBytes = 256
+
+    /// Caller-chosen text (an app id, a path, a desktop id) for a log line:
+    /// in double quotes, a quote or backslash in it escaped (so the closing
+    /// quote is the text's end), cut at `maxFieldBytes` and marked with its
+    /// full length. Lines put it last, after what the daemon proved (uid,
+    /// identity kind, session), so that it cannot make a line read as about
+    /// another user. Control and bidirectional characters are escaped when
+    /// the line is written.
+    public static func quotedField(_ s: String) -> String {
+        var body = Substring(s)
+        var cut = ""
+        if s.utf8.count > maxFieldBytes {
+            body = Substring(String(decoding: s.utf8.prefix(maxFieldBytes), as: UTF8.self))
+            cut = "…[\(s.utf8.count) bytes]"
+        }
+        var out = "\""
+        out.reserveCapacity(body.utf8.count + 2)
+        for c in body {
+            if c == "\"" || c == "\\" { out.append("\\") }
+            out.append(c)
+        }
+        return out + "\"" + cut
+    }
 }

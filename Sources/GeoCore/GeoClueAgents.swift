@@ -33,7 +33,9 @@ public struct AuthorizeAppRequest: Equatable, Sendable {
     /// The agent's unique name; the object path is GeoClue's fixed one.
     public var agentName: String
     public var requestID: String
-    /// The verified Flatpak id where there is one, else the client's `DesktopId`.
+    /// The app as its identity names it, never the client's `DesktopId` alone:
+    /// a sandbox's own id, a systemd unit's id, or a system desktop entry that
+    /// names the host app's executable (`ConsentCore.agentAppName`).
     public var desktopID: String
     /// The client object's session that opened the prompt (its accuracy level is
     /// what the agent is told).

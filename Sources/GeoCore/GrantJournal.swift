@@ -26,16 +26,20 @@ public struct GrantNote: Equatable, Sendable, CustomStringConvertible {
         self.change = change
     }
 
-    /// `grant began: APP (uid U, KIND), session S, one-time, full` or
-    /// `grant ended: APP (uid U, KIND), session S: WHY`. The app id is
-    /// display-safe already (the resolver escapes it).
+    /// `grant began: uid U, KIND, session S, one-time, full: app "APP"` or
+    /// `grant ended: uid U, KIND, session S, WHY: app "APP"`. What the daemon
+    /// proved comes first; the app id, which a caller can choose (an
+    /// executable path is any name its owner gives a file), comes last,
+    /// quoted and cut (`DisplayText.quotedField`), so that no app id can make a line read
+    /// as a grant to another uid.
     public var description: String {
-        let who = "\(appID) (uid \(uid), \(identity.rawValue)), session \(session)"
+        let who = "uid \(uid), \(identity.rawValue), session \(session)"
+        let app = "app " + DisplayText.quotedField(appID)
         switch change {
         case .began(let a, let temporary):
-            return "grant began: \(who), \(temporary ? "one-time" : "lasting"), \(a.rawValue)"
+            return "grant began: \(who), \(temporary ? "one-time" : "lasting"), \(a.rawValue): \(app)"
         case .ended(let why):
-            return "grant ended: \(who): \(why)"
+            return "grant ended: \(who), \(why): \(app)"
         }
     }
 }

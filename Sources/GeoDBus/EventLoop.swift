@@ -33,13 +33,9 @@ public final class EventLoop {
         var handler: (Readiness) -> Void
     }
 
-    private struct Timer {
-        var deadline: UInt64
-        var handler: () -> Void
-    }
-
     private var sources: [Token: Source] = [:]
-    private var timers: [Token: Timer] = [:]
+    /// One-shot timers in a heap (TimerHeap.swift): a turn never scans them.
+    private var timers = TimerHeap()
     private var deferred: [() -> Void] = []
     private var nextToken: Token = 1
     private var stopped = false
@@ -117,13 +113,16 @@ public final class EventLoop {
         let t = nextToken
         nextToken += 1
         let delay = seconds <= 0 ? 0 : UInt64(min(seconds, 1e9) * 1e9)
-        timers[t] = Timer(deadline: EventLoop.monotonicNanos() &+ delay, handler: handler)
+        timers.insert(t, deadline: EventLoop.monotonicNanos() &+ delay, handler: handler)
         return t
     }
 
     public func cancelTimer(_ token: Token) {
-        timers[token] = nil
+        timers.cancel(token)
     }
+
+    /// Timers armed and not yet fired or cancelled (docs/dbus-api.md, "Limits", lists what arms them).
+    public var armedTimerCount: Int { timers.count }
 
     /// Runs `work` on the loop after the current event has been handled.
     /// Used where doing it inline would re-enter a C library (libdbus).
@@ -151,7 +150,7 @@ public final class EventLoop {
         if stopped { return }
 
         var wait: Int32 = timeoutMillis ?? -1
-        if let next = timers.values.map(\.deadline).min() {
+        if let next = timers.nextDeadline() {
             let now = EventLoop.monotonicNanos()
             let ms = next <= now ? 0 : Int32(clamping: (next - now + 999_999) / 1_000_000)
             wait = wait < 0 ? ms : min(wait, ms)
@@ -182,14 +181,11 @@ public final class EventLoop {
         }
     }
 
+    /// Runs the timers due now, earliest first, one at a time: a handler that
+    /// cancels another due timer stops it. A timer a handler arms (its
+    /// deadline is past `now`) runs at a later turn, after a poll.
     private func runDueTimers() {
         let now = EventLoop.monotonicNanos()
-        let due = timers.filter { $0.value.deadline <= now }.sorted {
-            ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key)
-        }
-        for (token, timer) in due where timers[token] != nil {
-            timers[token] = nil
-            timer.handler()
-        }
+        while let handler = timers.popDue(now: now) { handler() }
     }
 }

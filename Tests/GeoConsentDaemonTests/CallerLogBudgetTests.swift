@@ -53,6 +53,14 @@ final class CallerLogBudgetTests: XCTestCase {
         let cut = Log.field(long)
         XCTAssertLessThanOrEqual(cut.utf8.count, Log.maxFieldBytes + 32)
         XCTAssertTrue(cut.hasSuffix("…[\(long.utf8.count) bytes]"), cut.suffix(40).description)
-        XCTAssertEqual(Log.field("short"), "short")
+        XCTAssertEqual(Log.field("short"), "\"short\"")
+    }
+
+    /// A quote in caller text cannot end the field early: the line's reader
+    /// knows where the caller's words stop.
+    func testCallerTextIsQuotedWithItsQuotesEscaped() {
+        XCTAssertEqual(Log.field("maps\" (uid 1000"), "\"maps\\\" (uid 1000\"")
+        XCTAssertEqual(Log.field("a\\b"), "\"a\\\\b\"")
+        XCTAssertEqual(Log.field(""), "\"\"")
     }
 }

@@ -23,15 +23,16 @@ final class ConsentCoreAgentWaitTests: XCTestCase {
     func testAFreshSessionsTapWaitsForTheAgentAndReachesThePrompt() {
         let rig = rig(began: 2)
         let tap = rig.tap(W.maps1)
-        XCTAssertEqual(tap.effects, [.wakeUp(after: 18)], "no NoAgent: it waits until 20 s after the login")
+        XCTAssertEqual(tap.effects, [.wakeUp(at: rig.now + 18_000_000)], "no NoAgent: it waits until 20 s after the login")
         XCTAssertTrue(tap.pending)
         let registered = rig.manage(W.agent, .registerAgent(path: W.agentPath))
         XCTAssertEqual(registered.effects.first, .reply(registered.call, .empty))
         let confirm = registered.effects.confirms.first
         XCTAssertEqual(confirm?.appID, W.mapsID, "the agent is asked as soon as it is there: \(registered.effects)")
+        XCTAssertTrue(registered.effects.contains(.wakeUp(at: nil)), "nothing waits for an agent: the wake-up is cancelled")
         let out = rig.answer(confirm?.requestID, "allow-once")
         XCTAssertEqual(out.status(of: tap.call), .whenInUse)
-        // Its wake-up comes later and finds nothing to do.
+        // A wake-up that fired all the same finds nothing to do.
         rig.now += 20_000_000
         XCTAssertEqual(rig.send(.wokeUp), [])
     }
@@ -69,5 +70,81 @@ final class ConsentCoreAgentWaitTests: XCTestCase {
         for c in [W.maps1, W.weather] { rig.place(c, in: Self.place) }
         XCTAssertTrue(rig.tap(W.maps1).pending)
         XCTAssertEqual(rig.tap(W.weather).error, .noAgent, "beyond waiting-per-user: answered at once")
+    }
+
+    // MARK: One wake-up, however many wait
+
+    /// A uid's session began a moment ago: 32 apps tap (each on a connection of
+    /// its own) and wait for its agent. The daemon is asked for one wake-up,
+    /// not one per request; it moves only when the earliest deadline does,
+    /// and is cancelled when the last waiting request leaves.
+    func testManyWaitingRequestsShareOneWakeUp() {
+        let rig = rig(began: 2)
+        var wakeUps: [CoreEffect] = []
+        rig.observer = { _, effects in wakeUps += effects.filter { if case .wakeUp = $0 { return true } else { return false } } }
+        let callers = (0..<32).map { W.maps1.connection(":1.\(300 + $0)") }
+        for c in callers {
+            rig.place(c, in: Self.place)
+            XCTAssertTrue(rig.tap(c).pending)
+        }
+        XCTAssertEqual(wakeUps, [.wakeUp(at: rig.now + 18_000_000)], "one wake-up for 32 waiting requests")
+        for c in callers.dropLast() { rig.leave(c) }
+        XCTAssertEqual(wakeUps.count, 1, "still one: the last request waits until the same time")
+        rig.leave(callers.last!)
+        XCTAssertEqual(wakeUps.last, .wakeUp(at: nil), "nothing waits: the wake-up is cancelled")
+        XCTAssertEqual(wakeUps.count, 2)
+    }
+
+    /// Requests of two login sessions: the wake-up is at the earlier deadline,
+    /// and moves to the later one when the earlier request is answered.
+    func testTheWakeUpMovesToTheNextDeadline() {
+        let rig = rig(began: 15)   // Maps waits until 5 s from now
+        let later = "/org/freedesktop/login1/session/_10"
+        rig.send(.loginSessionBegan(id: later, at: rig.now - 2_000_000))   // until 18 s from now
+        let weather = W.weather
+        rig.place(weather, in: later)
+        rig.login(later, .inUse)
+        let t0 = rig.now
+        XCTAssertEqual(rig.tap(W.maps1).effects, [.wakeUp(at: t0 + 5_000_000)])
+        XCTAssertEqual(rig.tap(weather).effects, [], "a later deadline does not move it")
+        rig.now += 5_000_000
+        let out = rig.send(.wokeUp)
+        XCTAssertTrue(out.contains { if case .fail(_, .noAgent) = $0 { return true } else { return false } }, "\(out)")
+        XCTAssertEqual(out.last, .wakeUp(at: t0 + 18_000_000), "armed again for the request still waiting: \(out)")
+    }
+
+    /// A wake-up that fires a moment early answers nothing and is armed again
+    /// for the same deadline (it is never lost).
+    func testAnEarlyWakeUpIsArmedAgain() {
+        let rig = rig(began: 2)
+        let deadline = rig.now + 18_000_000
+        rig.tap(W.maps1)
+        rig.now = deadline - 1_000
+        XCTAssertEqual(rig.send(.wokeUp), [.wakeUp(at: deadline)])
+    }
+
+    /// A GeoClue agent can answer only client objects' `Start`: its arrival
+    /// does not evaluate again requests of our own API that wait for an agent
+    /// of ours (that only queued them again, and a caller cycling AddAgent
+    /// made the daemon do it as often as it liked).
+    func testAGeoClueAgentThatCannotAnswerLeavesTheWaitingRequestsAlone() {
+        let rig = rig(began: 2)
+        let taps = (0..<8).map { i -> Step in
+            let c = W.maps1.connection(":1.\(400 + i)")
+            rig.place(c, in: Self.place)
+            return rig.tap(c)
+        }
+        let shell = Caller(session: ":1.900", uid: W.maps1.uid, pid: 900, appID: "/usr/bin/gnome-shell",
+                           executable: "/usr/bin/gnome-shell")
+        for i in 0..<50 {
+            let g = shell.connection(":1.\(900 + i)")
+            let added = rig.manage(g, .addGeoClueAgent(maxAccuracy: .full))
+            XCTAssertEqual(added.effects, [.reply(added.call, .empty)], "nothing evaluated again, no wake-up: \(added.effects)")
+            XCTAssertEqual(rig.leave(g), [])
+        }
+        XCTAssertTrue(taps.allSatisfy(\.pending))
+        // Our own agent answers them.
+        let registered = rig.manage(W.agent, .registerAgent(path: W.agentPath))
+        XCTAssertEqual(registered.effects.confirms.count, 1, "one prompt for the app: \(registered.effects)")
     }
 }

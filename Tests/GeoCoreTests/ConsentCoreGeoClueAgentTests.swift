@@ -17,9 +17,14 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         effects.compactMap { if case .authorizeApp(let r) = $0 { return r } else { return nil } }
     }
 
+    /// A client object's `Start` whose `DesktopId` is `desktopID`; `proven`:
+    /// the facade found a system desktop entry of that id naming the caller's
+    /// executable (it passes it on as `provenDesktopID`).
     @discardableResult
-    private func start(_ rig: Rig, _ c: Caller, _ a: Accuracy = .full) -> Step {
-        rig.call(c, .start(AuthOptions(accuracy: a, appName: "maps.desktop"), Self.filters))
+    private func start(_ rig: Rig, _ c: Caller, _ a: Accuracy = .full, desktopID: String = "maps",
+                       proven: Bool = true) -> Step {
+        rig.call(c, .start(AuthOptions(accuracy: a, appName: desktopID, provenDesktopID: proven ? desktopID : ""),
+                           Self.filters))
     }
 
     /// A rig with no agent of ours and GNOME Shell's agent at `cap`.
@@ -89,7 +94,7 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             var ownAgent = false
             /// The GeoClue agent's answer; nil: it is not asked.
             var answer: AgentAnswer?
-            var desktopID = "maps.desktop"
+            var desktopID = "maps"
             var outcome: Outcome
             var stored: StoredDecision?
             /// The accuracy of the stored decision, where it is `whenInUse` (nil: the one asked for).
@@ -229,5 +234,59 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         XCTAssertEqual(rig.send(.agentAnswered(requestID: r?.requestID ?? "", .decision(.allowWhileUsing))), [],
                        "a late answer reaches nobody and stores nothing")
         XCTAssertNil(rig.core.records[W.maps1.app])
+    }
+
+    // MARK: Nothing the client chose names it to an agent
+
+    /// A GeoClue agent answers from the permission it stored for the name it
+    /// is told (GNOME Shell: no dialog for a known desktop id). Every client
+    /// here sets `DesktopId` to `org.gnome.Maps`, whose permission the user
+    /// gave; each is told to the agent by what its identity proves, or the
+    /// agent is not asked at all.
+    func testTheAgentIsToldTheNameTheIdentityProvesNeverTheDesktopId() {
+        let borrowed = "org.gnome.Maps"
+        let unverified = Caller(session: ":1.50", uid: 1000, pid: 450, appID: "com.evil.Sandbox",
+                                identity: .unverifiedFlatpak, executable: "/app/bin/evil").clientSession(1)
+        let snap = Caller(session: ":1.51", uid: 1000, pid: 451, appID: "evilsnap", identity: .snap,
+                          executable: "/snap/evilsnap/1/bin/x").clientSession(1)
+        let unit = Caller(session: ":1.52", uid: 1000, pid: 452, appID: "org.example.Unit", identity: .systemdUnit,
+                          executable: "/usr/bin/unit").clientSession(1)
+        let cases: [(label: String, client: Caller, proven: Bool, told: String?)] = [
+            ("an unverified Flatpak: its .flatpak-info name", unverified, false, "com.evil.Sandbox"),
+            ("a verified Flatpak: its id", Self.flatClient, false, "org.example.Flat"),
+            ("a snap: its snap name", snap, false, "evilsnap"),
+            ("a systemd app unit: the unit's id", unit, false, "org.example.Unit"),
+            ("a host executable no desktop entry names: nobody is asked", Self.client1, false, nil),
+            ("a host executable a system entry of that id names", Self.client1, true, borrowed),
+        ]
+        for c in cases {
+            let rig = shellRig()
+            let s = start(rig, c.client, desktopID: borrowed, proven: c.proven)
+            guard let told = c.told else {
+                XCTAssertEqual(authorizes(s.effects), [], c.label)
+                guard case .accessDenied(let m)? = s.error else { XCTFail("\(c.label): \(s.effects)"); continue }
+                XCTAssertTrue(m.contains("desktop entry"), "\(c.label): \(m)")
+                XCTAssertEqual(rig.core.openPromptCount, 0, c.label)
+                XCTAssertNil(rig.core.records[c.client.app], "\(c.label): nothing stored")
+                continue
+            }
+            guard let r = authorizes(s.effects).first else { XCTFail("\(c.label): not asked: \(s.effects)"); continue }
+            XCTAssertEqual(r.desktopID, told, c.label)
+            rig.send(.agentAnswered(requestID: r.requestID, .decision(.allowWhileUsing)))
+            XCTAssertEqual(rig.core.records[c.client.app]?.decision, .whenInUse, "\(c.label): stored for the caller's own app")
+            XCTAssertEqual(rig.core.records.count, 1, c.label)
+        }
+    }
+
+    /// With an agent of ours the client's words are shown, marked as its own,
+    /// and no GeoClue agent is asked: a `DesktopId` that no entry proves is no
+    /// reason to refuse then.
+    func testOurOwnAgentStillAsksAboutAnUnprovenHostApp() {
+        let rig = shellRig()
+        rig.manage(W.agent, .registerAgent(path: W.agentPath))
+        let s = start(rig, Self.client1, desktopID: "org.gnome.Maps", proven: false)
+        XCTAssertEqual(authorizes(s.effects), [])
+        XCTAssertEqual(s.effects.confirms.map(\.appName), ["org.gnome.Maps"], "the app's own word, for the prompt")
+        XCTAssertEqual(s.effects.confirms.map(\.appID), [W.mapsID], "keyed by what the identity says")
     }
 }

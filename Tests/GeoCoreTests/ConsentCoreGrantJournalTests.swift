@@ -14,11 +14,11 @@ final class ConsentCoreGrantJournalTests: XCTestCase {
         let tap = rig.tap(W.maps1)
         XCTAssertEqual(lines(rig), [], "asking is no grant")
         rig.answer(tap.promptID, "allow-once")
-        XCTAssertEqual(lines(rig), ["grant began: org.example.Maps (uid 1000, executable), session :1.10, one-time, full"])
+        XCTAssertEqual(lines(rig), ["grant began: uid 1000, executable, session :1.10, one-time, full: app \"org.example.Maps\""])
         rig.tap(W.maps1)
         XCTAssertEqual(lines(rig), [], "a grant that holds is not said again")
         rig.leave(W.maps1)
-        XCTAssertEqual(lines(rig), ["grant ended: org.example.Maps (uid 1000, executable), session :1.10: the app left the bus"])
+        XCTAssertEqual(lines(rig), ["grant ended: uid 1000, executable, session :1.10, the app left the bus: app \"org.example.Maps\""])
         rig.leave(W.maps2)
         XCTAssertEqual(lines(rig), [], "a session without a grant ends without a line")
     }
@@ -40,22 +40,38 @@ final class ConsentCoreGrantJournalTests: XCTestCase {
             rig.login(place, .inUse)
             rig.approveTap(W.maps1)
             c.end(rig)
-            XCTAssertEqual(lines(rig), ["grant ended: org.example.Maps (uid 1000, executable), session :1.10: \(c.why)"], c.label)
+            XCTAssertEqual(lines(rig), ["grant ended: uid 1000, executable, session :1.10, \(c.why): app \"org.example.Maps\""], c.label)
         }
     }
 
     func testAStoredDecisionsGrantIsLastingAndAClientObjectsIsItsOwn() {
         let rig = Rig(records: stored((W.maps1, .whenInUseReduced)))
         _ = rig.auth(W.maps1)
-        XCTAssertEqual(lines(rig), ["grant began: org.example.Maps (uid 1000, executable), session :1.10, lasting, reduced"],
+        XCTAssertEqual(lines(rig), ["grant began: uid 1000, executable, session :1.10, lasting, reduced: app \"org.example.Maps\""],
                        "the stored decision grants the session from its first call")
         rig.ask(W.maps1, .reduced)
         XCTAssertEqual(lines(rig), [])
         let client = W.flatpak.clientSession(3)
         let start = rig.call(client, .start(AuthOptions(), UpdateOptions()))
         rig.answer(start.promptID, "allow-once")
-        XCTAssertEqual(lines(rig), ["grant began: org.example.Flat (uid 1000, flatpak), session :1.40/geoclue/3, one-time, full"])
+        XCTAssertEqual(lines(rig), ["grant began: uid 1000, flatpak, session :1.40/geoclue/3, one-time, full: app \"org.example.Flat\""])
         rig.send(.sessionEnded(client.session))
-        XCTAssertEqual(lines(rig), ["grant ended: org.example.Flat (uid 1000, flatpak), session :1.40/geoclue/3: its client object stopped"])
+        XCTAssertEqual(lines(rig), ["grant ended: uid 1000, flatpak, session :1.40/geoclue/3, its client object stopped: app \"org.example.Flat\""])
+    }
+
+    /// An app id is any name a user gives a file: one made to read as another
+    /// user's grant ("maps (uid 1000, executable), session :1.7, …" and
+    /// spaces) comes last in the line, quoted and cut, after the real uid.
+    func testAnAppIdCannotMakeALineReadAsAnotherUsersGrant() {
+        let forged = "/tmp/x/maps (uid 1000, executable), session :1.7, one-time, full\"" + String(repeating: " ", count: 250) + "x"
+        let nobody = Caller(session: ":1.66", uid: 65534, pid: 466, appID: forged, executable: forged)
+        let rig = Rig(agents: [Caller(session: ":1.67", uid: 65534, pid: 467, appID: "/usr/bin/agent")])
+        rig.approveTap(nobody)
+        guard let line = lines(rig).first else { return XCTFail("no journal line") }
+        XCTAssertTrue(line.hasPrefix("grant began: uid 65534, executable, session :1.66, one-time, full: app \"/tmp/x/maps (uid 1000"),
+                      line)
+        XCTAssertTrue(line.contains("full\\\" "), "the app's quote is escaped: \(line)")
+        XCTAssertTrue(line.hasSuffix("…[\(forged.utf8.count) bytes]"), line)
+        XCTAssertLessThanOrEqual(line.utf8.count, 80 + DisplayText.maxFieldBytes + 24)
     }
 }

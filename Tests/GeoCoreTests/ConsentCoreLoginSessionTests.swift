@@ -240,7 +240,7 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
         let out = rig.manage(W.aliceCtl, .resetConsent(appID: W.mapsID, uid: nil)).effects
         XCTAssertTrue(out.contains(.grantEnded(session: W.maps1.session, byPause: false)), "\(out)")
         XCTAssertEqual(rig.core.grantNotes.map(\.description),
-                       ["grant ended: org.example.Maps (uid 1000, executable), session :1.10: its consent was reset"])
+                       ["grant ended: uid 1000, executable, session :1.10, its consent was reset: app \"org.example.Maps\""])
     }
 
     func testClientObjectsPauseWithTheirConnection() {

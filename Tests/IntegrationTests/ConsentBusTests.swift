@@ -146,8 +146,8 @@ final class ConsentBusTests: XCTestCase {
         let p = try stack.peer()
         XCTAssertEqual(try p.tap(AuthOptions(accuracy: .full)).get(), 4)
         XCTAssertEqual(agent.confirms.count, 1)
-        let began = "grant began: \(selfAppID) (uid \(getuid()), executable), session \(p.uniqueName), one-time, full"
-        let ended = "grant ended: \(selfAppID) (uid \(getuid()), executable), session \(p.uniqueName): the app left the bus"
+        let began = "grant began: uid \(getuid()), executable, session \(p.uniqueName), one-time, full: app \"\(selfAppID)\""
+        let ended = "grant ended: uid \(getuid()), executable, session \(p.uniqueName), the app left the bus: app \"\(selfAppID)\""
         stack.peers.pump(timeout: 5) { self.stack.daemon.log().contains(began) }
         XCTAssertTrue(stack.daemon.log().contains(began), stack.daemon.log().suffix(2000).description)
         p.connection.close()

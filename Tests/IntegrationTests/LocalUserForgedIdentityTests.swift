@@ -100,7 +100,7 @@ final class LocalUserForgedIdentityTests: XCTestCase {
                                   log: "forge-flatpak.log", timeout: 60).output
             XCTAssertTrue(out.contains("chrooted"), out + tailOf(rig.work.file("forge-flatpak.log")), file: file, line: line)
             let log = rig.daemon.log()
-            XCTAssertTrue(log.contains("claims the Flatpak \(Self.firefox), not verified: \(notVerified)"), log,
+            XCTAssertTrue(log.contains("claims a Flatpak, not verified: \(notVerified); treated as sandboxed, and config naming it does not apply: app \"\(Self.firefox)\""), log,
                           file: file, line: line)
             return out
         }

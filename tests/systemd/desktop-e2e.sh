@@ -183,7 +183,7 @@ EOF
     # ---- closing Firefox ends the grant
     ct_exec kill "$(ct_exec cat "$E2E_DIR/firefox1.pid")"
     expect "closing Firefox ends its grant (the journal says why)" wait_for 15 eval '
-        ct_exec journalctl --no-pager -o cat -u geoconsentd.service | grep -q "grant ended: /usr/lib/firefox-esr/firefox-esr (uid $E2E_UID, executable), session .*: the app left the bus"'
+        ct_exec journalctl --no-pager -o cat -u geoconsentd.service | grep -q "grant ended: uid $E2E_UID, executable, session .*, the app left the bus: app \\"/usr/lib/firefox-esr/firefox-esr\\""'
 
     # ---- a second Firefox, Precise off
     ct_exec touch "$E2E_DIR/go2"

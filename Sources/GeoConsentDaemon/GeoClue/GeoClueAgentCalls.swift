@@ -45,8 +45,8 @@ extension GeoClueFacade {
                         self.agentLevels[call.sender] = nil   // refused meanwhile
                     } else if before != level {
                         // Logged when the agent or its level is new.
-                        Log.byCaller(uid: caller.uid, .info, "GeoClue agent \(call.sender) (\(Log.field(caller.appID))) " +
-                                     "for uid \(caller.uid), accuracy at most \(cap?.rawValue ?? "none")")
+                        Log.byCaller(uid: caller.uid, .info, "GeoClue agent \(call.sender) for uid \(caller.uid), " +
+                                     "accuracy at most \(cap?.rawValue ?? "none"): app \(Log.field(caller.appID))")
                     }
                     self.availableLevelsChanged()
                 case .failure(let e):
@@ -121,8 +121,9 @@ extension GeoClueFacade {
                 case .success(let reply): answer = AuthorizeAppCall.decode(signature: reply.signature, reply.arguments())
                 case .failure(let e): answer = .noAnswer(e.description)
                 }
-                Log.byCaller(uid: r.uid, .info, "request \(r.requestID) for \(Log.field(r.desktopID)): " +
-                             "\(String(describing: answer).prefix(300))")
+                // The answer (or error message) comes from the agent, which could send megabytes: a field.
+                Log.byCaller(uid: r.uid, .info, "request \(r.requestID) of uid \(r.uid) answered: " +
+                             "\(Log.field(String(describing: answer))), app \(Log.field(r.desktopID))")
                 self?.host.feed(.agentAnswered(requestID: r.requestID, answer))
             }
             if let refused { host.attackLog.note(r.agentName, uid: r.uid, "does not answer AuthorizeApp: \(refused)") }
@@ -133,8 +134,8 @@ extension GeoClueFacade {
             // Not asked: the prompt ends unanswered, after this dispatch.
             host.loop.later { [weak self] in self?.host.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused))) }
         } else {
-            Log.byCaller(uid: r.uid, .info, "asking GeoClue agent \(r.agentName) about \(Log.field(r.desktopID)) " +
-                         "(level \(level), request \(r.requestID))")
+            Log.byCaller(uid: r.uid, .info, "asking GeoClue agent \(r.agentName) of uid \(r.uid) (level \(level), " +
+                         "request \(r.requestID)) about app \(Log.field(r.desktopID))")
         }
         return true
     }

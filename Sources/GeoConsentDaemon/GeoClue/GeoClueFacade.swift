@@ -62,6 +62,8 @@ final class GeoClueFacade: FrontEnd {
     var agentLevels: [String: UInt32] = [:]
     /// Connections whose `AddAgent` read of the level is under way (one each).
     var agentReads: Set<String> = []
+    /// Which desktop entries name which programs: a host app's `DesktopId` reaches a GeoClue agent only through them.
+    let desktopEntries = DesktopEntries()
 
     init(host: FrontEndHost) {
         self.host = host
@@ -130,7 +132,7 @@ final class GeoClueFacade: FrontEnd {
             // Its Start comes next: the process watch takes the descriptor that
             // proved this call's process now, rather than checking it again then.
             self.host.watchProcessNow(of: caller)
-            Log.debug("GeoClue client \(c.path) for \(owner) (\(caller.appID))")
+            Log.debug("GeoClue client \(c.path) for \(owner): app \(Log.field(caller.appID))")
             call.reply([.objectPath(c.path)])
         }
     }
@@ -189,7 +191,21 @@ final class GeoClueFacade: FrontEnd {
             guard let self, let c else { return }
             self.giveUp(c, .accessDenied("The location prompt was not answered in time"))
         }
-        host.feed(.client(id, caller, .start(AuthOptions(accuracy: accuracy, appName: c.desktopID), c.updateOptions)))
+        let options = AuthOptions(accuracy: accuracy, appName: c.desktopID,
+                                  provenDesktopID: provenDesktopID(c.desktopID, of: caller))
+        host.feed(.client(id, caller, .start(options, c.updateOptions)))
+    }
+
+    /// The client's `DesktopId` where a desktop entry of the system names the
+    /// caller's own executable as its program, else "": a host app may be
+    /// named to a GeoClue agent only so (DesktopEntries.swift). Looked up only
+    /// when the uid's GeoClue agent would be asked (no agent of ours), so that
+    /// other `Start`s read no file.
+    private func provenDesktopID(_ desktopID: String, of caller: Caller) -> String {
+        guard caller.identity == .executable, !desktopID.isEmpty,
+              host.consent.agentName(forUID: caller.uid) == nil, host.consent.geoclueAgent(forUID: caller.uid) != nil,
+              desktopEntries.entry(desktopID, names: caller.executable) else { return "" }
+        return desktopID
     }
 
     /// `Stop`: the updates and the grant end (an Allow Once with them).
