@@ -454,7 +454,7 @@ public final class Daemon {
                                            interface: GeoConsentAPI.agentInterfaceName, member: ConfirmCall.member)
             try m.append(ConfirmCall.encode(r))
             let refused = outgoing.call(m, purpose: .consentAgent, uid: r.uid, callee: r.agentName,
-                                        timeout: r.timeout) { [weak self] result in
+                                        timeout: r.timeout, tag: r.requestID) { [weak self] result in
                 guard let self else { return }
                 self.confirming.remove(r.requestID)
                 let alreadyWithdrawn = self.withdrawn.remove(r.requestID) != nil
@@ -475,9 +475,11 @@ public final class Daemon {
                 self.feed(.agentAnswered(requestID: r.requestID, answer))
             }
             if let refused {
-                // The agent leaves earlier calls unanswered: this prompt ends unanswered at once.
-                attackLog.note(r.agentName, uid: r.uid, "does not answer Confirm: \(refused)")
-                return loop.later { [weak self] in self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused))) }
+                // Not asked (its agent leaves earlier calls unanswered, or the budget is spent): this prompt ends unanswered at once.
+                refused.log("Confirm", callee: r.agentName, uid: r.uid, attackLog: attackLog)
+                return loop.later { [weak self] in
+                    self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused.description)))
+                }
             }
             confirming.insert(r.requestID)
             Log.byCaller(uid: r.uid, .info, "asking agent \(r.agentName) of uid \(r.uid) (\(r.kind.rawValue), " +
@@ -492,6 +494,8 @@ public final class Daemon {
         // A Confirm never sent (refused by its budget) has nothing to withdraw.
         guard confirming.contains(requestID) else { return }
         withdrawn.insert(requestID)
+        // Its answer matters no more: it stops counting against the prompts of all users.
+        outgoing.giveUp(tag: requestID)
         sendCancel(agentName, agentPath, requestID)
     }
 

@@ -11,48 +11,25 @@ import GeoDBus
 /// never answers (a silent agent, a GeoClue agent that pipelines `AddAgent`
 /// and never reads its socket) keeps its slots for as long as it stays. With
 /// all 128 held, every call of the daemon fails with `LimitsExceeded`, for
-/// every user. Here each purpose has a share of them, and each uid a share of
-/// its purpose, checked before a call is sent: one uid can spend only its own
-/// share, one purpose never another's. A uid with no call of a purpose
-/// waiting may still make one when the purpose's share is spent by others (so
-/// that a few uids cannot shut the rest out), as long as all calls together
-/// stay below `hardLimit`, under the bus's 128. A slot comes back when the
-/// callee answers; a call the daemon gave up on (its timeout) keeps its slot
-/// until the callee answers late or leaves the bus, as the bus's count does.
+/// every user.
+///
+/// So, checked before a call is sent (docs/dbus-api.md, "Limits"):
+/// - a uid's calls of a purpose, waiting or given up on, stay within its
+///   share (`perUID`), and all its calls within `perUIDAll`: a uid whose
+///   callees do not answer spends only its own slots;
+/// - the calls of a purpose still waiting for their answer stay within the
+///   purpose's `total`, except that a uid with fewer than `guaranteed` calls
+///   of it may always make one more: no number of other uids takes a uid's
+///   guaranteed prompts away. A call the daemon gave up on (its timeout, or
+///   the prompt withdrawn) no longer counts against the total: it is the
+///   holder's, in its own share, until the callee answers late or leaves;
+/// - all calls, waiting or given up on, stay below `hardLimit`, under the bus's
+///   128. Only `hardLimit / perUIDAll` uids together can reach it.
+/// A refusal says whose slots stopped the call: the uid's own callee's, or
+/// the uids that hold the purpose's total or the hard limit.
 final class OutgoingCalls {
-    enum Purpose: String {
-        /// `Agent.Confirm` to a uid's consent agent; the uid is the agent's.
-        case consentAgent = "consent agent"
-        /// The `MaxAccuracyLevel` read of `Manager.AddAgent`; the uid is the caller's.
-        case geoclueAgentRead = "GeoClue agent read"
-        /// `AuthorizeApp` to a uid's GeoClue agent; the uid is the agent's.
-        case geoclueAgent = "GeoClue agent"
-        /// Placing a caller in its login session and reading that session; the uid is the caller's.
-        case logind = "logind"
-    }
-
-    struct Budget {
-        /// Calls of one uid waiting at once.
-        var perUID: Int
-        /// Calls of all uids waiting at once.
-        var total: Int
-    }
-
-    /// The budgets (docs/dbus-api.md, "Limits"). Prompts are at most 64 open
-    /// at once (`Limits.openPrompts`), our agents' and GeoClue agents'
-    /// together, and 4 per uid by default (`prompts-per-user`): 8 per uid
-    /// leaves room for prompts whose agent is slow to answer. One placement in
-    /// a login session asks logind one question at a time.
-    static let budgets: [Purpose: Budget] = [
-        .consentAgent: Budget(perUID: 8, total: 48),
-        .geoclueAgentRead: Budget(perUID: 2, total: 16),
-        .geoclueAgent: Budget(perUID: 8, total: 16),
-        .logind: Budget(perUID: 4, total: 24),
-    ]
-
-    /// Calls waiting at once whatever their purpose and uid: the shares plus
-    /// the first calls of uids beyond them, below the system bus's 128.
-    static let hardLimit = 120
+    typealias Purpose = CallBudgets.Purpose
+    typealias Refusal = CallBudgets.Refusal
 
     private struct Slot {
         var purpose: Purpose
@@ -61,14 +38,16 @@ final class OutgoingCalls {
     }
 
     private let connection: Connection
-    private var total: [Purpose: Int] = [:]
-    private var perUID: [Purpose: [UInt32: Int]] = [:]
+    private var budgets = CallBudgets()
     /// Calls the daemon gave up on whose slot the bus still counts, by serial.
     private var stale: [UInt32: Slot] = [:]
+    /// The purpose of each call still waiting for its answer, by a number of ours.
+    private var waitingCalls: [Int: Purpose] = [:]
+    private var nextID = 0
+    /// Tagged calls (`giveUp`) still waiting for their answer.
+    private var tags: [String: Int] = [:]
     /// Calls sent and not yet completed (the daemon is not idle while any is).
     private(set) var inFlight = 0
-    /// Calls the bus counts now, every purpose and uid.
-    private var all = 0
     /// The last call in flight completed (the daemon may be idle now).
     var onSettled: () -> Void = {}
 
@@ -76,40 +55,30 @@ final class OutgoingCalls {
         self.connection = connection
     }
 
-    /// Calls of `purpose` of `uid` the bus counts now (in flight or given up on).
-    func held(_ purpose: Purpose, uid: UInt32? = nil) -> Int {
-        guard let uid else { return total[purpose] ?? 0 }
-        return perUID[purpose]?[uid] ?? 0
-    }
-
-    /// Why a call of `purpose` for `uid` would be refused now; nil when it may go.
-    func refusal(_ purpose: Purpose, uid: UInt32) -> String? {
-        let b = Self.budgets[purpose]!
-        if held(purpose, uid: uid) >= b.perUID {
-            return "uid \(uid) already has \(b.perUID) calls to its \(purpose.rawValue) unanswered, its limit"
-        }
-        if all >= Self.hardLimit {
-            return "\(Self.hardLimit) calls of the daemon are unanswered, the most the bus leaves room for"
-        }
-        if held(purpose) >= b.total && held(purpose, uid: uid) > 0 {
-            return "\(b.total) calls to \(purpose.rawValue)s are unanswered, the limit for all users"
-        }
-        return nil
-    }
+    /// Calls of `purpose` of `uid` the bus counts now (waiting or given up on);
+    /// without a uid, the purpose's calls still waiting for their answer.
+    func held(_ purpose: Purpose, uid: UInt32? = nil) -> Int { budgets.held(purpose, uid: uid) }
 
     /// Sends `message` to `callee` (a unique name, or logind's well-known name)
     /// for `purpose` on behalf of `uid`, if its budget allows: then `done` runs
     /// later with the reply or error, and nil is returned. Otherwise nothing is
-    /// sent, `done` is never called, and the refusal is returned.
-    func call(_ message: Message, purpose: Purpose, uid: UInt32, callee: String, timeout: Double,
-              _ done: @escaping (Result<Message, DBusError>) -> Void) -> String? {
-        if let why = refusal(purpose, uid: uid) { return why }
+    /// sent, `done` is never called, and the refusal is returned. `tag` names
+    /// the call for `giveUp` (a prompt's request id).
+    func call(_ message: Message, purpose: Purpose, uid: UInt32, callee: String, timeout: Double, tag: String? = nil,
+              _ done: @escaping (Result<Message, DBusError>) -> Void) -> Refusal? {
+        if let why = budgets.refusal(purpose, uid: uid) { return why }
         let slot = Slot(purpose: purpose, uid: uid, callee: callee)
-        take(slot)
+        budgets.sent(purpose, uid: uid)
         inFlight += 1
+        let id = nextID
+        nextID &+= 1
+        waitingCalls[id] = purpose
+        if let tag { tags[tag] = id }
         connection.call(message, timeout: timeout) { [weak self] result in
             guard let self else { return done(result) }
             self.inFlight -= 1
+            self.stopWaiting(id)
+            if let tag, self.tags[tag] == id { self.tags[tag] = nil }
             // libdbus's own timeout: the bus still waits for the callee's answer.
             if case .failure(let e) = result, e.isLocalTimeout {
                 self.stale[message.serialNumber] = slot
@@ -120,6 +89,19 @@ final class OutgoingCalls {
             if self.inFlight == 0 { self.onSettled() }
         }
         return nil
+    }
+
+    /// The answer to the call tagged `tag` matters no more (its prompt was
+    /// withdrawn): it stops counting against its purpose's total now. Its
+    /// slot stays its uid's until the callee answers or leaves, as the bus's.
+    func giveUp(tag: String) {
+        guard let id = tags.removeValue(forKey: tag) else { return }
+        stopWaiting(id)
+    }
+
+    private func stopWaiting(_ id: Int) {
+        guard let purpose = waitingCalls.removeValue(forKey: id) else { return }
+        budgets.stoppedWaiting(purpose)
     }
 
     /// A reply to a call the daemon gave up on: the bus has freed its slot.
@@ -141,16 +123,20 @@ final class OutgoingCalls {
         }
     }
 
-    private func take(_ s: Slot) {
-        all += 1
-        total[s.purpose, default: 0] += 1
-        perUID[s.purpose, default: [:]][s.uid, default: 0] += 1
-    }
-
     private func give(_ s: Slot) {
-        all -= 1
-        total[s.purpose, default: 1] -= 1
-        let n = (perUID[s.purpose]?[s.uid] ?? 1) - 1
-        perUID[s.purpose]?[s.uid] = n > 0 ? n : nil
+        budgets.freed(s.purpose, uid: s.uid)
+    }
+}
+
+extension CallBudgets.Refusal {
+    /// Logs the refusal of a `what` call to `callee` for `uid`: as its
+    /// callee's not answering (once per connection) when the uid's own
+    /// share is spent; else as the holders' doing, never the callee's.
+    func log(_ what: String, callee: String, uid: UInt32, attackLog: AttackLog) {
+        if byOthers {
+            Log.byCaller(uid: uid, .warning, "\(what) to \(callee) (uid \(uid)) not sent: \(description)")
+        } else {
+            attackLog.note(callee, uid: uid, "does not answer \(what): \(description)")
+        }
     }
 }

@@ -46,13 +46,14 @@ final class LocalUserRig {
 
     /// `geoclue`: the daemon serves GeoClue2 too (`[geoclue] serve`), with the facade's policy on the bus.
     /// `nofile`: the daemon's descriptor limit, as the unit's `LimitNOFILE=`.
-    init(config: String = "", geoclue: Bool = false, nofile: Int? = nil) throws {
+    /// `logind`: the bus lets a logind stand-in own its name (`LogindMock`, started by the test).
+    init(config: String = "", geoclue: Bool = false, nofile: Int? = nil, logind: Bool = false) throws {
         guard getuid() == 0 else { throw XCTSkip("the local-user rig acts as other uids with setpriv: needs root") }
         for tool in ["setpriv", "dbus-daemon"] where TestPaths.findExecutable(tool) == nil {
             throw XCTSkip("\(tool) is not installed; skipped")
         }
         serviceUser = try ServiceUser.standIn()
-        bus = try PolicyBus(serviceUser: serviceUser, geoclue: geoclue)
+        bus = try PolicyBus(serviceUser: serviceUser, geoclue: geoclue, logind: logind)
         gpsd = try GpsdInstance()
         feeder = FixFeeder(gpsd: gpsd)
         work = try TempDir()

@@ -107,6 +107,20 @@ final class LogindMock {
                            .string("o"), .string(code)]).get()
     }
 
+    /// Makes `GetSessionByPID` answer `id` for the processes of `uid` and
+    /// `NoSessionForPID` for any other (as logind answers for a process outside
+    /// every session scope).
+    func placeByOwner(uid: UInt32, in id: String) throws {
+        let code = """
+        import os
+        if os.stat('/proc/%d' % args[0]).st_uid == \(uid): ret = '\(Self.path(id))'
+        else: raise dbus.exceptions.DBusException('no session', name='org.freedesktop.login1.NoSessionForPID')
+        """
+        _ = try peer.call(Self.busName, "/org/freedesktop/login1", Self.mockInterface, "AddMethod",
+                          [.string("org.freedesktop.login1.Manager"), .string("GetSessionByPID"), .string("u"),
+                           .string("o"), .string(code)]).get()
+    }
+
     /// Makes `GetSessionByPID` answer `id` for `pid` and `NoSessionForPID` for any other.
     func mapPID(_ pid: Int32, to id: String) throws {
         let code = """

@@ -97,6 +97,12 @@ struct ServiceUser {
 /// shipped dbus-policy/org.geoconsent.GeoConsent1.conf (and, on request, the
 /// GeoClue2 facade's), or of a copy where the stand-in user replaces `geoconsent`.
 final class PolicyBus {
+    /// logind's part of systemd's policy (org.freedesktop.login1.conf): root owns it, anyone calls it.
+    static let logindPolicy = """
+      <policy user="root"><allow own="org.freedesktop.login1"/></policy>
+      <policy context="default"><allow send_destination="org.freedesktop.login1"/></policy>
+    """
+
     /// A stand-in for any other system service, which root may own and anyone may call.
     static let otherService = "org.geoconsent.test.OtherService"
     let dir: TempDir
@@ -108,7 +114,8 @@ final class PolicyBus {
 
     /// `geoclue`: include the GeoClue2 facade's policy too
     /// (dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf), as `make install GEOCLUE=1` does.
-    init(serviceUser: ServiceUser, geoclue: Bool = false) throws {
+    /// `logind`: root may own logind's name (for a stand-in), and anyone may call it, as systemd's policy says.
+    init(serviceUser: ServiceUser, geoclue: Bool = false, logind: Bool = false) throws {
         self.serviceUser = serviceUser
         dir = try TempDir()
         chmod(dir.path, 0o711)   // other uids connect to the socket in here
@@ -164,6 +171,7 @@ final class PolicyBus {
           <policy context="default">
             <allow send_destination="\(PolicyBus.otherService)"/>
           </policy>
+          \(logind ? Self.logindPolicy : "")
           \(includes)
         </busconfig>
         """

@@ -57,7 +57,7 @@ extension GeoClueFacade {
             }
             if let refused {
                 self.agentReads.remove(call.sender)
-                self.host.attackLog.note(call.sender, uid: caller.uid, refused)
+                refused.log("the MaxAccuracyLevel read", callee: call.sender, uid: caller.uid, attackLog: self.host.attackLog)
                 call.fail(DBusError(DBusError.limitsExceededName, "Cannot read the agent's level now: \(refused)"))
             }
         }
@@ -65,7 +65,7 @@ extension GeoClueFacade {
 
     /// The agent's `MaxAccuracyLevel`; nil when the read went out, else why it did not (`done` is then not called).
     private func readMaxAccuracy(of name: String, uid: UInt32,
-                                 _ done: @escaping (Result<UInt32, DBusError>) -> Void) -> String? {
+                                 _ done: @escaping (Result<UInt32, DBusError>) -> Void) -> OutgoingCalls.Refusal? {
         do {
             let m = try Message.methodCall(destination: name, path: GeoClueAPI.agentPath,
                                            interface: ObjectServer.properties, member: "Get")
@@ -114,8 +114,8 @@ extension GeoClueFacade {
             let m = try Message.methodCall(destination: r.agentName, path: GeoClueAPI.agentPath,
                                            interface: GeoClueAPI.agentInterfaceName, member: AuthorizeAppCall.member)
             try m.append(AuthorizeAppCall.encode(desktopID: r.desktopID, level: level))
-            refused = host.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
-                                         timeout: r.timeout) { [weak self] result in
+            let refusal = host.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
+                                             timeout: r.timeout) { [weak self] result in
                 let answer: AgentAnswer
                 switch result {
                 case .success(let reply): answer = AuthorizeAppCall.decode(signature: reply.signature, reply.arguments())
@@ -126,7 +126,8 @@ extension GeoClueFacade {
                              "\(Log.field(String(describing: answer))), app \(Log.field(r.desktopID))")
                 self?.host.feed(.agentAnswered(requestID: r.requestID, answer))
             }
-            if let refused { host.attackLog.note(r.agentName, uid: r.uid, "does not answer AuthorizeApp: \(refused)") }
+            refusal?.log("AuthorizeApp", callee: r.agentName, uid: r.uid, attackLog: host.attackLog)
+            refused = refusal?.description
         } catch {
             refused = "\(error)"
         }
