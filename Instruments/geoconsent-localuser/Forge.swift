@@ -15,7 +15,9 @@ import GeoDBus
 /// - `flatpak-root --dir DIR --app-id ID [--bind-root]`: DIR/.flatpak-info naming
 ///   ID, connect, a user namespace of its own, chroot into DIR, call. With
 ///   `--bind-root`, first a mount namespace of its own and DIR bind-mounted on
-///   itself, so that the root is a mount, as in a sandbox bwrap made;
+///   itself, so that the root is a mount, as in a sandbox bwrap made. With
+///   `--geoclue-desktop-id X`, the call is a GeoClue client's `Start` with
+///   `DesktopId` X instead (`geoclueStart`);
 /// - `calls`: connect and call (what `bind-mount` runs).
 func runForge(bus: String, how: String, options: Options) -> Int32 {
     switch how {
@@ -45,6 +47,10 @@ func runForge(bus: String, how: String, options: Options) -> Int32 {
         say("connected pid=\(getpid()) name=\(c.uniqueName)")
         enterOwnRoot(dir, bindMounted: options.flags.contains("--bind-root"))
         say("chrooted uid=\(getuid())")
+        if let desktopID = options.values["--geoclue-desktop-id"] {
+            geoclueStart(c, desktopID: desktopID)
+            return 0
+        }
         forgedCalls(c)
     case "calls":
         let c = connect(bus)

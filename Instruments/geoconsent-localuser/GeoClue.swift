@@ -136,3 +136,71 @@ func runGeoClueClientChurn(bus: String, connections: Int, delete: Bool, holdSeco
     hold(held, seconds: holdSeconds)
     return 0
 }
+
+/// A GNOME-Shell-like GeoClue agent: it answers `AuthorizeApp` from a
+/// permission it stored for one desktop id (`allowed`: true, with no dialog)
+/// and refuses every other, printing `authorize DESKTOP_ID_HEX LEVEL yes|no`.
+final class StoredPermissionGeoClueAgent {
+    let allowed: String
+    init(allowed: String) { self.allowed = allowed }
+
+    static let interface = Interface<StoredPermissionGeoClueAgent>(GeoClueAPI.agent, methods: [
+        "AuthorizeApp": { agent, call in
+            let id = call.arguments.first?.stringValue ?? ""
+            let yes = id == agent.allowed
+            say("authorize \(hex(id)) \(call.arguments.dropFirst().first?.uint32Value ?? 0) \(yes ? "yes" : "no")")
+            call.reply([.bool(yes), .uint32(yes ? 8 : 0)])
+        },
+    ], getters: [MaxAccuracyLevelProperty.name: { _ in .uint32(8) }])
+}
+
+/// `geoclue-shell-agent --allow ID`: `StoredPermissionGeoClueAgent` registered
+/// with `AddAgent` (prints `registered`), until SIGTERM.
+func runGeoClueShellAgent(bus: String, allowed: String) -> Int32 {
+    let c = connect(bus)
+    let loop = EventLoop()
+    c.attach(to: loop)
+    let agent = StoredPermissionGeoClueAgent(allowed: allowed)
+    let server = ObjectServer(connection: c)
+    server.export(agent, at: GeoClueAPI.agentPath, interfaces: [StoredPermissionGeoClueAgent.interface])
+    c.onDisconnect = { loop.stop() }
+    c.call(managerCall("AddAgent", [.string("gnome-shell")]), timeout: 20) { r in
+        switch r {
+        case .success(let m):
+            if let e = m.asError { say("register error \(e.name) \(oneLine(e.message))"); return loop.stop() }
+            say("registered uid=\(getuid())")
+        case .failure(let e):
+            say("register error \(e.name) \(oneLine(e.message))")
+            loop.stop()
+        }
+    }
+    let signals = SignalPipe(loop: loop) { _ in loop.stop() }
+    loop.run()
+    _ = signals
+    return 0
+}
+
+/// A GeoClue client on `c`: GetClient, `DesktopId` set to `desktopID`,
+/// `RequestedAccuracyLevel` 8, `Start`; prints `reply Start ok` or
+/// `reply Start error NAME MESSAGE`.
+func geoclueStart(_ c: Connection, desktopID: String) {
+    func client(_ path: String, _ interface: String, _ member: String, _ args: [DBusValue]) -> Result<Message, DBusError> {
+        Result {
+            let m = try Message.methodCall(destination: GeoClueAPI.busName, path: path, interface: interface, member: member)
+            try m.append(args)
+            let r = try c.callBlocking(m, timeout: 30)
+            if let e = r.asError { throw e }
+            return r
+        }.mapError { $0 as? DBusError ?? .failed("\($0)") }
+    }
+    guard case .success(let created) = client(GeoClueAPI.managerPath, GeoClueAPI.managerInterfaceName, "GetClient", []),
+          let path = created.arguments().first?.stringValue else { return say("reply GetClient error") }
+    let props = "org.freedesktop.DBus.Properties"
+    _ = client(path, props, "Set", [.string(GeoClueAPI.clientInterfaceName), .string("DesktopId"), .variant(.string(desktopID))])
+    _ = client(path, props, "Set", [.string(GeoClueAPI.clientInterfaceName), .string("RequestedAccuracyLevel"),
+                                    .variant(.uint32(8))])
+    switch client(path, GeoClueAPI.clientInterfaceName, "Start", []) {
+    case .success: say("reply Start ok")
+    case .failure(let e): say("reply Start error \(e.name) \(oneLine(String(e.message.prefix(500))))")
+    }
+}

@@ -42,12 +42,19 @@ usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
       its `tap` command from there
   forge --how exec|bind-mount --target EXE
   forge --how wait --go-file FILE
-  forge --how flatpak-root --dir DIR --app-id ID [--bind-root]
+  forge --how flatpak-root --dir DIR --app-id ID [--bind-root] [--geoclue-desktop-id X]
       shows another identity (EXE's path, by exec after connecting or by a
       bind mount in a mount namespace of its own; a cgroup the tests move it
       into before FILE appears; a chroot with DIR/.flatpak-info naming ID,
       DIR bind-mounted on itself first with --bind-root),
       then calls GetAuthorization, taps, asks for a fix and registers an agent
+      (with --geoclue-desktop-id: a GeoClue client's Start with DesktopId X instead)
+  geoclue-start --desktop-id X
+      a GeoClue client: GetClient, DesktopId X, accuracy level 8, Start; prints Start's answer
+  geoclue-shell-agent --allow ID
+      a GeoClue agent (AddAgent) that, like GNOME Shell's, answers AuthorizeApp
+      true from a permission stored for desktop id ID and false for any other;
+      prints each call (`authorize ID_HEX LEVEL yes|no`)
   hand-over [--wait S] [--linger S]
       taps (this uid's agent answers), starts updates, hands the connection to
       a child and exits; the child prints each AuthorizationChanged after the
@@ -140,6 +147,11 @@ case "geoclue-agent-burst":
 case "geoclue-agent-loop":
     exit(runGeoClueAgentLoop(bus: bus, seconds: Double(options.required("--seconds")) ?? 5,
                              fresh: options.flags.contains("--fresh")))
+case "geoclue-start":
+    geoclueStart(connect(bus), desktopID: options.required("--desktop-id"))
+    exit(0)
+case "geoclue-shell-agent":
+    exit(runGeoClueShellAgent(bus: bus, allowed: options.required("--allow")))
 case "geoclue-client-churn":
     exit(runGeoClueClientChurn(bus: bus, connections: Int(options.required("--connections")) ?? 1,
                                delete: options.flags.contains("--delete"),

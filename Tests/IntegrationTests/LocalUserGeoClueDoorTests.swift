@@ -182,4 +182,39 @@ final class LocalUserGeoClueDoorTests: XCTestCase {
                 "its handed-over grant ended with its process (\(ended))"
         }
     }
+
+    // MARK: a name to borrow another app's permission
+
+    /// A sandbox installed by the user, whose uid has a GNOME-Shell-like
+    /// GeoClue agent and no agent of ours, sets `DesktopId=org.gnome.Maps`:
+    /// the agent once answered from Maps' stored permission, with no dialog,
+    /// and the sandbox got a stored grant and fixes. It is named to the agent
+    /// by its `.flatpak-info` name; a host app of the uid, which no desktop
+    /// entry of the system names as the program of org.gnome.Maps, is not
+    /// named to it at all. The agent is never asked about Maps.
+    func testASandboxCannotBorrowAnotherAppsGeoClueAgentPermission() throws {
+        let maps = "org.gnome.Maps", sandbox = "com.example.Sandbox"
+        let shell = try rig.start(attacker, ["geoclue-shell-agent", "--allow", maps], log: "shell.log", captureStdout: true)
+        defer { shell.stop() }
+        XCTAssertEqual(shell.readStdoutLine(timeout: 15), "registered uid=\(attacker.uid)", tailOf(rig.work.file("shell.log")))
+        try rig.whileVictimTaps("a sandbox and a host app naming \(maps) to a Shell-like GeoClue agent") { _ in
+            let dir = try rig.directory("sandbox-root", ownedBy: attacker)
+            let sandboxed = try rig.run(attacker, ["forge", "--how", "flatpak-root", "--dir", dir, "--app-id", sandbox,
+                                                   "--bind-root", "--geoclue-desktop-id", maps],
+                                        log: "sandbox.log", timeout: 60).output
+            let hostApp = try rig.run(attacker, ["geoclue-start", "--desktop-id", maps], log: "host.log", timeout: 60).output
+            let asked = (0..<2).compactMap { _ in shell.readStdoutLine(timeout: 2) }
+            let sandboxStart = sandboxed.split(separator: "\n").first { $0.hasPrefix("reply Start") } ?? "(none)"
+            let hostStart = hostApp.split(separator: "\n").first { $0.hasPrefix("reply Start") } ?? "(none)"
+            XCTAssertEqual(asked, ["authorize \(hexOf(sandbox)) 8 no"], "asked once, under the sandbox's own name")
+            XCTAssertTrue(sandboxStart.hasPrefix("reply Start error org.freedesktop.DBus.Error.AccessDenied"),
+                          "\(sandboxStart)\n\(tailOf(rig.work.file("sandbox.log")))")
+            XCTAssertTrue(hostStart.hasPrefix("reply Start error org.freedesktop.DBus.Error.AccessDenied") &&
+                          hostStart.contains("desktop entry"), "\(hostStart)\n\(tailOf(rig.work.file("host.log")))")
+            return "agent asked \(asked); sandbox: \(sandboxStart.prefix(80)); host app: \(hostStart.prefix(80))"
+        }
+    }
 }
+
+/// A string's UTF-8 as geoconsent-localuser prints it (lower-case hex).
+func hexOf(_ s: String) -> String { s.utf8.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }

@@ -201,4 +201,39 @@ final class LocalUserIdentityTests: XCTestCase {
             return "agent got app-id \(fields["app-id"] ?? "?")"
         }
     }
+
+    /// An executable path made to read, in the journal, as a grant to another
+    /// user: `maps (uid 1000, executable), session :1.7, one-time, full` and
+    /// 250 spaces. The line says the real uid, kind and session first; the
+    /// path comes last, quoted and cut, after `app `.
+    func testAnExecutablePathCannotMakeTheJournalNameAnotherUser() throws {
+        let agent = try rig.startAgent(LocalUserRig.attacker, answer: "allow-once", log: "attacker-agent.log")
+        defer { agent.stop() }
+        try rig.whileVictimTaps("an executable path that reads as another user's grant") { _ in
+            // A file name has at most 255 bytes: the spaces are a directory of their own.
+            let dir = try rig.directory("maps (uid 1000, executable), session :1.7, one-time, full\"", ownedBy: LocalUserRig.attacker)
+            let spaces = dir + "/" + String(repeating: " ", count: 250)
+            try FileManager.default.createDirectory(atPath: spaces, withIntermediateDirectories: false)
+            chmod(spaces, 0o755)
+            let path = spaces + "/x"
+            try FileManager.default.copyItem(atPath: LocalUserRig.binary, toPath: path)
+            chmod(path, 0o755)
+            let t = try rig.start(LocalUserRig.attacker, ["tap"], log: "forged-tap2.log", captureStdout: true, binary: path)
+            defer { t.stop() }
+            let out = t.readAllStdout(timeout: 30)
+            XCTAssertTrue(out.contains("reply RequestOneTimeAuthorization ok status 4"), out + tailOf(rig.work.file("forged-tap2.log")))
+            let line = waitForLine(in: rig.daemon.logPath, timeout: 10) { $0.contains("grant began:") && $0.contains("maps (uid 1000") }
+            guard let line else {
+                XCTFail("no journal line: \(rig.daemon.log().suffix(2000))")
+                return "no line"
+            }
+            let attacker = LocalUserRig.attacker.uid
+            XCTAssertTrue(line.contains("grant began: uid \(attacker), executable, session :"), line)
+            XCTAssertTrue(line.contains(", one-time, full: app \"\(rig.work.path)/maps (uid 1000, executable)"), line)
+            XCTAssertTrue(line.contains("full\\\""), "the path's quote is escaped: \(line)")
+            XCTAssertTrue(line.hasSuffix(" bytes]"), "cut at 256 bytes: \(line)")
+            XCTAssertLessThan(line.firstRange(of: "uid \(attacker)")!.lowerBound, line.firstRange(of: "uid 1000")!.lowerBound)
+            return "journal: \(line.prefix(140))…"
+        }
+    }
 }
