@@ -384,6 +384,35 @@ grep -Eq '^ *Authorization: reduced$' "$TMP/locate2.log" ||
 grep -q 'Altitude' "$TMP/locate2.log" && fail "an approximate fix with an altitude: $(cat "$TMP/locate2.log")"
 pass "Precise off, Allow Once: the agent answers allow-once-reduced and the app gets the approximate location"
 
+# ---- 4b'. a request that queues moves no armed button -----------------------------
+# An app can queue a request at any moment: the dialog's "1 more request" line
+# must not push the armed buttons away from where the user aims. A real
+# (XTEST) click where Don't Allow was when it armed lands on it.
+start locate3 "$BIN/geoconsentctl" --bus "$BUS" locate
+ctl_prompts3() { (($(grep -c '^prompt [^ ]* kind=one-time app-id=.*/geoconsentctl ' "$TMP/agent.log") >= 3)); }
+wait_for 20 "geoconsentctl's third prompt" ctl_prompts3
+REQ_Q=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=one-time app-id=.*/geoconsentctl ')")
+wait_for 10 "its dialog" has_line agent "^ready $REQ_Q "
+READY_Q=$(line agent "^ready $REQ_Q ")
+DLG_Q=$(find_window '^Location request$')
+start busctl2 "$BUSCTL" --address="$BUS" --timeout=120 call org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 \
+    org.geoconsent.GeoConsent1 RequestOneTimeAuthorization 'a{sv}' 1 app-name s "Queued Maps"
+wait_for 20 "busctl's tap to queue" has_line agent '^prompt [^ ]+ kind=one-time app-id=.*busctl queued=1$'
+REQ_Q2=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=one-time app-id=.*busctl ')")
+sleep 0.5   # laid out with the new line
+has_line agent "^moved $REQ_Q$" && fail "the queued request moved the armed buttons"
+shot consent-prompt-queued.png
+click_rect "$DLG_Q" "$(field "$READY_Q" deny)"
+wait_for 10 "the click where Don't Allow was armed" has_line agent "^answered $REQ_Q deny$"
+wait_for 10 "the queued dialog" has_line agent "^ready $REQ_Q2 "
+click_rect "$(find_window '^Location request$')" "$(field "$(line agent "^ready $REQ_Q2 ")" deny)"
+wait_for 10 "the queued prompt's answer" has_line agent "^answered $REQ_Q2 deny$"
+busctl2_done() { ! alive busctl2; }
+wait_for 10 "busctl to return" busctl2_done
+locate3_done() { ! alive locate3; }
+wait_for 10 "geoconsentctl to give up" locate3_done
+pass "a request that queues behind an open dialog moves none of its armed buttons: the click lands on Don't Allow"
+
 # ---- 4c. the settings window: in use now, live, and Reset --------------------------
 # geoconsentctl watches (approximate: its approval covers it, no prompt); the
 # settings window shows it in use now; Reset forgets it and ends its grant at

@@ -31,7 +31,7 @@ final class TerminalAgent {
         case .cancel(let id): cancel(id)
         case .registered:
             print(auto.map { tr("Consent agent registered for uid {uid}, answering {decision}; Ctrl-C to stop.",
-                                ["uid": "\(getuid())", "decision": $0.rawValue]) }
+                                ["uid": "\(getuid())", "decision": autoWord($0)]) }
                   ?? tr("Consent agent registered for uid {uid}; Ctrl-C to stop.", ["uid": "\(getuid())"]))
             fflush(stdout)
         case .unregistered(let reason):
@@ -41,6 +41,11 @@ final class TerminalAgent {
                      ["reason": TerminalAgent.printable(reason)]))
             fflush(stdout)
         }
+    }
+
+    /// What `--auto` answers, as it was given: `allow-once-reduced` with Precise off.
+    func autoWord(_ d: AgentDecision) -> String {
+        d != .deny && autoAccuracy == .reduced ? d.rawValue + "-reduced" : d.rawValue
     }
 
     func confirm(_ p: Prompt) {

@@ -590,14 +590,23 @@ final class ConsentBusTests: XCTestCase {
 
     // MARK: 11. The command-line agent
 
-    /// `geoconsentctl agent --auto WORD`, registered (its banner read).
+    /// `geoconsentctl agent --auto WORD`, registered (its banner read: it says
+    /// what it answers, as given).
     func ctlAgent(auto word: String, _ logs: TempDir) throws -> ChildProcess {
         let ctlAgent = try ChildProcess(executable: ctlPath,
                                         arguments: ["--bus", stack.bus.address, "agent", "--auto", word],
                                         logPath: logs.file("agent.log"), captureStdout: true)
         let banner = ctlAgent.readStdoutLine(timeout: 10) ?? ""
-        XCTAssertTrue(banner.contains("Consent agent registered"), banner + consentTail(logs.file("agent.log")))
+        XCTAssertEqual(banner, "Consent agent registered for uid \(getuid()), answering \(word); Ctrl-C to stop.",
+                       consentTail(logs.file("agent.log")))
         return ctlAgent
+    }
+
+    func testTheAutoAgentsBannerSaysWhatItAnswers() throws {
+        for word in ["allow-once-reduced", "allow-while-using-reduced", "deny"] {
+            let logs = try TempDir()
+            try ctlAgent(auto: word, logs).stop()
+        }
     }
 
     func testCtlAgentAutoAllowOnceAnswersAndConsentsListsTheApp() throws {
