@@ -422,13 +422,14 @@ public final class ConsentCore {
 
     /// The name a GeoClue agent is told for `caller`: never a name the caller
     /// chose. A sandbox (verified or not) by what its sandbox says (the
-    /// `.flatpak-info` name, the snap name), a systemd app unit by its unit's
-    /// id, a host executable by a desktop entry of the system that names that
-    /// executable (`provenDesktopID`); nil when nothing proves a name.
+    /// `.flatpak-info` name, the snap name); a host program (an executable, or
+    /// a systemd app unit, whose name any program of the uid can give its
+    /// scope) by a desktop entry of the system that names that executable as
+    /// its program (`provenDesktopID`); nil when nothing proves a name.
     private func agentAppName(_ caller: Caller, _ o: AuthOptions) -> String? {
         switch caller.identity {
-        case .flatpak, .unverifiedFlatpak, .snap, .systemdUnit: return caller.appID
-        case .executable: return o.provenDesktopID.isEmpty ? nil : o.provenDesktopID
+        case .flatpak, .unverifiedFlatpak, .snap: return caller.appID
+        case .executable, .systemdUnit: return o.provenDesktopID.isEmpty ? nil : o.provenDesktopID
         }
     }
 

@@ -255,7 +255,8 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             ("an unverified Flatpak: its .flatpak-info name", unverified, false, "com.evil.Sandbox"),
             ("a verified Flatpak: its id", Self.flatClient, false, "org.example.Flat"),
             ("a snap: its snap name", snap, false, "evilsnap"),
-            ("a systemd app unit: the unit's id", unit, false, "org.example.Unit"),
+            ("a systemd app unit no desktop entry names: nobody is asked (any program can name its scope)", unit, false, nil),
+            ("a systemd app unit a system entry names", unit, true, borrowed),
             ("a host executable no desktop entry names: nobody is asked", Self.client1, false, nil),
             ("a host executable a system entry of that id names", Self.client1, true, borrowed),
         ]

@@ -196,16 +196,17 @@ final class GeoClueFacade: FrontEnd {
         host.feed(.client(id, caller, .start(options, c.updateOptions)))
     }
 
-    /// The client's `DesktopId` where a desktop entry of the system names the
-    /// caller's own executable as its program, else "": a host app may be
-    /// named to a GeoClue agent only so (DesktopEntries.swift). Looked up only
-    /// when the uid's GeoClue agent would be asked (no agent of ours), so that
-    /// other `Start`s read no file.
+    /// A desktop entry id of the system that names the caller's own executable
+    /// as its program: its systemd unit's id if that entry does, else the
+    /// client's `DesktopId` if that one does, else "". A host app may be named
+    /// to a GeoClue agent only so (DesktopEntries.swift). Looked up only when
+    /// the uid's GeoClue agent would be asked (no agent of ours), so that other
+    /// `Start`s read no file.
     private func provenDesktopID(_ desktopID: String, of caller: Caller) -> String {
-        guard caller.identity == .executable, !desktopID.isEmpty,
-              host.consent.agentName(forUID: caller.uid) == nil, host.consent.geoclueAgent(forUID: caller.uid) != nil,
-              desktopEntries.entry(desktopID, names: caller.executable) else { return "" }
-        return desktopID
+        guard !caller.identity.isSandboxed, host.consent.agentName(forUID: caller.uid) == nil,
+              host.consent.geoclueAgent(forUID: caller.uid) != nil else { return "" }
+        let candidates = (caller.identity == .systemdUnit ? [caller.appID] : []) + [desktopID]
+        return candidates.first { !$0.isEmpty && desktopEntries.entry($0, names: caller.executable) } ?? ""
     }
 
     /// `Stop`: the updates and the grant end (an Allow Once with them).
