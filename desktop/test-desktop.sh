@@ -362,14 +362,20 @@ pass "Don't Allow answers the standard prompt with denied (status 2)"
 # ---- 4b. Precise off ---------------------------------------------------------------
 # geoconsentctl asks again (its first prompt was withdrawn, nothing stored); the
 # user turns Precise off and allows once: the app gets the approximate location.
-start locate2 "$BIN/geoconsentctl" --bus "$BUS" locate
-ctl_prompts() { (($(grep -c '^prompt [^ ]* kind=one-time app-id=.*/geoconsentctl ' "$TMP/agent.log") >= 2)); }
-wait_for 20 "geoconsentctl's second prompt" ctl_prompts
-REQ_P=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=one-time app-id=.*/geoconsentctl ')")
-wait_for 10 "its dialog" has_line agent "^ready $REQ_P "
-READY_P=$(line agent "^ready $REQ_P ")
-DLG_P=$(find_window '^Location request$')
-[[ -n $DLG_P && $DLG_P == "$(field "$READY_P" window)" ]] || fail "no dialog for geoconsentctl's prompt ($READY_P)"
+# ctl_dialog NAME N: `geoconsentctl locate` started as NAME, until the agent shows
+# geoconsentctl's Nth prompt armed; sets REQ, READY (its ready line) and DLG.
+ctl_dialog() {
+    start "$1" "$BIN/geoconsentctl" --bus "$BUS" locate
+    ctl_prompts() { (($(grep -c '^prompt [^ ]* kind=one-time app-id=.*/geoconsentctl ' "$TMP/agent.log") >= $1)); }
+    wait_for 20 "geoconsentctl's prompt $2" ctl_prompts "$2"
+    REQ=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=one-time app-id=.*/geoconsentctl ')")
+    wait_for 10 "its dialog" has_line agent "^ready $REQ "
+    READY=$(line agent "^ready $REQ ")
+    DLG=$(find_window '^Location request$')
+    [[ -n $DLG && $DLG == "$(field "$READY" window)" ]] || fail "no dialog for geoconsentctl's prompt ($READY)"
+}
+ctl_dialog locate2 2
+REQ_P=$REQ READY_P=$READY DLG_P=$DLG
 click_rect "$DLG_P" "$(field "$READY_P" precise)"
 wait_for 5 "the Precise switch to turn off" has_line agent "^precise $REQ_P off "
 sleep 0.3
@@ -388,13 +394,8 @@ pass "Precise off, Allow Once: the agent answers allow-once-reduced and the app 
 # An app can queue a request at any moment: the dialog's "1 more request" line
 # must not push the armed buttons away from where the user aims. A real
 # (XTEST) click where Don't Allow was when it armed lands on it.
-start locate3 "$BIN/geoconsentctl" --bus "$BUS" locate
-ctl_prompts3() { (($(grep -c '^prompt [^ ]* kind=one-time app-id=.*/geoconsentctl ' "$TMP/agent.log") >= 3)); }
-wait_for 20 "geoconsentctl's third prompt" ctl_prompts3
-REQ_Q=$(awk '{print $2}' <<<"$(line agent '^prompt [^ ]+ kind=one-time app-id=.*/geoconsentctl ')")
-wait_for 10 "its dialog" has_line agent "^ready $REQ_Q "
-READY_Q=$(line agent "^ready $REQ_Q ")
-DLG_Q=$(find_window '^Location request$')
+ctl_dialog locate3 3
+REQ_Q=$REQ READY_Q=$READY DLG_Q=$DLG
 start busctl2 "$BUSCTL" --address="$BUS" --timeout=120 call org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 \
     org.geoconsent.GeoConsent1 RequestOneTimeAuthorization 'a{sv}' 1 app-name s "Queued Maps"
 wait_for 20 "busctl's tap to queue" has_line agent '^prompt [^ ]+ kind=one-time app-id=.*busctl queued=1$'

@@ -152,6 +152,13 @@ public enum ConfigParser {
                 case "serve":
                     guard let v = Bool(value) else { throw fail("serve must be 'true' or 'false', not '\(value)'") }
                     result.serveGeoClue = v
+                case "desktop-entries":
+                    let dirs = value.split(separator: ";", omittingEmptySubsequences: true).map { String(trim($0)) }
+                        .filter { !$0.isEmpty }
+                    if let bad = dirs.first(where: { !$0.hasPrefix("/") }) {
+                        throw fail("desktop-entries wants absolute directories separated by ';', not '\(bad)'")
+                    }
+                    result.geoclueDesktopEntries = dirs
                 default:
                     throw fail("unknown key '\(key)' in [geoclue]")
                 }

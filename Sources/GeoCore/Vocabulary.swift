@@ -126,6 +126,10 @@ public struct Config: Equatable, Sendable {
     public var limits = Limits()
     /// Also own `org.freedesktop.GeoClue2` and serve GeoClue's API (`[geoclue] serve`).
     public var serveGeoClue = false
+    /// Where the desktop entries that name a host app to a GeoClue agent are
+    /// looked for (`[geoclue] desktop-entries`), first found first: XDG's
+    /// system applications directories.
+    public var geoclueDesktopEntries = ["/usr/local/share/applications", "/usr/share/applications"]
 
     public init() {}
 }

@@ -106,6 +106,10 @@ final class ConfigParserTests: XCTestCase {
             Case(text: "[geoclue]\nserve = true") { $0.serveGeoClue },
             Case(text: "[geoclue]\nserve = true\n[geoclue]\nserve = false") { !$0.serveGeoClue },
             Case(text: "[geoclue]") { !$0.serveGeoClue },
+            Case(text: "[geoclue]") { $0.geoclueDesktopEntries == ["/usr/local/share/applications", "/usr/share/applications"] },
+            Case(text: "[geoclue]\ndesktop-entries = /opt/apps ; /usr/share/applications;") {
+                $0.geoclueDesktopEntries == ["/opt/apps", "/usr/share/applications"]
+            },
         ]
         for c in cases {
             let config = try parse(c.text)
@@ -170,6 +174,7 @@ final class ConfigParserTests: XCTestCase {
             ("[limits]\nprompts-per-user = 65", 2, "at most 64"),
             ("[app \"x\"]\nmode = always", 2, "unknown key 'mode' in [app \"x\"]"),
             ("[geoclue]\nserve = yes", 2, "serve must be 'true' or 'false'"),
+            ("[geoclue]\ndesktop-entries = apps", 2, "desktop-entries wants absolute directories separated by ';', not 'apps'"),
             ("[geoclue]\nagents = 1", 2, "unknown key 'agents' in [geoclue]"),
             ("[geoclue \"x\"]", 1, "unknown section 'geoclue'"),
             ("[daemon]\n\nprompt-timeout", 3, "expected 'key = value'"),

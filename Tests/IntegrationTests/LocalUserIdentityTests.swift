@@ -194,9 +194,9 @@ final class LocalUserIdentityTests: XCTestCase {
             for (key, value) in fields {
                 XCTAssertFalse(value.unicodeScalars.contains { $0.value == 0x202E || $0 == "\n" }, "\(key) carries raw controls")
             }
-            // The daemon's log names it the same way, on one line.
+            // The daemon's log names it the same way, on one line, quoted (its backslashes doubled).
             let log = rig.daemon.log()
-            XCTAssertTrue(log.contains("\\u202EspaM.emonG.gro\\u000A(system app)"), log)
+            XCTAssertTrue(log.contains("\\\\u202EspaM.emonG.gro\\\\u000A(system app)\""), log)
             XCTAssertFalse(log.split(separator: "\n").contains { $0.hasPrefix("(system app)") }, log)
             return "agent got app-id \(fields["app-id"] ?? "?")"
         }

@@ -63,7 +63,7 @@ final class GeoClueFacade: FrontEnd {
     /// Connections whose `AddAgent` read of the level is under way (one each).
     var agentReads: Set<String> = []
     /// Which desktop entries name which programs: a host app's `DesktopId` reaches a GeoClue agent only through them.
-    let desktopEntries = DesktopEntries()
+    private lazy var desktopEntries = DesktopEntries(directories: host.config.geoclueDesktopEntries)
 
     init(host: FrontEndHost) {
         self.host = host

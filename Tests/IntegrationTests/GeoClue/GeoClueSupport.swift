@@ -20,8 +20,23 @@ class GeoClueTestCase: XCTestCase {
     /// Whether the test's consent agent registers (false: the uid has none of ours).
     var registersAgent: Bool { true }
 
+    /// Desktop entries of the system for the test's own clients (the daemon
+    /// looks here before /usr/share/applications): a host app is named to a
+    /// GeoClue agent only by an entry whose program is its executable
+    /// (docs/geoclue.md, "GeoClue agents"). `org.example.Firefox` names this
+    /// test process, `org.example.Simple` the Python of the GClue.Simple client.
+    private var entries: TempDir?
+
     override func setUpWithError() throws {
-        stack = try Stack(config: "[geoclue]\nserve = true\n" + extraConfig)
+        let dir = try TempDir()
+        entries = dir
+        let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        for (id, exec) in [("org.example.Firefox", me), ("org.example.Simple", GeoClueClientTests.python + " %u")] {
+            try "[Desktop Entry]\nType=Application\nName=\(id)\nExec=\(exec)\n"
+                .write(toFile: dir.file(id + ".desktop"), atomically: true, encoding: .utf8)
+            chmod(dir.file(id + ".desktop"), 0o644)
+        }
+        stack = try Stack(config: "[geoclue]\nserve = true\ndesktop-entries = \(dir.path); /usr/share/applications\n" + extraConfig)
         agentPeer = try stack.peer()
         agent = TestAgent(peer: agentPeer, behaviour: .answer("allow-once"))
         if registersAgent { XCTAssertNoThrow(try agent.register().get()) }
@@ -37,6 +52,8 @@ class GeoClueTestCase: XCTestCase {
         agentPeer = nil
         stack?.stop()
         stack = nil
+        entries?.remove()
+        entries = nil
     }
 
     /// Sends the next fix of `feed` every `interval` seconds while the test pumps,
