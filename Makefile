@@ -5,6 +5,8 @@
 #                GEOCONSENT_GEOCLUE=1 make run: GeoClue2 served too, and a where-am-i
 #                command printed that uses the private bus
 #   make test    install missing Debian packages, build, run every test
+#   make check   build, and run the tests that start no process (fast feedback)
+#   make build   build only (no packages installed: `make deps` does that)
 #   make install PREFIX=/usr DESTDIR=...   (see README "Install"; GEOCLUE=1: the GeoClue2 facade too)
 #   make deb     the Debian package in .build/deb, checked by lintian
 
@@ -31,15 +33,23 @@ RELEASE_BIN = $(shell $(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)
 # its dependencies from debian/control's Build-Depends, never by installing them).
 DEPS_STEP := $(if $(SKIP_DEPS),,deps)
 
-.PHONY: all deps build release test run bench screenshots clean introspection deb
+.PHONY: all deps build check release test run bench screenshots clean introspection deb
 
 all: build
 
 deps:
 	@bash scripts/deps.sh
 
-build: deps
+build:
 	$(SWIFT) build
+
+# The tests that start no process (no bus, no gpsd, no daemon): the pure cores,
+# wire shapes, identity from a fake /proc, the budgets' arithmetic, the loop's
+# timers, fix mapping. Under a minute on a warm build; `make test` runs them too.
+CHECK_TESTS := ^(GeoCoreTests|GeoSystemTests|GeoConsentAPITests|GeoConsentDaemonTests)\.|^GeoDBusTests\.(EventLoopTimerTests|WireEncoderTests)|^GeoGPSTests\.FixMappingTests
+check:
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build --disable-swift-testing --parallel --filter '$(CHECK_TESTS)'
 
 release: $(DEPS_STEP)
 	@archive="$$(clang -print-file-name=libstdc++.a)"; [[ $$archive == /* ]] || \

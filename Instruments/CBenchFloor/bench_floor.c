@@ -77,7 +77,7 @@ bf_receivers *bf_receivers_open(const char *address, int n, char *error, int err
 
 void bf_receivers_close(bf_receivers *r) {
     if (!r) return;
-    bf_gc_state_free(r);
+    if (r->release_extra) r->release_extra(r);
     for (int i = 0; i < r->n; i++) bf_close_connection(r->c[i]);
     free(r->c);
     free(r->fds);

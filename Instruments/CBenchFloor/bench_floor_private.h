@@ -17,6 +17,9 @@ struct bf_receivers {
     struct pollfd *fds;
     char *got;
     bf_gc_state *gc;   // one per receiver once they are GeoClue clients
+    /// Frees what a floor set up on the receivers (its own cleanup, set by it):
+    /// bench_floor.c calls it on close and knows nothing of what it frees.
+    void (*release_extra)(bf_receivers *r);
 };
 
 /// Writes "what: message" into `error` and frees `e` if set.
@@ -65,8 +68,6 @@ int bf_gc_floor_serve(bf_gc_floor *f, uint64_t stamp_micros);
 /// Makes `f` the C relay's: it streams (see `yield_after` in geoclue_floor.c).
 void bf_gc_floor_stream(bf_gc_floor *f, int yield_after);
 void bf_gc_floor_stop(bf_gc_floor *f);
-/// Frees the receivers' GeoClue state (geoclue_floor.c).
-void bf_gc_state_free(bf_receivers *r);
 
 /// Polls the receivers not done yet (`got` unset) and calls `take(r, i, ctx)` for
 /// each one with something to read, until `left` are done (each `take` returns

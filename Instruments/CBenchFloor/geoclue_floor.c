@@ -26,7 +26,7 @@ struct bf_gc_state {
     uint64_t signal_at;            // when the LocationUpdated that caused it was popped
 };
 
-void bf_gc_state_free(bf_receivers *r) {
+static void bf_gc_state_free(bf_receivers *r) {
     if (!r->gc) return;
     for (int i = 0; i < r->n; i++) free(r->gc[i].client);
     free(r->gc);
@@ -88,6 +88,7 @@ int bf_gc_clients_setup(bf_receivers *r, const char *dest, const char *desktop_i
                         char *error, int error_len) {
     bf_gc_state_free(r);
     r->gc = calloc((size_t)r->n, sizeof *r->gc);
+    r->release_extra = bf_gc_state_free;
     for (int i = 0; i < r->n; i++) {
         r->gc[i].client = bf_gc_become_client(r->c[i], dest, desktop_id, level, error, error_len);
         if (!r->gc[i].client) return -1;

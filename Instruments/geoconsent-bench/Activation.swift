@@ -56,7 +56,7 @@ func measureActivation(rounds: Int, daemonExecutable: String) throws -> (cold: S
 }
 
 /// GeoClue 2.6's cold start on the same kind of bus, for the same path a
-/// client takes (issue 27, "Cold start"): `Manager.GetClient` when the bus has
+/// client takes (cold start): `Manager.GetClient` when the bus has
 /// to start GeoClue (a `.service` file, as its system bus activation does),
 /// GeoClue exiting after 5 s idle (`-t 5`), so each round finds it gone. (With
 /// `-t 1` it left before answering: a cold `GetClient` first waits about a
@@ -112,7 +112,7 @@ func measureGeoClueActivation(rounds: Int) throws -> Sample? {
 }
 
 /// The activation rows: our cold and warm first call, and GeoClue 2.6's cold
-/// one in the same run, whose half is the target (issue 27, "Cold start").
+/// one in the same run, whose half is the target (docs/performance.md, cold start).
 /// `quick` (make test's run) leaves GeoClue out: each of its rounds waits 5 s for it to exit.
 func activationRows(rounds: Int, quick: Bool) throws -> [Row] {
     print("bench: activation (\(rounds) rounds)")

@@ -4,7 +4,7 @@ import GeoConsentAPI
 import GeoDBus
 import GeoTestSupport
 
-// The facade's churn (issue 27): client after client connects, becomes a
+// The facade's churn: client after client connects, becomes a
 // GeoClue client (GetClient, DesktopId, RequestedAccuracyLevel), starts, waits
 // for its first LocationUpdated and leaves, against the daemon's GeoClue2
 // facade and against GeoClue 2.6 itself, in the same C loop

@@ -4,7 +4,7 @@ import GeoConsentAPI
 import GeoDBus
 import GeoTestSupport
 
-// Issue 27, "First call with logind present": what placing a new connection in
+// First call with logind present: what placing a new connection in
 // its login session costs. The daemon asks logind about each new connection
 // before its first call reaches the consent core (LogindWatch.place); the bench
 // otherwise runs with no logind on its bus, where that costs nothing. Here the

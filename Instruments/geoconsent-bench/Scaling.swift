@@ -3,7 +3,7 @@ import Foundation
 import GeoConsentAPI
 import GeoTestSupport
 
-// How cost grows (issue 27, item 3): fix latency to the first and the last
+// How cost grows: fix latency to the first and the last
 // subscriber and the daemon's CPU time per fix, at 1 to 1,000 subscribers, with
 // fixes at 1 Hz and at 10 Hz. The plot is Plot.swift's; RSS per session over
 // many uids is SessionsOverUids.swift's.

@@ -466,7 +466,7 @@ if only != "calls" && only != "churn" {
                             floorName: "gpsd client + first of \(n) C signals", floor: gpsdLatency.p50 + c.floor.first.p50))
             rows.append(Row(section: section, name: "reference: C relay, last has the fix p50", value: r.last.p50, unit: "µs",
                             floorName: "gpsd client + last of \(n) C signals", floor: gpsdLatency.p50 + c.floor.last.p50))
-            // Issue 27: within 1.1× of the third process alone, in the same run.
+            // Within 1.1× of the third process alone, in the same run (docs/performance.md).
             rows.append(Row(section: section, name: "first has the fix, daemon vs C relay p50", value: c.daemon.first.p50,
                             unit: "µs", floorName: "C relay: first has the fix p50", floor: r.first.p50,
                             target: n == 100 ? .ratioAtMost(1.1) : nil))
@@ -550,7 +550,7 @@ if only != "calls" && only != "churn" {
                                     floorName: floor + tag(who), floor: gpsdLatency.p50 + c.floor.inHand[keyPath: side].p50))
                 }
                 for (who, side) in sides {
-                    // Issue 27: one client and the last of 100 within 1.1× of the relay, which streams as the facade does.
+                    // One client and the last of 100 within 1.1× of the relay, which streams as the facade does.
                     rows.append(Row(section: section, name: "C receivers: \(who) has the properties in hand, facade vs C relay p50",
                                     value: c.facade.inHand[keyPath: side].p50, unit: "µs",
                                     floorName: "C GeoClue relay" + tag(who), floor: r.inHand[keyPath: side].p50,

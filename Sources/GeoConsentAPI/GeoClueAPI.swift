@@ -59,7 +59,7 @@ public enum GeoClueAPI {
             .init(name: "Stop", inArgs: [], outArgs: []),
         ],
         signals: [
-            .init(name: "LocationUpdated", args: [Arg("old", "o"), Arg("new", "o")]),
+            .init(name: GeoClueLocationUpdated.member, args: [Arg("old", "o"), Arg("new", "o")]),
         ],
         properties: [
             .init(name: ClientProperty.location, signature: "o", access: .read, emitsChanged: .yes),

@@ -127,3 +127,17 @@ public struct GeoClueLocation: Equatable, Sendable {
         self.timestamp = timestamp
     }
 }
+
+/// A client object's `LocationUpdated(o old, o new)`: its location object
+/// before this fix (`/` before the first) and the new one.
+public enum GeoClueLocationUpdated {
+    public static let member = "LocationUpdated"
+
+    public static func encode(old: String, new: String) -> [DBusValue] { [.objectPath(old), .objectPath(new)] }
+
+    /// The two paths, or nil when `m` is not a client object's `LocationUpdated(oo)`.
+    public static func decode(signature: String, _ args: [DBusValue]) -> (old: String, new: String)? {
+        guard signature == "oo", args.count == 2, let o = args[0].stringValue, let n = args[1].stringValue else { return nil }
+        return (o, n)
+    }
+}

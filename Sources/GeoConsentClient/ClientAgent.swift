@@ -91,8 +91,7 @@ extension GeoConsentClient {
         guard !watchingDaemon else { return }
         watchingDaemon = true
         // A blocking AddMatch on the loop, once: a client can wait that long.
-        try? connection.addMatch("type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-                                 + "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(GeoConsentAPI.busName)'")
+        try? connection.addMatch(BusDriver.matchRule("NameOwnerChanged", "arg0='\(GeoConsentAPI.busName)'"))
     }
 
     /// geoconsentd's name changed hands (`owner` empty: it left). Loop thread.

@@ -95,7 +95,7 @@ public final class GeoConsentClient: @unchecked Sendable {
 
     /// The daemon's signals to this session, as `events`.
     func signal(_ m: Message) -> Bool {
-        if m.type == .signal, m.member == "NameOwnerChanged", m.sender == "org.freedesktop.DBus" {
+        if BusDriver.isSignal(m, "NameOwnerChanged") {
             let a = m.arguments()
             if a.count == 3, a[0].stringValue == GeoConsentAPI.busName { daemonOwnerChanged(to: a[2].stringValue ?? "") }
             return true

@@ -114,9 +114,7 @@ final class CallerResolver {
         }
         waiting[name] = [done]
         do {
-            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus", member: "GetConnectionCredentials")
-            try m.append([.string(name)])
+            let m = try BusDriver.call("GetConnectionCredentials", [.string(name)])
             connection.call(m, timeout: 25) { [weak self] result in self?.finish(name, result) }
         } catch {
             finish(name, .failure(DBusError.failed("\(error)")))

@@ -63,8 +63,11 @@ public final class Daemon {
     /// the daemon cannot run.
     public init(options: DaemonOptions, identity: IdentitySource = AppIdentityResolver()) throws {
         self.options = options
+        // The front ends' sections are theirs to read (GeoClueSettings).
+        let geoclue: GeoClueSettings
         do {
-            config = try ConfigLoader.load(explicitFile: options.configFile)
+            config = try ConfigLoader.load(explicitFile: options.configFile, frontEndSections: [GeoClueSettings.section])
+            geoclue = try GeoClueSettings(config.frontEndEntries[GeoClueSettings.section] ?? [])
         } catch {
             throw StartupError("\(error)")
         }
@@ -99,12 +102,11 @@ public final class Daemon {
         outgoing.onSettled = { [weak self] in self?.checkIdle() }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
-        if options.serveGeoClue || config.serveGeoClue { frontEnds.all.append(GeoClueFacade(host: self)) }
+        if options.serveGeoClue || geoclue.serve { frontEnds.all.append(GeoClueFacade(host: self, settings: geoclue)) }
         for frontEnd in frontEnds.all { frontEnd.serve() }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
-            try connection.addMatches(["type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
-                                       "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''"] +
+            try connection.addMatches([BusDriver.matchRule("NameOwnerChanged", "arg2=''")] +
                                       frontEnds.all.flatMap(\.matchRules))
             callers.onCredentials = { [weak self] name, uid, pid in self?.logind.prefetch(name, uid: uid, pid: pid) }
             callers.onResolved = { [weak self] name, uid, cgroup in self?.logind.resolvedCgroup(name, uid: uid, cgroup) }
@@ -190,8 +192,7 @@ public final class Daemon {
         if nameLost(m) { return true }
         if logind.handle(m) { return true }
         if frontEnds.all.contains(where: { $0.handle(m) }) { return true }
-        guard m.type == .signal, m.interface == "org.freedesktop.DBus", m.member == "NameOwnerChanged",
-              m.sender == "org.freedesktop.DBus" else { return false }
+        guard BusDriver.isSignal(m, "NameOwnerChanged") else { return false }
         let args = m.arguments()
         guard args.count == 3, case .string(let name) = args[0], case .string(let newOwner) = args[2],
               newOwner.isEmpty, name.hasPrefix(":") else { return false }

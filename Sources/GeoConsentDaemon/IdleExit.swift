@@ -52,9 +52,7 @@ extension Daemon {
         // the bus sends after everything it routed to any of the names before.
         for name in frontEnds.all.flatMap(\.busNames) + [GeoConsentAPI.busName] {
             do {
-                let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                               interface: "org.freedesktop.DBus", member: "ReleaseName")
-                try m.append([.string(name)])
+                let m = try BusDriver.call("ReleaseName", [.string(name)])
                 connection.call(m, timeout: 10) { result in
                     if case .failure(let e) = result { Log.error("ReleaseName failed: \(e.name): \(e.message)") }
                 }
@@ -73,8 +71,7 @@ extension Daemon {
     /// `NameLost` for our name after `ReleaseName`: everything sent to the name
     /// before has been received. Answers what is still in progress, then stops.
     func nameLost(_ m: Message) -> Bool {
-        guard m.type == .signal, m.member == "NameLost", m.interface == "org.freedesktop.DBus",
-              m.sender == "org.freedesktop.DBus", m.arguments().first == .string(GeoConsentAPI.busName) else { return false }
+        guard BusDriver.isSignal(m, "NameLost"), m.arguments().first == .string(GeoConsentAPI.busName) else { return false }
         guard releasedName else {
             Log.error("lost \(GeoConsentAPI.busName) without giving it up; exiting")
             loop.stop()

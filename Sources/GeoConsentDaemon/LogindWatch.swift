@@ -165,16 +165,9 @@ final class LogindWatch {
             "type='signal',sender='\(Self.busName)',path='\(Self.managerPath)',interface='\(Self.managerInterface)'",
             "type='signal',sender='\(Self.busName)',path_namespace='\(Self.userPathPrefix)'",
         ]
-        var calls = try rules.map { rule -> Message in
-            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus", member: "AddMatch")
-            try m.append([.string(rule)])
-            return m
-        }
+        var calls = try rules.map { try BusDriver.call("AddMatch", [.string($0)]) }
         // Asked after the rules, in the same round trip: no arrival between the two is missed.
-        let ask = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                         interface: "org.freedesktop.DBus", member: "GetNameOwner")
-        try ask.append([.string(Self.busName)])
+        let ask = try BusDriver.call("GetNameOwner", [.string(Self.busName)])
         calls.append(ask)
         let replies = connection.callsBlocking(calls, timeout: Self.timeout)
         for case .failure(let e) in replies.dropLast() { throw e }
@@ -548,7 +541,7 @@ final class LogindWatch {
     /// logind's signals and its arrival or departure; true when the message was one of them.
     func handle(_ m: Message) -> Bool {
         guard m.type == .signal else { return false }
-        if m.sender == "org.freedesktop.DBus", m.member == "NameOwnerChanged" {
+        if BusDriver.isSignal(m, "NameOwnerChanged") {
             let args = m.arguments()
             guard args.count == 3, args[0].stringValue == Self.busName, let new = args[2].stringValue else { return false }
             ownerChanged(new.isEmpty ? nil : new)

@@ -226,9 +226,7 @@ final class SessionProcessWatch {
     /// run: a process leaving with its connection taken for a hand-over). The second question is read in a later turn, after
     /// that dispatch: a yes to it means the connection really lives on.
     private func exited(_ name: String, pid: UInt32, asked: Int = 0) {
-        guard let m = try? Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                              interface: "org.freedesktop.DBus", member: "NameHasOwner"),
-              (try? m.append([.string(name)])) != nil else { return }
+        guard let m = try? BusDriver.call("NameHasOwner", [.string(name)]) else { return }
         connection.call(m, timeout: 25) { [weak self] result in
             guard let self, self.watched[name] != nil else { return }   // it left meanwhile
             guard case .success(let reply) = result, reply.arguments().first?.boolValue == true else { return }

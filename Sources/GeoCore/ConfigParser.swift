@@ -34,8 +34,10 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible {
 ///   start of the value) begins a comment. `;` is not a comment there, because it
 ///   separates the app-ids of `allow`; a `#` with no blank before it is part of the
 ///   value, so paths like `/opt/a#b` survive.
-/// - Sections: `[daemon]`, `[agents]`, `[limits]`, `[geoclue]`, `[app "APP_ID"]`. Inside the quotes `\"`
-///   and `\\` stand for `"` and `\`; any other backslash escape is an error.
+/// - Sections: `[daemon]`, `[agents]`, `[limits]`, `[app "APP_ID"]`, and those a
+///   front end owns (`Config.frontEndSections`: their entries are kept for it,
+///   unchecked here). Inside the quotes `\"` and `\\` stand for `"` and `\`;
+///   any other backslash escape is an error.
 /// - A key given twice wins with its later value, in one file or across files,
 ///   so the parser merges into an existing `Config` instead of returning a new one.
 public enum ConfigParser {
@@ -79,7 +81,7 @@ public enum ConfigParser {
             if trimmed.isEmpty || trimmed.first == "#" || trimmed.first == ";" { continue }
 
             if trimmed.first == "[" {
-                section = try parseHeader(trimmed, fail: fail)
+                section = try parseHeader(trimmed, frontEnds: result.frontEndSections, fail: fail)
                 continue
             }
 
@@ -147,21 +149,9 @@ public enum ConfigParser {
                 default:
                     throw fail("unknown key '\(key)' in [limits]")
                 }
-            case .geoclue:
-                switch key {
-                case "serve":
-                    guard let v = Bool(value) else { throw fail("serve must be 'true' or 'false', not '\(value)'") }
-                    result.serveGeoClue = v
-                case "desktop-entries":
-                    let dirs = value.split(separator: ";", omittingEmptySubsequences: true).map { String(trim($0)) }
-                        .filter { !$0.isEmpty }
-                    if let bad = dirs.first(where: { !$0.hasPrefix("/") }) {
-                        throw fail("desktop-entries wants absolute directories separated by ';', not '\(bad)'")
-                    }
-                    result.geoclueDesktopEntries = dirs
-                default:
-                    throw fail("unknown key '\(key)' in [geoclue]")
-                }
+            case .frontEnd(let name):
+                result.frontEndEntries[name, default: []].append(ConfigEntry(key: key, value: value, file: file,
+                                                                             line: lineNumber))
             case .app(let appID):
                 switch key {
                 case "policy":
@@ -181,12 +171,13 @@ public enum ConfigParser {
         case daemon
         case agents
         case limits
-        case geoclue
+        case frontEnd(String)
         case app(String)
     }
 
     /// `[daemon]`, `[agents]` or `[app "ID"]`, optionally followed by a comment.
-    private static func parseHeader(_ line: Substring, fail: (String) -> ConfigError) throws -> Section {
+    private static func parseHeader(_ line: Substring, frontEnds: Set<String>,
+                                    fail: (String) -> ConfigError) throws -> Section {
         var i = line.index(after: line.startIndex)  // past "["
         while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
         // Name: up to the first blank, quote or "]".
@@ -220,7 +211,8 @@ public enum ConfigParser {
             while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
         }
         guard i < line.endIndex, line[i] == "]" else {
-            throw fail("malformed section header: expected [daemon], [agents], [limits], [geoclue] or [app \"APP_ID\"]")
+            throw fail("malformed section header: expected [daemon], [agents], [limits], [app \"APP_ID\"]" +
+                       frontEnds.sorted().map { " or [\($0)]" }.joined())
         }
         let rest = trim(line[line.index(after: i)...])
         if !rest.isEmpty, rest.first != "#", rest.first != ";" {
@@ -230,7 +222,7 @@ public enum ConfigParser {
         case ("daemon", nil): return .daemon
         case ("agents", nil): return .agents
         case ("limits", nil): return .limits
-        case ("geoclue", nil): return .geoclue
+        case (let other, nil) where frontEnds.contains(String(other)): return .frontEnd(String(other))
         case ("app", let id?):
             if id.isEmpty { throw fail("empty app-id in [app \"\"]") }
             return .app(id)

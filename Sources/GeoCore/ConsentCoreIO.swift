@@ -179,9 +179,10 @@ public enum CoreEvent: Equatable, Sendable {
     /// What logind now says of login session `id`; nil: nothing known any more
     /// (logind left the bus), which behaves as a session logind never knew.
     case loginSessionState(id: String, LoginSessionState?)
-    /// Login session `id` began at this wall time (logind's `Timestamp`,
-    /// microseconds): its user's requests wait for an agent for a while
-    /// after it (`Config.agentWait`).
+    /// Login session `id` began at this wall time, microseconds (logind's
+    /// `TimestampMonotonic` put on the wall clock when read, else its
+    /// `Timestamp`: `LogindWatch.began`): its user's requests wait for an
+    /// agent for a while after it (`Config.agentWait`).
     case loginSessionBegan(id: String, at: UInt64)
     /// A time the core asked for (`wakeUp`) has come.
     case wokeUp

@@ -124,12 +124,11 @@ public struct Config: Equatable, Sendable {
     public var apps: [String: AppPolicy] = [:]
     /// What one user can make the daemon hold.
     public var limits = Limits()
-    /// Also own `org.freedesktop.GeoClue2` and serve GeoClue's API (`[geoclue] serve`).
-    public var serveGeoClue = false
-    /// Where the desktop entries that name a host app to a GeoClue agent are
-    /// looked for (`[geoclue] desktop-entries`), first found first: XDG's
-    /// system applications directories.
-    public var geoclueDesktopEntries = ["/usr/local/share/applications", "/usr/share/applications"]
+    /// Sections that front ends own: named before parsing (a section of no
+    /// front end's is an error), their entries kept as written, in order, for
+    /// the front end to read and check itself (`frontEndEntries`).
+    public var frontEndSections: Set<String> = []
+    public var frontEndEntries: [String: [ConfigEntry]] = [:]
 
     public init() {}
 }
@@ -162,3 +161,21 @@ public struct Limits: Equatable, Sendable {
 
 /// The version the daemon reports (`Version` property, `--version`).
 public let geoconsentVersion = "0.1.0"
+
+/// One `key = value` of a front end's section, where it was written: the front
+/// end checks it and reports a bad one as `FILE:LINE: reason` (`fail`).
+public struct ConfigEntry: Equatable, Sendable {
+    public var key: String
+    public var value: String
+    public var file: String
+    public var line: Int
+
+    public init(key: String, value: String, file: String, line: Int) {
+        self.key = key
+        self.value = value
+        self.file = file
+        self.line = line
+    }
+
+    public func fail(_ reason: String) -> ConfigError { ConfigError(file: file, line: line, reason: reason) }
+}

@@ -151,12 +151,7 @@ public final class Connection {
 
     /// Adds match rules, all in one round trip (start-up only); throws the first refusal.
     public func addMatches(_ rules: [String]) throws {
-        let calls = try rules.map { rule -> Message in
-            let m = try Message.methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                           interface: "org.freedesktop.DBus", member: "AddMatch")
-            try m.append([.string(rule)])
-            return m
-        }
+        let calls = try rules.map { try BusDriver.call("AddMatch", [.string($0)]) }
         for case .failure(let e) in callsBlocking(calls, timeout: 25) { throw e }
     }
 

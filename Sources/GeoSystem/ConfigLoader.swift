@@ -17,9 +17,12 @@ public enum ConfigLoader {
     /// bad line — throws `ConfigError` naming the file (and line), because the
     /// daemon must refuse to start rather than run with a config the admin did
     /// not write.
-    public static func load(explicitFile: String?,
-                            defaultFile: String = "/etc/geoconsent/geoconsent.conf") throws -> Config {
+    /// `frontEndSections`: the sections the daemon's front ends own
+    /// (`Config.frontEndSections`).
+    public static func load(explicitFile: String?, defaultFile: String = "/etc/geoconsent/geoconsent.conf",
+                            frontEndSections: Set<String> = []) throws -> Config {
         var config = Config()
+        config.frontEndSections = frontEndSections
         if let file = explicitFile {
             try apply(file, to: &config)
             return config

@@ -104,4 +104,17 @@ final class GeoClueWireTests: XCTestCase {
             XCTAssertNil(GeoClueAPI.clientNumber(of: bad), bad)
         }
     }
+
+    /// `LocationUpdated(oo)`, encoder beside decoder, and the interface table's signature.
+    func testLocationUpdatedShape() {
+        let args = GeoClueLocationUpdated.encode(old: "/", new: "/org/freedesktop/GeoClue2/Client/3/Location/0")
+        XCTAssertEqual(args, [.objectPath("/"), .objectPath("/org/freedesktop/GeoClue2/Client/3/Location/0")])
+        let back = GeoClueLocationUpdated.decode(signature: "oo", args)
+        XCTAssertEqual(back?.old, "/")
+        XCTAssertEqual(back?.new, "/org/freedesktop/GeoClue2/Client/3/Location/0")
+        XCTAssertNil(GeoClueLocationUpdated.decode(signature: "ss", [.string("/"), .string("/")]))
+        XCTAssertNil(GeoClueLocationUpdated.decode(signature: "o", [.objectPath("/")]))
+        let declared = GeoClueAPI.client.signals.first { $0.name == GeoClueLocationUpdated.member }
+        XCTAssertEqual(declared?.args.map(\.signature).joined(), "oo")
+    }
 }

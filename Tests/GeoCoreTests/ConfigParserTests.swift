@@ -103,13 +103,6 @@ final class ConfigParserTests: XCTestCase {
             Case(text: "[limits]\nprompts-per-user = 1") { $0.limits.promptsPerUser == 1 },
             Case(text: "[limits]\nconsents-per-user = 20") { $0.limits.consentsPerUser == 20 },
             Case(text: "[limits]\nlocation-requests-per-session = 3") { $0.limits.locationRequestsPerSession == 3 },
-            Case(text: "[geoclue]\nserve = true") { $0.serveGeoClue },
-            Case(text: "[geoclue]\nserve = true\n[geoclue]\nserve = false") { !$0.serveGeoClue },
-            Case(text: "[geoclue]") { !$0.serveGeoClue },
-            Case(text: "[geoclue]") { $0.geoclueDesktopEntries == ["/usr/local/share/applications", "/usr/share/applications"] },
-            Case(text: "[geoclue]\ndesktop-entries = /opt/apps ; /usr/share/applications;") {
-                $0.geoclueDesktopEntries == ["/opt/apps", "/usr/share/applications"]
-            },
         ]
         for c in cases {
             let config = try parse(c.text)
@@ -173,10 +166,7 @@ final class ConfigParserTests: XCTestCase {
             ("[limits]\nconsents-per-user = 65537", 2, "from 1 to 65536"),
             ("[limits]\nprompts-per-user = 65", 2, "at most 64"),
             ("[app \"x\"]\nmode = always", 2, "unknown key 'mode' in [app \"x\"]"),
-            ("[geoclue]\nserve = yes", 2, "serve must be 'true' or 'false'"),
-            ("[geoclue]\ndesktop-entries = apps", 2, "desktop-entries wants absolute directories separated by ';', not 'apps'"),
-            ("[geoclue]\nagents = 1", 2, "unknown key 'agents' in [geoclue]"),
-            ("[geoclue \"x\"]", 1, "unknown section 'geoclue'"),
+            ("[geoclue]\nserve = true", 1, "unknown section [geoclue]"),
             ("[daemon]\n\nprompt-timeout", 3, "expected 'key = value'"),
             ("[daemon]\n= 5", 2, "missing key"),
             ("[daemon]\nprompt-timeout = 0", 2, "prompt-timeout must be"),
@@ -230,5 +220,26 @@ final class ConfigParserTests: XCTestCase {
     func testDescriptionWithoutLine() {
         XCTAssertEqual(ConfigError(file: "/etc/x.conf", line: 0, reason: "cannot read: Permission denied").description,
                        "/etc/x.conf: cannot read: Permission denied")
+    }
+
+    /// A front end's section (`Config.frontEndSections`) is kept as written, in
+    /// order and with where each line was, for the front end to check; any
+    /// other unknown section is an error, as before.
+    func testAFrontEndsSectionIsKeptForIt() throws {
+        var base = Config()
+        base.frontEndSections = ["other"]
+        let c = try parse("[other]\nserve = true\n# c\nkey = a ; b # note\n[daemon]\nprompt-timeout = 5\n[other]\nserve = no", into: base)
+        XCTAssertEqual(c.frontEndEntries["other"], [
+            ConfigEntry(key: "serve", value: "true", file: "test.conf", line: 2),
+            ConfigEntry(key: "key", value: "a ; b", file: "test.conf", line: 4),
+            ConfigEntry(key: "serve", value: "no", file: "test.conf", line: 8),
+        ])
+        XCTAssertEqual(c.promptTimeout, 5)
+        XCTAssertEqual(c.frontEndEntries["other"]?.last?.fail("bad").description, "test.conf:8: bad")
+        var e: ConfigError?
+        do { _ = try parse("[other \"x\"]", into: base) } catch let err as ConfigError { e = err }
+        XCTAssertEqual(e?.reason, "unknown section 'other' (only [app \"…\"] takes a name)")
+        do { _ = try parse("[daemon", into: base) } catch let err as ConfigError { e = err }
+        XCTAssertTrue(e?.reason.hasSuffix("[app \"APP_ID\"] or [other]") == true, "\(String(describing: e))")
     }
 }

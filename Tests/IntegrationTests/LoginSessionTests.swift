@@ -359,7 +359,7 @@ extension LoginSessionTests {
     }
 }
 
-/// What LogindWatch keeps between connections (issue 27: a new connection asks
+/// What LogindWatch keeps between connections (so that a new connection asks
 /// logind one question, not four) must never change what "In use" decides:
 /// a login session no connection is in any more is still followed, and what
 /// logind said of a uid's own session is asked again once a session comes,

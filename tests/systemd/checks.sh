@@ -114,7 +114,7 @@ helper_pid() {
 # none. Its bounding set keeps CAP_SYS_PTRACE (shrinking it takes
 # CAP_SETPCAP): with nothing permitted and no_new_privs it grants nothing. The
 # unit allows capset alone of @privileged, so the daemon empties its sets in
-# place instead of executing itself a second time (issue 27, cold start).
+# place instead of executing itself a second time (cold start: docs/performance.md).
 check_process() {
     local pid status uid helper hstatus
     pid=$(daemon_pid)

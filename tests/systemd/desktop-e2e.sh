@@ -2,7 +2,7 @@
 # `expect DESCRIPTION eval '...'` defers the expansion on purpose:
 # shellcheck disable=SC2016
 # desktop-e2e.sh: a person's desktop, end to end, in the booted container
-# (issue 26, item 6; docs/geoclue.md). Sourced by test-units.sh after the
+# (docs/geoclue.md; README "Desktop"). Sourced by test-units.sh after the
 # packages geoconsent, geoconsent-agent and geoconsent-geoclue are installed.
 #
 #   - A user (alice) logs in through PAM and logind with a graphical session
@@ -183,7 +183,7 @@ EOF
     # ---- closing Firefox ends the grant
     ct_exec kill "$(ct_exec cat "$E2E_DIR/firefox1.pid")"
     expect "closing Firefox ends its grant (the journal says why)" wait_for 15 eval '
-        ct_exec journalctl --no-pager -o cat -u geoconsentd.service | grep -q "grant ended: uid $E2E_UID, executable, session .*, the app left the bus: app \\"/usr/lib/firefox-esr/firefox-esr\\""'
+        ct_exec journalctl --no-pager -o cat -u geoconsentd.service | grep -q "grant ended: uid $E2E_UID, executable, session .*, the app left the bus: app \"/usr/lib/firefox-esr/firefox-esr\""'
 
     # ---- a second Firefox, Precise off
     ct_exec touch "$E2E_DIR/go2"

@@ -63,10 +63,11 @@ final class GeoClueFacade: FrontEnd {
     /// Connections whose `AddAgent` read of the level is under way (one each).
     var agentReads: Set<String> = []
     /// Which desktop entries name which programs: a host app's `DesktopId` reaches a GeoClue agent only through them.
-    private lazy var desktopEntries = DesktopEntries(directories: host.config.geoclueDesktopEntries)
+    private let desktopEntries: DesktopEntries
 
-    init(host: FrontEndHost) {
+    init(host: FrontEndHost, settings: GeoClueSettings) {
         self.host = host
+        desktopEntries = DesktopEntries(directories: settings.desktopEntries)
     }
 
     var busNames: [String] { [GeoClueAPI.busName] }
@@ -359,8 +360,8 @@ final class GeoClueFacade: FrontEnd {
             let old = c.location
             c.location = GeoClueAPI.locationPath(client: c.number, c.nextLocation)
             c.nextLocation &+= 1
-            server.emit(path: c.path, interface: GeoClueAPI.clientInterfaceName, member: "LocationUpdated",
-                        [.objectPath(old), .objectPath(c.location)], destination: c.owner)
+            server.emit(path: c.path, interface: GeoClueAPI.clientInterfaceName, member: GeoClueLocationUpdated.member,
+                        GeoClueLocationUpdated.encode(old: old, new: c.location), destination: c.owner)
             delivered.append((c, old))
             if delivered.count == LocationService.signalsBeforeYield { sched_yield() }
         }

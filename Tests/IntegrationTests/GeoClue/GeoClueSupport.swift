@@ -258,10 +258,9 @@ extension BusPeer {
     /// `LocationUpdated(old, new)` signals of `client` received from index `from` on.
     func locationUpdates(of client: String, from: Int = 0) -> [(old: String, new: String)] {
         signals.dropFirst(from).compactMap { m in
-            guard m.member == "LocationUpdated", m.path == client, m.interface == GeoClueAPI.clientInterfaceName else { return nil }
-            let a = m.arguments()
-            guard a.count == 2, let o = a[0].stringValue, let n = a[1].stringValue else { return nil }
-            return (o, n)
+            guard m.member == GeoClueLocationUpdated.member, m.path == client,
+                  m.interface == GeoClueAPI.clientInterfaceName else { return nil }
+            return GeoClueLocationUpdated.decode(signature: m.signature, m.arguments())
         }
     }
 }
