@@ -342,7 +342,7 @@ public final class Daemon {
                 break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
             case .confirm(let request):
                 confirm(request)
-            case .authorizeApp(let request):
+            case .askExternalAgent(let request):
                 if !frontEnds.all.contains(where: { $0.authorize(request) }) {
                     loop.later { [weak self] in self?.feed(.agentAnswered(requestID: request.requestID, .noAnswer("no front end asks such agents"))) }
                 }

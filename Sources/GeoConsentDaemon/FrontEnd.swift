@@ -33,8 +33,8 @@ protocol FrontEnd: AnyObject {
     func grantEnded(session: SessionID, byPause: Bool)
     /// The session's login session is in use again (the user is back).
     func sessionResumed(_ session: SessionID)
-    /// A prompt for one of its agents (`authorizeApp`); true when it asked it.
-    func authorize(_ r: AuthorizeAppRequest) -> Bool
+    /// A prompt for one of its agents (`askExternalAgent`); true when it asked it.
+    func authorize(_ r: ExternalPromptRequest) -> Bool
     /// Location was switched on or off.
     func enabledChanged()
 

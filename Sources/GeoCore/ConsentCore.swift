@@ -40,9 +40,10 @@ public final class ConsentCore {
         var name: String
         var path: String
         var uid: UInt32
-        /// A GeoClue agent standing in for a uid with no agent of ours: asked
-        /// with `AuthorizeApp`, and never sent `Cancel` (it has none).
-        var geoclue = false
+        /// An agent of another protocol standing in for a uid with no agent of
+        /// ours (`ExternalAgent`): asked through its front end, and never sent
+        /// `Cancel` (it has none).
+        var external = false
     }
 
     struct Waiter {
@@ -69,8 +70,8 @@ public final class ConsentCore {
     private var sessions = SessionTable()
     private var consents: RecordTable
     private var agents: [UInt32: Agent] = [:]
-    /// GeoClue agents (`Manager.AddAgent`), one per uid (GeoClueAgents.swift).
-    private var geoclueAgents: [UInt32: GeoClueAgent] = [:]
+    /// Agents of other protocols, one per uid (ExternalAgents.swift).
+    private var externalAgents: [UInt32: ExternalAgent] = [:]
     private var prompts: [String: Prompt] = [:]
     private var openPrompt: [AppKey: String] = [:]
     /// Requests waiting for the app's open prompt to end, or for an agent of
@@ -111,11 +112,6 @@ public final class ConsentCore {
     private var allChanged = false
     private var now: UInt64 = 0
 
-    /// Seconds a prompt opened for a client object's `Start` may stay open: GeoClue
-    /// clients call `Start` with GDBus's default timeout of 25 s, and an answer
-    /// after that reaches nobody.
-    public static let clientPromptTimeout: Double = 20
-
     public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true) {
         self.config = config
         self.consents = RecordTable(records)
@@ -136,13 +132,13 @@ public final class ConsentCore {
         sessions[.connection(connection)] != nil || !sessions.clientSessions(of: connection).isEmpty
     }
     public var openPromptCount: Int { prompts.count }
-    /// Agents of ours and GeoClue agents: each is state a restart would lose.
-    public var agentCount: Int { agents.count + geoclueAgents.count }
+    /// Agents of ours and of other protocols: each is state a restart would lose.
+    public var agentCount: Int { agents.count + externalAgents.count }
     /// Connections watching sessions (`WatchSessions`): told until they leave,
     /// so a watcher keeps the daemon from exiting when idle.
     public var watcherCount: Int { sessionWatchers.values.reduce(0) { $0 + $1.count } }
     public func agentName(forUID uid: UInt32) -> String? { agents[uid]?.name }
-    public func geoclueAgent(forUID uid: UInt32) -> GeoClueAgent? { geoclueAgents[uid] }
+    public func externalAgent(forUID uid: UInt32) -> ExternalAgent? { externalAgents[uid] }
 
     /// The accuracy fixes for `session` must have now; nil: no fix may reach it
     /// (no grant, or its login session is paused).
@@ -170,6 +166,9 @@ public final class ConsentCore {
         pausedNow = []
         grantNotes = []
         endCause = event.grantEndCause
+        if case .externalAgentLevel(let name, _) = event, let a = externalAgents.values.first(where: { $0.name == name }) {
+            endCause = "its \(a.label) switched location off"
+        }
         switch event {
         case .client(let call, let caller, let request):
             client(call, caller, request)
@@ -181,8 +180,8 @@ public final class ConsentCore {
             nameLeft(name)
         case .sessionEnded(let name):
             endSession(name)
-        case .geoclueAgentLevel(let name, let maxAccuracy):
-            geoclueAgentLevel(name, maxAccuracy)
+        case .externalAgentLevel(let name, let maxAccuracy):
+            externalAgentLevel(name, maxAccuracy)
         case .processExited(let name):
             processExited(name)
         case .loginSession(let connection, let id):
@@ -215,19 +214,19 @@ public final class ConsentCore {
 
     /// `restricted` applies to whoever shows the app-id: it only takes away.
     private func isRestricted(_ caller: Caller) -> Bool {
-        !enabled || policy(caller.app) == .restricted || geoclueOff(caller)
+        !enabled || policy(caller.app) == .restricted || externalAgentOff(caller)
     }
 
-    /// The GeoClue agent of a client object's uid (GeoClue speaks for GeoClue
-    /// clients only: our own API's sessions never have one).
-    private func geoclueAgent(of caller: Caller) -> GeoClueAgent? {
-        guard !geoclueAgents.isEmpty, caller.session.busName == nil else { return nil }
-        return geoclueAgents[caller.uid]
+    /// The agent of another protocol of a client object's uid (it speaks for
+    /// client objects only: our own API's sessions never have one).
+    private func externalAgent(of caller: Caller) -> ExternalAgent? {
+        guard !externalAgents.isEmpty, caller.session.busName == nil else { return nil }
+        return externalAgents[caller.uid]
     }
 
-    /// A client object whose uid's GeoClue agent says location is off (`MaxAccuracyLevel` 0).
-    private func geoclueOff(_ caller: Caller) -> Bool {
-        geoclueAgent(of: caller).map { $0.maxAccuracy == nil } ?? false
+    /// A client object whose uid's agent of another protocol says location is off.
+    private func externalAgentOff(_ caller: Caller) -> Bool {
+        externalAgent(of: caller).map { $0.maxAccuracy == nil } ?? false
     }
 
     /// `always` applies only where the app-id is more than the caller's word
@@ -264,7 +263,7 @@ public final class ConsentCore {
         if let t = s.tempGrant { best = max(best, t) }
         guard let best else { return nil }
         let granted: Accuracy = s.limit == .reduced ? .reduced : best
-        return geoclueAgent(of: s.caller).map { $0.cap(granted) } ?? granted
+        return externalAgent(of: s.caller).map { $0.cap(granted) } ?? granted
     }
 
     private func max(_ a: Accuracy?, _ b: Accuracy) -> Accuracy {
@@ -363,8 +362,8 @@ public final class ConsentCore {
         case .restricted:
             if !enabled { return "Location is switched off" }
             if let p = pause(s.caller) { return p.message }
-            if geoclueOff(s.caller) {
-                return "Location is switched off for uid \(s.caller.uid) (its GeoClue agent's MaxAccuracyLevel is 0)"
+            if let a = externalAgent(of: s.caller), a.maxAccuracy == nil {
+                return "Location is switched off for uid \(s.caller.uid) (its \(a.label) allows no accuracy)"
             }
             return "The administrator does not allow \(app) to use location (policy = restricted)"
         case .denied:
@@ -420,19 +419,6 @@ public final class ConsentCore {
         ask(call, name, kind, o, start: start)
     }
 
-    /// The name a GeoClue agent is told for `caller`: never a name the caller
-    /// chose. A sandbox (verified or not) by what its sandbox says (the
-    /// `.flatpak-info` name, the snap name); a host program (an executable, or
-    /// a systemd app unit, whose name any program of the uid can give its
-    /// scope) by a desktop entry of the system that names that executable as
-    /// its program (`provenDesktopID`); nil when nothing proves a name.
-    private func agentAppName(_ caller: Caller, _ o: AuthOptions) -> String? {
-        switch caller.identity {
-        case .flatpak, .unverifiedFlatpak, .snap: return caller.appID
-        case .executable, .systemdUnit: return o.provenDesktopID.isEmpty ? nil : o.provenDesktopID
-        }
-    }
-
     /// Grants `name` a temporary grant of accuracy `a`; false when it may hold none.
     @discardableResult
     private func grantTemporary(_ name: SessionID, _ a: Accuracy) -> Bool {
@@ -463,16 +449,16 @@ public final class ConsentCore {
     private func ask(_ call: CallID, _ name: SessionID, _ kind: PromptKind, _ o: AuthOptions, start: UpdateOptions?) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
-        // Our own agent first; for a client object's Start, the uid's GeoClue agent else.
-        let geoclue = start == nil ? nil : geoclueAgents[app.uid].map { Agent(name: $0.name, path: "", uid: $0.uid, geoclue: true) }
-        // A GeoClue agent answers from what it stored for the name it is told:
-        // only a name the caller's identity proves may be told (`agentAppName`).
-        if agents[app.uid] == nil, geoclue != nil, agentAppName(s.caller, o) == nil {
+        // Our own agent first; for a client object's Start, the uid's agent of another protocol else.
+        let external = start == nil ? nil : externalAgents[app.uid]
+        // An agent of another protocol may answer from what it stored for the
+        // name it is told: only a name the front end proved may be told.
+        if agents[app.uid] == nil, let external, case .unproven(let why) = o.externalName {
             return effects.append(.fail(call, .accessDenied(
-                "uid \(app.uid)'s GeoClue agent knows apps by their desktop entry, and no desktop entry installed for the system " +
-                "names \(app.appID) as its program (a DesktopId an app sets is its own word); a geoconsent agent can ask about it")))
+                "uid \(app.uid)'s \(external.label) is told only a name the app's identity proves, and none is proven for " +
+                "\(app.appID)\(why.isEmpty ? "" : ": " + why); a geoconsent agent can ask about it")))
         }
-        guard let agent = agents[app.uid] ?? geoclue else {
+        guard let agent = agents[app.uid] ?? external.map({ Agent(name: $0.name, path: "", uid: $0.uid, external: true) }) else {
             if let deadline = agentDeadline(s.caller), deadline > now,
                app.uid == 0 || sessions.waitingCount(uid: app.uid) < config.limits.waitingPerUser {
                 // The user's session has just begun: its agent may not be there yet.
@@ -526,12 +512,12 @@ public final class ConsentCore {
         openPrompt[app] = id
         s.waiting = .prompt(id)
         sessions[name] = s
-        if agent.geoclue {
-            // (agentAppName is not nil here: checked before any prompt opened.)
-            return effects.append(.authorizeApp(AuthorizeAppRequest(
-                agentName: agent.name, requestID: id,
-                desktopID: agentAppName(s.caller, o) ?? app.appID,
-                session: name, accuracy: o.accuracy, timeout: min(config.promptTimeout, Self.clientPromptTimeout),
+        let timeout = min(config.promptTimeout, o.promptTimeout ?? config.promptTimeout)
+        if agent.external, case .proven(let externalName) = o.externalName {
+            // (Proven here: an unproven name was refused before any prompt opened.)
+            return effects.append(.askExternalAgent(ExternalPromptRequest(
+                agentName: agent.name, requestID: id, appName: externalName,
+                session: name, accuracy: o.accuracy, timeout: timeout,
                 uid: app.uid)))
         }
         effects.append(.confirm(ConfirmRequest(
@@ -540,7 +526,7 @@ public final class ConsentCore {
             sandboxed: s.caller.sandboxed, identity: s.caller.identity,
             identityProven: config.grantsByName(to: s.caller),
             executable: s.caller.executable, parentWindow: o.parentWindow,
-            timeout: start == nil ? config.promptTimeout : min(config.promptTimeout, Self.clientPromptTimeout),
+            timeout: timeout,
             uid: app.uid)))
     }
 
@@ -548,7 +534,7 @@ public final class ConsentCore {
         guard let p = prompts.removeValue(forKey: id) else { return }   // late answer after Cancel
         openPrompt[p.app] = nil
         var decision: AgentDecision?
-        // What the answer allows at most (a GeoClue agent's allowed level): a
+        // What the answer allows at most (an agent of another protocol's allowed level): a
         // grant, stored or not, is never for more.
         var cap = Accuracy.full
         switch answer {
@@ -634,13 +620,13 @@ public final class ConsentCore {
     }
 
     /// An agent of `uid` registered: the requests that waited for one and
-    /// that it can answer are asked now. A GeoClue agent answers client
+    /// that it can answer are asked now. An agent of another protocol answers client
     /// objects' `Start` only: an app whose waiting requests are all of our own
     /// API stays queued as it is (evaluating it again would only queue it again).
-    private func agentArrived(_ uid: UInt32, geoclue: Bool = false) {
+    private func agentArrived(_ uid: UInt32, external: Bool = false) {
         for app in queued.keys.sorted() where app.uid == uid {
             guard let waiting = queued[app], waiting.contains(where: { $0.agentDeadline != nil }) else { continue }
-            if geoclue && !waiting.contains(where: { $0.start != nil }) { continue }
+            if external && !waiting.contains(where: { $0.start != nil }) { continue }
             reevaluateQueued(app)
         }
     }
@@ -684,8 +670,8 @@ public final class ConsentCore {
         if let (uid, _) = agents.first(where: { $0.value.name == name }) {
             dropAgent(uid)
         }
-        if let (uid, _) = geoclueAgents.first(where: { $0.value.name == name }) {
-            dropGeoClueAgent(uid)
+        if let (uid, _) = externalAgents.first(where: { $0.value.name == name }) {
+            dropExternalAgent(uid)
         }
     }
 
@@ -824,26 +810,26 @@ public final class ConsentCore {
         }
     }
 
-    /// Tells the agent a prompt is withdrawn; a GeoClue agent has no way to hear it.
+    /// Tells the agent a prompt is withdrawn; an agent of another protocol has no way to hear it.
     private func withdraw(_ p: Prompt) {
-        guard !p.agent.geoclue else { return }
+        guard !p.agent.external else { return }
         effects.append(.cancel(agentName: p.agent.name, agentPath: p.agent.path, requestID: p.id))
     }
 
-    // MARK: GeoClue agents
+    // MARK: Agents of other protocols
 
-    /// The GeoClue agent is gone: its prompts count as no answer, and its cap goes with it.
-    private func dropGeoClueAgent(_ uid: UInt32) {
-        guard let g = geoclueAgents.removeValue(forKey: uid) else { return }
+    /// The agent is gone: its prompts count as no answer, and its cap goes with it.
+    private func dropExternalAgent(_ uid: UInt32) {
+        guard let g = externalAgents.removeValue(forKey: uid) else { return }
         allChanged = true
-        dropPrompts(of: Agent(name: g.name, path: "", uid: uid, geoclue: true))
+        dropPrompts(of: Agent(name: g.name, path: "", uid: uid, external: true))
     }
 
     /// A new `MaxAccuracyLevel`: every client object of the uid may have a new
     /// grant (off: their updates end, `announceChanges`).
-    private func geoclueAgentLevel(_ name: String, _ maxAccuracy: Accuracy?) {
-        guard let (uid, g) = geoclueAgents.first(where: { $0.value.name == name }), g.maxAccuracy != maxAccuracy else { return }
-        geoclueAgents[uid]?.maxAccuracy = maxAccuracy
+    private func externalAgentLevel(_ name: String, _ maxAccuracy: Accuracy?) {
+        guard let (uid, g) = externalAgents.first(where: { $0.value.name == name }), g.maxAccuracy != maxAccuracy else { return }
+        externalAgents[uid]?.maxAccuracy = maxAccuracy
         allChanged = true
     }
 
@@ -867,17 +853,17 @@ public final class ConsentCore {
         return nil
     }
 
-    /// Why `caller` may not add a GeoClue agent, if it may not: what its
+    /// Why `caller` may not add an agent of another protocol, if it may not: what its
     /// `AddAgent` would be answered. The daemon asks before it reads the
     /// agent's level, so that a refused caller makes it call no one.
-    public func geoclueAgentRefusal(_ caller: Caller) -> CoreError? {
+    public func externalAgentRefusal(_ caller: Caller) -> CoreError? {
         if let refusal = agentRefusal(caller) { return refusal }
-        if let g = geoclueAgents[caller.uid], g.name != caller.connection { return .agentExists }
+        if let g = externalAgents[caller.uid], g.name != caller.connection { return .agentExists }
         return nil
     }
 
-    /// The GeoClue agent registered for `uid`'s connection `name`, if it is one.
-    public func isGeoClueAgent(_ name: String, uid: UInt32) -> Bool { geoclueAgents[uid]?.name == name }
+    /// Whether `name` is the connection of `uid`'s registered agent of another protocol.
+    public func isExternalAgent(_ name: String, uid: UInt32) -> Bool { externalAgents[uid]?.name == name }
 
     private func management(_ call: CallID, _ caller: Caller, _ request: ManagementRequest) {
         switch request {
@@ -890,15 +876,16 @@ public final class ConsentCore {
             agents[caller.uid] = Agent(name: caller.connection, path: path, uid: caller.uid)
             effects.append(.reply(call, .empty))
             agentArrived(caller.uid)
-        case .addGeoClueAgent(let maxAccuracy):
+        case .addExternalAgent(let maxAccuracy, let label):
             if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
-            if let g = geoclueAgents[caller.uid], g.name != caller.connection { return effects.append(.fail(call, .agentExists)) }
-            let isNew = geoclueAgents[caller.uid] == nil
-            geoclueAgents[caller.uid] = GeoClueAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy)
+            if let g = externalAgents[caller.uid], g.name != caller.connection { return effects.append(.fail(call, .agentExists)) }
+            let isNew = externalAgents[caller.uid] == nil
+            externalAgents[caller.uid] = ExternalAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy,
+                                                       label: label)
             allChanged = true
             effects.append(.reply(call, .empty))
-            // Our own agent answers first: a GeoClue agent is asked only where the uid has none.
-            if isNew && agents[caller.uid] == nil { agentArrived(caller.uid, geoclue: true) }
+            // Our own agent answers first: another protocol's is asked only where the uid has none.
+            if isNew && agents[caller.uid] == nil { agentArrived(caller.uid, external: true) }
         case .unregisterAgent(let path):
             guard let a = agents[caller.uid], a.name == caller.connection, a.path == path else {
                 return effects.append(.fail(call, .invalidArgs("No agent is registered at \(path) by this connection")))

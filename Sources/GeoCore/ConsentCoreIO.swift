@@ -6,7 +6,7 @@ public typealias CallID = UInt64
 /// Who is calling, as the daemon resolved it from bus credentials.
 public struct Caller: Equatable, Sendable {
     /// The session the call belongs to: the connection's own, or one of its
-    /// client objects' (`clientSession(_:)`).
+    /// client objects' (`clientSession(_:kind:)`).
     public var session: SessionID
     /// The unique bus name of the connection the session belongs to: the session
     /// ends when it leaves the bus.
@@ -35,11 +35,12 @@ public struct Caller: Equatable, Sendable {
     public var isRoot: Bool { uid == 0 }
 
     /// The same app on the same connection, as the session of one of its client
-    /// objects (a GeoClue `Client`, numbered by the daemon): each such object is
-    /// a grant of its own, and ends with the object or with the connection.
-    public func clientSession(_ number: UInt32) -> Caller {
+    /// objects (an object a front end made for it, of `kind`, numbered by the
+    /// daemon): each such object is a grant of its own, and ends with the
+    /// object or with the connection.
+    public func clientSession(_ number: UInt32, kind: ObjectKind) -> Caller {
         var c = self
-        c.session = .clientObject(connection: connection, number: number)
+        c.session = .clientObject(connection: connection, kind: kind, number: number)
         return c
     }
 
@@ -53,17 +54,20 @@ public struct AuthOptions: Equatable, Sendable {
     public var accuracy: Accuracy = .full
     public var appName: String = ""
     public var parentWindow: String = ""
-    /// A desktop entry id the front end found to name the caller's own
-    /// executable (never the caller's word alone; "" when none did): how a
-    /// host app is named to an agent that knows apps by desktop entry.
-    public var provenDesktopID: String = ""
+    /// The name an agent of another protocol may be told for the app, as its
+    /// front end established it (never the app's word alone).
+    public var externalName: ExternalName = .unproven(why: "")
+    /// The longest its prompt may stay open, when less than `prompt-timeout`
+    /// (a front end whose callers give up sooner: GDBus's 25 s); nil: no bound of its own.
+    public var promptTimeout: Double?
     public init(reason: String = "", accuracy: Accuracy = .full, appName: String = "", parentWindow: String = "",
-                provenDesktopID: String = "") {
+                externalName: ExternalName = .unproven(why: ""), promptTimeout: Double? = nil) {
         self.reason = reason
         self.accuracy = accuracy
         self.appName = appName
         self.parentWindow = parentWindow
-        self.provenDesktopID = provenDesktopID
+        self.externalName = externalName
+        self.promptTimeout = promptTimeout
     }
 }
 
@@ -85,8 +89,8 @@ public enum AgentAnswer: Equatable, Sendable, CustomStringConvertible {
     /// A decision, not yet checked against the kind.
     case decision(AgentDecision)
     /// A decision that allows at most this accuracy: the user turned Precise
-    /// off (`allow-once-reduced`, `allow-while-using-reduced`), or a GeoClue
-    /// agent's `AuthorizeApp` allowed a lower level than the one asked for.
+    /// off (`allow-once-reduced`, `allow-while-using-reduced`), or an agent
+    /// of another protocol allowed a lower level than the one asked for.
     case capped(AgentDecision, Accuracy)
     /// Timeout, error reply, wrong reply type, an unknown word, agent gone.
     case noAnswer(String)
@@ -127,10 +131,10 @@ public enum ClientRequest: Equatable, Sendable {
     case startUpdates(UpdateOptions)
     case stopUpdates
     case requestLocation(LocationOptions)
-    /// A client object's `Start` (GeoClue): the standard prompt (as
-    /// `requestWhenInUse`, its prompt at most `ConsentCore.clientPromptTimeout`
-    /// long), then updates with these options. Answered by `startUpdates`, or by
-    /// `accessDenied` saying why not.
+    /// A client object's `Start`: the standard prompt (as `requestWhenInUse`,
+    /// its prompt at most `AuthOptions.promptTimeout` long), then updates with
+    /// these options. Answered by `startUpdates`, or by `accessDenied` saying
+    /// why not.
     case start(AuthOptions, UpdateOptions)
 }
 
@@ -148,9 +152,10 @@ public enum ManagementRequest: Equatable, Sendable {
     /// changes what `ListSessionDetails` shows of it.
     case watchSessions
     case setEnabled(Bool)
-    /// GeoClue's `Manager.AddAgent`: the caller's connection becomes its uid's
-    /// GeoClue agent, with the cap its `MaxAccuracyLevel` gives (nil: location off).
-    case addGeoClueAgent(maxAccuracy: Accuracy?)
+    /// The caller's connection becomes its uid's agent of another protocol
+    /// (`ExternalAgent`, called `label` in messages), with this cap (nil:
+    /// location off for the uid's client objects).
+    case addExternalAgent(maxAccuracy: Accuracy?, label: String)
 }
 
 /// An event the daemon feeds the core.
@@ -163,9 +168,9 @@ public enum CoreEvent: Equatable, Sendable {
     /// A client object's session ends (`Stop`, the object deleted, its `Start`
     /// given up), as if its connection had left.
     case sessionEnded(SessionID)
-    /// A GeoClue agent's `MaxAccuracyLevel` changed (nil: location off); ignored
-    /// unless `name` is a registered GeoClue agent.
-    case geoclueAgentLevel(name: String, maxAccuracy: Accuracy?)
+    /// An agent of another protocol's cap changed (nil: location off); ignored
+    /// unless `name` is a registered one.
+    case externalAgentLevel(name: String, maxAccuracy: Accuracy?)
     /// The process a connection's first session call came from has exited,
     /// while the connection (this unique name) is still on the bus: another
     /// process holds it now. The temporary grants of its sessions (its own and
@@ -376,9 +381,9 @@ public enum CoreEffect: Equatable, Sendable {
     /// Unicast `AuthorizationChanged` to a session.
     case authorizationChanged(session: SessionID, AuthorizationStatus)
     case confirm(ConfirmRequest)
-    /// Ask a GeoClue agent (`AuthorizeApp`); it has no `Cancel`, so a withdrawn
-    /// prompt's late answer is just dropped.
-    case authorizeApp(AuthorizeAppRequest)
+    /// Ask an agent of another protocol, through the front end that registered
+    /// it; it has no `Cancel`, so a withdrawn prompt's late answer is just dropped.
+    case askExternalAgent(ExternalPromptRequest)
     case cancel(agentName: String, agentPath: String, requestID: String)
     /// Write consent records. `urgent`: before any later effect (a decision);
     /// otherwise it may be batched (only `last-used` changed).

@@ -55,7 +55,7 @@ extension CoreEvent {
         case .nameLeft: return "the app left the bus"
         case .sessionEnded: return "its client object stopped"
         case .processExited: return "the process that asked exited"
-        case .geoclueAgentLevel: return "the GeoClue agent switched location off"
+        case .externalAgentLevel: return "its uid's other agent switched location off"
         default: return "no grant applies any more"
         }
     }

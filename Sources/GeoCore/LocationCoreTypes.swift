@@ -9,7 +9,7 @@ public enum LocationEvent: Equatable, Sendable {
     /// `StartUpdates` passed the consent gate: replaces the session's options.
     case startUpdates(CallID, session: SessionID, UpdateOptions)
     /// New filter options for a session whose updates are on, which keep counting
-    /// from the fix it was last sent (a GeoClue client's thresholds changed while
+    /// from the fix it was last sent (a client object's thresholds changed while
     /// it is started). Nothing happens for a session without updates.
     case setUpdateOptions(session: SessionID, UpdateOptions)
     /// `StopUpdates` (nil: no call to answer).

@@ -138,7 +138,7 @@ final class ConsentCoreAgentWaitTests: XCTestCase {
                            executable: "/usr/bin/gnome-shell")
         for i in 0..<50 {
             let g = shell.connection(":1.\(900 + i)")
-            let added = rig.manage(g, .addGeoClueAgent(maxAccuracy: .full))
+            let added = rig.manage(g, .addExternalAgent(maxAccuracy: .full, label: "GeoClue agent"))
             XCTAssertEqual(added.effects, [.reply(added.call, .empty)], "nothing evaluated again, no wake-up: \(added.effects)")
             XCTAssertEqual(rig.leave(g), [])
         }

@@ -16,11 +16,11 @@ final class ConsentCoreClientObjectTests: XCTestCase {
 
     @discardableResult
     private func start(_ rig: Rig, _ c: Caller, _ a: Accuracy = .full, desktopID: String = "maps") -> Step {
-        rig.call(c, .start(AuthOptions(accuracy: a, appName: desktopID), Self.filters))
+        rig.call(c, .start(AuthOptions(accuracy: a, appName: desktopID, promptTimeout: Rig.clientPromptTimeout), Self.filters))
     }
 
     func testClientSessionNames() {
-        XCTAssertEqual(Self.client1.session, .clientObject(connection: ":1.10", number: 1))
+        XCTAssertEqual(Self.client1.session, .clientObject(connection: ":1.10", kind: .testObjects, number: 1))
         XCTAssertEqual(Self.client1.session.description, ":1.10/geoclue/1", "as logs name it")
         XCTAssertEqual(Self.client1.connection, ":1.10")
         XCTAssertEqual(Self.client1.app, W.maps1.app, "the app of its connection")

@@ -314,3 +314,19 @@ final class Ledger {
         }
     }
 }
+
+extension ObjectKind {
+    /// The client objects of the tests' front end (as the GeoClue facade calls its own).
+    static let testObjects = ObjectKind(word: "geoclue")
+}
+
+extension Caller {
+    /// The session of this caller's client object `number`, of the tests' front end.
+    func clientSession(_ number: UInt32) -> Caller { clientSession(number, kind: .testObjects) }
+}
+
+extension Rig {
+    /// The longest a prompt for a client object's `Start` may stay open, as the
+    /// GeoClue facade bounds it (`AuthOptions.promptTimeout`).
+    static let clientPromptTimeout: Double = 20
+}

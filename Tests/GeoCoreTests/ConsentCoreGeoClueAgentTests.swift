@@ -13,25 +13,26 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
     static let flatClient = W.flatpak.clientSession(4)
     static let filters = UpdateOptions(distanceFilter: 0, minInterval: 0)
 
-    private func authorizes(_ effects: [CoreEffect]) -> [AuthorizeAppRequest] {
-        effects.compactMap { if case .authorizeApp(let r) = $0 { return r } else { return nil } }
+    private func authorizes(_ effects: [CoreEffect]) -> [ExternalPromptRequest] {
+        effects.compactMap { if case .askExternalAgent(let r) = $0 { return r } else { return nil } }
     }
 
-    /// A client object's `Start` whose `DesktopId` is `desktopID`; `proven`:
-    /// the facade found a system desktop entry of that id naming the caller's
-    /// executable (it passes it on as `provenDesktopID`).
+    /// A client object's `Start` whose `DesktopId` is `desktopID`, with the name
+    /// the facade proved for it: a sandbox's own id, or with `proven` (a system
+    /// desktop entry of that id names the caller's executable) the `DesktopId`.
     @discardableResult
     private func start(_ rig: Rig, _ c: Caller, _ a: Accuracy = .full, desktopID: String = "maps",
                        proven: Bool = true) -> Step {
-        rig.call(c, .start(AuthOptions(accuracy: a, appName: desktopID, provenDesktopID: proven ? desktopID : ""),
-                           Self.filters))
+        let name: ExternalName = c.sandboxed ? .proven(c.appID) : proven ? .proven(desktopID) : .unproven(why: "no entry")
+        return rig.call(c, .start(AuthOptions(accuracy: a, appName: desktopID, externalName: name,
+                                              promptTimeout: Rig.clientPromptTimeout), Self.filters))
     }
 
     /// A rig with no agent of ours and GNOME Shell's agent at `cap`.
     private func shellRig(_ cap: Accuracy? = .full, config: Config = Config(),
                           records: [AppKey: ConsentRecord] = [:]) -> Rig {
         let rig = Rig(config: config, records: records, agents: [])
-        let s = rig.manage(Self.shell, .addGeoClueAgent(maxAccuracy: cap))
+        let s = rig.manage(Self.shell, .addExternalAgent(maxAccuracy: cap, label: "GeoClue agent"))
         XCTAssertEqual(s.reply, .empty, "\(s.effects)")
         return rig
     }
@@ -61,20 +62,20 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         ]
         for c in cases {
             let rig = Rig(config: c.config, agents: c.label.hasPrefix("our own") ? [W.agent] : [])
-            for b in c.before { rig.manage(b, .addGeoClueAgent(maxAccuracy: .full)) }
+            for b in c.before { rig.manage(b, .addExternalAgent(maxAccuracy: .full, label: "GeoClue agent")) }
             // Known before the daemon reads the agent's level: a refused caller makes it call no one.
-            let early = rig.core.geoclueAgentRefusal(c.caller)
-            let s = rig.manage(c.caller, .addGeoClueAgent(maxAccuracy: .reduced))
+            let early = rig.core.externalAgentRefusal(c.caller)
+            let s = rig.manage(c.caller, .addExternalAgent(maxAccuracy: .reduced, label: "GeoClue agent"))
             XCTAssertEqual(early, s.error, "\(c.label): the early refusal is the registration's")
-            XCTAssertEqual(rig.core.isGeoClueAgent(c.caller.connection, uid: c.caller.uid), c.refused == nil, c.label)
+            XCTAssertEqual(rig.core.isExternalAgent(c.caller.connection, uid: c.caller.uid), c.refused == nil, c.label)
             if let why = c.refused {
                 XCTAssertTrue(s.error.map { $0.message.contains(why) } ?? false, "\(c.label): \(s.effects)")
-                XCTAssertNotEqual(rig.core.geoclueAgent(forUID: c.caller.uid)?.name == c.caller.connection
-                                  && rig.core.geoclueAgent(forUID: c.caller.uid)?.maxAccuracy == .reduced, true, c.label)
+                XCTAssertNotEqual(rig.core.externalAgent(forUID: c.caller.uid)?.name == c.caller.connection
+                                  && rig.core.externalAgent(forUID: c.caller.uid)?.maxAccuracy == .reduced, true, c.label)
             } else {
                 XCTAssertEqual(s.effects, [.reply(s.call, .empty)], c.label)
-                XCTAssertEqual(rig.core.geoclueAgent(forUID: c.caller.uid),
-                               GeoClueAgent(name: c.caller.connection, uid: c.caller.uid, maxAccuracy: .reduced), c.label)
+                XCTAssertEqual(rig.core.externalAgent(forUID: c.caller.uid),
+                               ExternalAgent(name: c.caller.connection, uid: c.caller.uid, maxAccuracy: .reduced, label: "GeoClue agent"), c.label)
             }
         }
     }
@@ -139,10 +140,10 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
                 guard let r = authorizes(s.effects).first else { XCTFail("\(c.label): not asked: \(s.effects)"); continue }
                 XCTAssertEqual(s.effects.confirms, [], c.label)
                 XCTAssertEqual(r.agentName, Self.shell.connection, c.label)
-                XCTAssertEqual(r.desktopID, c.desktopID, c.label)
+                XCTAssertEqual(r.appName, c.desktopID, c.label)
                 XCTAssertEqual(r.session, c.client.session, c.label)
                 XCTAssertEqual(r.accuracy, c.accuracy, c.label)
-                XCTAssertEqual(r.timeout, ConsentCore.clientPromptTimeout, c.label)
+                XCTAssertEqual(r.timeout, Rig.clientPromptTimeout, c.label)
                 out = rig.send(.agentAnswered(requestID: r.requestID, answer))
             } else {
                 XCTAssertEqual(authorizes(s.effects), [], "\(c.label): nobody asked")
@@ -204,13 +205,13 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
             (.full, .full, false),
         ]
         for (cap, granted, ended) in steps {
-            let out = rig.send(.geoclueAgentLevel(name: Self.shell.connection, maxAccuracy: cap))
+            let out = rig.send(.externalAgentLevel(name: Self.shell.connection, maxAccuracy: cap))
             XCTAssertEqual(rig.core.grantedAccuracy(for: name), granted, "cap \(String(describing: cap))")
             XCTAssertEqual(out.grantsEnded.contains(name), ended, "cap \(String(describing: cap)): \(out)")
         }
         XCTAssertFalse(rig.core.updatesOn(name), "updates stay off after location was off: the client starts again")
         // Another connection's level means nothing.
-        rig.send(.geoclueAgentLevel(name: ":1.99", maxAccuracy: nil))
+        rig.send(.externalAgentLevel(name: ":1.99", maxAccuracy: nil))
         XCTAssertEqual(rig.core.grantedAccuracy(for: name), .full)
     }
 
@@ -222,7 +223,7 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         XCTAssertEqual(out.cancels, [], "GeoClue agents have no Cancel")
         guard case .accessDenied(let m)? = out.failure(of: s.call) else { return XCTFail("\(out)") }
         XCTAssertTrue(m.contains("not answered"), m)
-        XCTAssertNil(rig.core.geoclueAgent(forUID: 1000))
+        XCTAssertNil(rig.core.externalAgent(forUID: 1000))
         XCTAssertEqual(start(rig, Self.client1).error.map { $0.message.contains("No consent agent") }, true)
     }
 
@@ -238,41 +239,38 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
 
     // MARK: Nothing the client chose names it to an agent
 
-    /// A GeoClue agent answers from the permission it stored for the name it
-    /// is told (GNOME Shell: no dialog for a known desktop id). Every client
-    /// here sets `DesktopId` to `org.gnome.Maps`, whose permission the user
-    /// gave; each is told to the agent by what its identity proves, or the
-    /// agent is not asked at all.
-    func testTheAgentIsToldTheNameTheIdentityProvesNeverTheDesktopId() {
+    /// An agent of another protocol answers from the permission it stored
+    /// for the name it is told (GNOME Shell: no dialog for a known desktop
+    /// id). It is told the name the front end proved for the app
+    /// (`AuthOptions.externalName`: the GeoClue facade proves a sandbox's own
+    /// id, or a system desktop entry naming a host app's executable), never
+    /// the `DesktopId` the client set; with none proven, it is not asked at
+    /// all, the refusal says why, and nothing is stored.
+    func testTheAgentIsToldTheProvenNameOrNotAskedAtAll() {
         let borrowed = "org.gnome.Maps"
         let unverified = Caller(session: ":1.50", uid: 1000, pid: 450, appID: "com.evil.Sandbox",
                                 identity: .unverifiedFlatpak, executable: "/app/bin/evil").clientSession(1)
-        let snap = Caller(session: ":1.51", uid: 1000, pid: 451, appID: "evilsnap", identity: .snap,
-                          executable: "/snap/evilsnap/1/bin/x").clientSession(1)
-        let unit = Caller(session: ":1.52", uid: 1000, pid: 452, appID: "org.example.Unit", identity: .systemdUnit,
-                          executable: "/usr/bin/unit").clientSession(1)
-        let cases: [(label: String, client: Caller, proven: Bool, told: String?)] = [
-            ("an unverified Flatpak: its .flatpak-info name", unverified, false, "com.evil.Sandbox"),
-            ("a verified Flatpak: its id", Self.flatClient, false, "org.example.Flat"),
-            ("a snap: its snap name", snap, false, "evilsnap"),
-            ("a systemd app unit no desktop entry names: nobody is asked (any program can name its scope)", unit, false, nil),
-            ("a systemd app unit a system entry names", unit, true, borrowed),
-            ("a host executable no desktop entry names: nobody is asked", Self.client1, false, nil),
-            ("a host executable a system entry of that id names", Self.client1, true, borrowed),
+        let cases: [(label: String, client: Caller, name: ExternalName, told: String?)] = [
+            ("a sandbox: the name its front end proved, its own", unverified, .proven("com.evil.Sandbox"), "com.evil.Sandbox"),
+            ("a host app an entry of the system names", Self.client1, .proven("org.example.Maps"), "org.example.Maps"),
+            ("nothing proven: nobody is asked", Self.client1, .unproven(why: "no desktop entry names it"), nil),
         ]
         for c in cases {
             let rig = shellRig()
-            let s = start(rig, c.client, desktopID: borrowed, proven: c.proven)
+            let s = rig.call(c.client, .start(AuthOptions(appName: borrowed, externalName: c.name,
+                                                          promptTimeout: Rig.clientPromptTimeout), Self.filters))
             guard let told = c.told else {
                 XCTAssertEqual(authorizes(s.effects), [], c.label)
                 guard case .accessDenied(let m)? = s.error else { XCTFail("\(c.label): \(s.effects)"); continue }
-                XCTAssertTrue(m.contains("desktop entry"), "\(c.label): \(m)")
+                XCTAssertTrue(m.contains("GeoClue agent is told only a name the app's identity proves") &&
+                              m.hasSuffix(": no desktop entry names it; a geoconsent agent can ask about it"), "\(c.label): \(m)")
                 XCTAssertEqual(rig.core.openPromptCount, 0, c.label)
                 XCTAssertNil(rig.core.records[c.client.app], "\(c.label): nothing stored")
                 continue
             }
             guard let r = authorizes(s.effects).first else { XCTFail("\(c.label): not asked: \(s.effects)"); continue }
-            XCTAssertEqual(r.desktopID, told, c.label)
+            XCTAssertEqual(r.appName, told, c.label)
+            XCTAssertNotEqual(r.appName, borrowed, c.label)
             rig.send(.agentAnswered(requestID: r.requestID, .decision(.allowWhileUsing)))
             XCTAssertEqual(rig.core.records[c.client.app]?.decision, .whenInUse, "\(c.label): stored for the caller's own app")
             XCTAssertEqual(rig.core.records.count, 1, c.label)

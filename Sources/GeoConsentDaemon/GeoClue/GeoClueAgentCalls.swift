@@ -23,8 +23,8 @@ extension GeoClueFacade {
     func addAgent(_ call: MethodCall) {
         host.withCaller(call) { [weak self] caller in
             guard let self else { return }
-            if let refusal = self.host.consent.geoclueAgentRefusal(caller) { return call.fail(refusal.dbusError) }
-            if self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid), self.agentLevels[call.sender] != nil {
+            if let refusal = self.host.consent.externalAgentRefusal(caller) { return call.fail(refusal.dbusError) }
+            if self.host.consent.isExternalAgent(call.sender, uid: caller.uid), self.agentLevels[call.sender] != nil {
                 return call.reply()
             }
             guard !self.agentReads.contains(call.sender) else {
@@ -40,8 +40,8 @@ extension GeoClueFacade {
                     let cap = GeoClueAccuracyLevel.accuracy(forLevel: level)
                     let before = self.agentLevels[call.sender]
                     self.agentLevels[call.sender] = level
-                    self.host.feed(.management(self.host.hold(call), caller, .addGeoClueAgent(maxAccuracy: cap)))
-                    if !self.host.consent.isGeoClueAgent(call.sender, uid: caller.uid) {
+                    self.host.feed(.management(self.host.hold(call), caller, .addExternalAgent(maxAccuracy: cap, label: GeoClueFacade.agentLabel)))
+                    if !self.host.consent.isExternalAgent(call.sender, uid: caller.uid) {
                         self.agentLevels[call.sender] = nil   // refused meanwhile
                     } else if before != level {
                         // Logged when the agent or its level is new.
@@ -98,7 +98,7 @@ extension GeoClueFacade {
         guard let level = MaxAccuracyLevelProperty.changedLevel(signature: m.signature, m.arguments()),
               let known = agentLevels[sender], known != level else { return true }
         agentLevels[sender] = level
-        host.feed(.geoclueAgentLevel(name: sender, maxAccuracy: GeoClueAccuracyLevel.accuracy(forLevel: level)))
+        host.feed(.externalAgentLevel(name: sender, maxAccuracy: GeoClueAccuracyLevel.accuracy(forLevel: level)))
         availableLevelsChanged()
         return true
     }
@@ -106,14 +106,14 @@ extension GeoClueFacade {
     /// Asks a GeoClue agent about a client object's app; its answer goes back to
     /// the core as a decision (`AuthorizeAppCall.decode`). Beyond the uid's
     /// budget of calls to its agent (OutgoingCalls), the prompt ends unanswered.
-    func authorize(_ r: AuthorizeAppRequest) -> Bool {
+    func authorize(_ r: ExternalPromptRequest) -> Bool {
         let level = requestedLevel(session: r.session)
             ?? (r.accuracy == .full ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.city)
         let refused: String?
         do {
             let m = try Message.methodCall(destination: r.agentName, path: GeoClueAPI.agentPath,
                                            interface: GeoClueAPI.agentInterfaceName, member: AuthorizeAppCall.member)
-            try m.append(AuthorizeAppCall.encode(desktopID: r.desktopID, level: level))
+            try m.append(AuthorizeAppCall.encode(desktopID: r.appName, level: level))
             let refusal = host.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
                                              timeout: r.timeout) { [weak self] result in
                 let answer: AgentAnswer
@@ -123,7 +123,7 @@ extension GeoClueFacade {
                 }
                 // The answer (or error message) comes from the agent, which could send megabytes: a field.
                 Log.byCaller(uid: r.uid, .info, "request \(r.requestID) of uid \(r.uid) answered: " +
-                             "\(Log.field(String(describing: answer))), app \(Log.field(r.desktopID))")
+                             "\(Log.field(String(describing: answer))), app \(Log.field(r.appName))")
                 self?.host.feed(.agentAnswered(requestID: r.requestID, answer))
             }
             refusal?.log("AuthorizeApp", callee: r.agentName, uid: r.uid, attackLog: host.attackLog)
@@ -136,7 +136,7 @@ extension GeoClueFacade {
             host.loop.later { [weak self] in self?.host.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused))) }
         } else {
             Log.byCaller(uid: r.uid, .info, "asking GeoClue agent \(r.agentName) of uid \(r.uid) (level \(level), " +
-                         "request \(r.requestID)) about app \(Log.field(r.desktopID))")
+                         "request \(r.requestID)) about app \(Log.field(r.appName))")
         }
         return true
     }

@@ -12,7 +12,7 @@ extension GeoClueFacade {
     func availableLevel(uid: UInt32?) -> UInt32 {
         // A reader whose uid is not known is told nothing is available (fail closed).
         guard host.consent.enabled, let uid else { return GeoClueAccuracyLevel.none }
-        guard let agent = host.consent.geoclueAgent(forUID: uid) else { return GeoClueAccuracyLevel.exact }
+        guard let agent = host.consent.externalAgent(forUID: uid) else { return GeoClueAccuracyLevel.exact }
         guard let cap = agent.maxAccuracy else { return GeoClueAccuracyLevel.none }
         let level = agentLevels[agent.name] ?? (cap == .full ? GeoClueAccuracyLevel.exact : GeoClueAccuracyLevel.city)
         return min(level, GeoClueAccuracyLevel.exact)

@@ -20,10 +20,18 @@ final class GeoClueFacade: FrontEnd {
     static let retiredLifetime: Double = 5
     /// Earlier location objects kept per client at most, however fast fixes come.
     static let retiredPerClient = 16
+    /// Seconds a prompt opened for a client object's `Start` may stay open:
+    /// GeoClue clients call `Start` with GDBus's default timeout of 25 s, and an
+    /// answer after that reaches nobody (`AuthOptions.promptTimeout`).
+    static let promptTimeout: Double = 20
     /// Seconds after which a `Start` the core has not answered is given up: just
-    /// after the longest prompt it opens (`ConsentCore.clientPromptTimeout`),
-    /// for one that joined a longer prompt of the same app.
-    static let startDeadline = ConsentCore.clientPromptTimeout + 1
+    /// after the longest prompt it opens, for one that joined a longer prompt of
+    /// the same app.
+    static let startDeadline = promptTimeout + 1
+    /// What its client objects' sessions are called (`:1.42/geoclue/7`).
+    static let objectKind = ObjectKind(word: "geoclue")
+    /// What the consent core calls a GeoClue agent in messages.
+    static let agentLabel = "GeoClue agent"
 
     unowned let host: FrontEndHost
     private var loop: EventLoop { host.loop }
@@ -177,7 +185,7 @@ final class GeoClueFacade: FrontEnd {
             }
             if c.active { return call.reply() }
             if c.pendingStart != nil { return c.joinedStarts.append(call) }
-            c.startedBy = caller.clientSession(c.number)
+            c.startedBy = caller.clientSession(c.number, kind: Self.objectKind)
             self.ask(c, self.host.hold(call), accuracy)
         }
     }
@@ -193,21 +201,31 @@ final class GeoClueFacade: FrontEnd {
             self.giveUp(c, .accessDenied("The location prompt was not answered in time"))
         }
         let options = AuthOptions(accuracy: accuracy, appName: c.desktopID,
-                                  provenDesktopID: provenDesktopID(c.desktopID, of: caller))
+                                  externalName: agentName(c.desktopID, of: caller), promptTimeout: Self.promptTimeout)
         host.feed(.client(id, caller, .start(options, c.updateOptions)))
     }
 
-    /// A desktop entry id of the system that names the caller's own executable
-    /// as its program: its systemd unit's id if that entry does, else the
-    /// client's `DesktopId` if that one does, else "". A host app may be named
-    /// to a GeoClue agent only so (DesktopEntries.swift). Looked up only when
-    /// the uid's GeoClue agent would be asked (no agent of ours), so that other
-    /// `Start`s read no file.
-    private func provenDesktopID(_ desktopID: String, of caller: Caller) -> String {
-        guard !caller.identity.isSandboxed, host.consent.agentName(forUID: caller.uid) == nil,
-              host.consent.geoclueAgent(forUID: caller.uid) != nil else { return "" }
+    /// The name a GeoClue agent may be told for the app, never one it chose
+    /// alone (a GeoClue agent such as GNOME Shell's answers from the permission
+    /// it stored for the name): a sandbox (verified or not) by what its sandbox
+    /// says (the `.flatpak-info` name, the snap name); a host program (an
+    /// executable, or a systemd app unit, whose name any program of the uid can
+    /// give its scope) by a desktop entry of the system that names its
+    /// executable as its program: its unit's id if that entry does, else its
+    /// `DesktopId` if that one does (DesktopEntries.swift). The entries are
+    /// read only when the uid's GeoClue agent would be asked (no agent of
+    /// ours), so that other `Start`s read no file.
+    private func agentName(_ desktopID: String, of caller: Caller) -> ExternalName {
+        if caller.identity.isSandboxed { return .proven(caller.appID) }
+        guard host.consent.agentName(forUID: caller.uid) == nil, host.consent.externalAgent(forUID: caller.uid) != nil else {
+            return .unproven(why: "")
+        }
         let candidates = (caller.identity == .systemdUnit ? [caller.appID] : []) + [desktopID]
-        return candidates.first { !$0.isEmpty && desktopEntries.entry($0, names: caller.executable) } ?? ""
+        if let id = candidates.first(where: { !$0.isEmpty && desktopEntries.entry($0, names: caller.executable) }) {
+            return .proven(id)
+        }
+        return .unproven(why: "no desktop entry installed for the system names it as its program " +
+                         "(a DesktopId an app sets is its own word)")
     }
 
     /// `Stop`: the updates and the grant end (an Allow Once with them).

@@ -43,7 +43,7 @@ final class GeoClueClientObject {
         self.number = number
         self.owner = owner
         path = GeoClueAPI.clientPath(number)
-        session = .clientObject(connection: owner, number: number)
+        session = .clientObject(connection: owner, kind: GeoClueFacade.objectKind, number: number)
     }
 
     /// The filters its thresholds ask for.
