@@ -31,23 +31,17 @@ public final class Daemon {
     let attackLog = AttackLog()
     private var signals: SignalPipe?
 
-    /// Calls the core has not answered yet, by the id it knows them by.
-    var calls: [CallID: MethodCall] = [:]
-    /// Requests a front end made of its own accord (`holdWithoutCall`): no call to answer.
-    private var callless: Set<CallID> = []
-    private var nextCallID: CallID = 1
-    /// Prompts already withdrawn with `Agent.Cancel` whose `Confirm` call is still
-    /// pending, so its timeout does not send a second `Cancel`.
-    private var withdrawn: Set<String> = []
-    /// Prompts whose `Confirm` went out and is not answered yet: only these are
-    /// withdrawn on the agent's side.
-    private var confirming: Set<String> = []
-    var lazySaveTimer: EventLoop.Token?
+    /// Calls the core has not answered yet, and requests with no call (HeldCalls.swift).
+    let calls = HeldCalls()
+    /// `Confirm` and `Cancel` to our agents (ConsentAgentCalls.swift).
+    private lazy var agentCalls = ConsentAgentCalls(connection: connection, outgoing: outgoing, attackLog: attackLog,
+                                                    loop: loop, feed: { [unowned self] in self.feed($0) })
+    /// Decisions and `Enabled` written to the state directory (ConsentPersistence.swift).
+    private(set) lazy var persistence = ConsentPersistence(store: store, loop: loop, records: { [unowned self] in self.core.records })
     /// The core's one wake-up (`CoreEffect.wakeUp`), while armed.
     private var wakeUpTimer: EventLoop.Token?
     private var exitStatus: Int32 = 0
-    /// Idle exit (IdleExit.swift): the timer while idle, and the drain after the name is released.
-    var idleTimer: EventLoop.Token?
+    /// Idle exit (IdleExit.swift, the loop's `exitWhenIdle`): the name given up, and the drain after it.
     var releasedName = false
     /// Exit anyway should the bus never say `NameLost` after `ReleaseName`.
     var releaseDeadline: EventLoop.Token?
@@ -99,7 +93,6 @@ public final class Daemon {
         processes = SessionProcessWatch(loop: loop, connection: connection)
         connection.attach(to: loop)
         processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
-        outgoing.onSettled = { [weak self] in self?.checkIdle() }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
         if options.serveGeoClue || geoclue.serve { frontEnds.all.append(GeoClueFacade(host: self, settings: geoclue)) }
@@ -176,9 +169,9 @@ public final class Daemon {
                  (logind.isPresent ? "; grants pause while their user's login session is locked or in the background"
                                    : "; logind is not on the bus: grants do not pause with login sessions") +
                  (core.enabled ? "" : "; location is switched off"))
-        checkIdle()
+        watchForIdle()
         loop.run()
-        if lazySaveTimer != nil { saveConsents() }
+        persistence.flush()
         location.shutdown()
         connection.flush()
         connection.close()
@@ -204,33 +197,19 @@ public final class Daemon {
         processes.forget(name)
         feed(.nameLeft(name))
         location.drop(session: .connection(name))
-        // The core never answers the calls of a client that left while it waited on a
-        // prompt: forget them, or each would keep its message and arguments for good.
-        for (id, call) in calls where call.sender == name { calls[id] = nil }
+        calls.forget(sender: name)
         sessionLeft()
-        checkIdle()
         return false
     }
 
     /// Registers a call the core will answer and returns its id.
-    func hold(_ call: MethodCall) -> CallID {
-        let id = nextCallID
-        nextCallID += 1
-        calls[id] = call
-        return id
-    }
+    func hold(_ call: MethodCall) -> CallID { calls.hold(call) }
 
-    func holdWithoutCall() -> CallID {
-        let id = nextCallID
-        nextCallID += 1
-        callless.insert(id)
-        return id
-    }
+    func holdWithoutCall() -> CallID { calls.holdWithoutCall() }
 
     /// Fails a call the core holds but will not answer any more (its session ended).
     func abandon(_ id: CallID, _ error: DBusError) {
-        calls.removeValue(forKey: id)?.fail(error)
-        callless.remove(id)
+        calls.take(id).call?.fail(error)
     }
 
     /// Resolves the caller and, at its connection's first call, its login
@@ -297,7 +276,6 @@ public final class Daemon {
         // never tells of a grant the app has not been told of yet.
         for n in notes { Log.byCaller(uid: n.uid, .info, n.description) }
         if case .client(_, let caller, _) = event { watchProcess(of: caller) }
-        checkIdle()
     }
 
     /// After a crowd of sessions has gone, give the freed heap back to the system.
@@ -322,8 +300,7 @@ public final class Daemon {
         for effect in effects {
             switch effect {
             case .reply(let id, let reply):
-                callless.remove(id)
-                guard let call = calls.removeValue(forKey: id) else { continue }
+                guard let call = calls.take(id).call else { continue }
                 if let saveFailure {
                     // Never report a decision that is not on disk.
                     call.fail(.failed("Could not store the decision: \(saveFailure)"))
@@ -331,8 +308,7 @@ public final class Daemon {
                 }
                 call.reply(encode(reply))
             case .fail(let id, let error):
-                callless.remove(id)
-                calls.removeValue(forKey: id)?.fail(error.dbusError)
+                calls.take(id).call?.fail(error.dbusError)
                 for frontEnd in frontEnds.all { frontEnd.callFailed(id, error.dbusError) }
             case .authorizationChanged(.connection(let name), let status):
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
@@ -341,36 +317,29 @@ public final class Daemon {
             case .authorizationChanged(.clientObject, _):
                 break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
             case .confirm(let request):
-                confirm(request)
+                agentCalls.confirm(request)
             case .askExternalAgent(let request):
                 if !frontEnds.all.contains(where: { $0.authorize(request) }) {
                     loop.later { [weak self] in self?.feed(.agentAnswered(requestID: request.requestID, .noAnswer("no front end asks such agents"))) }
                 }
             case .cancel(let agentName, let agentPath, let requestID):
-                cancel(agentName, agentPath, requestID)
+                agentCalls.cancel(agentName, agentPath, requestID)
             case .saveConsents(let urgent):
                 if urgent {
-                    if let e = saveConsents() { saveFailure = e }
-                } else if lazySaveTimer == nil {
-                    // Only last-used changed: batch such writes instead of an fsync per tap.
-                    lazySaveTimer = loop.schedule(after: 2) { [weak self] in
-                        _ = self?.saveConsents()
-                        self?.checkIdle()
-                    }
+                    if let e = persistence.saveConsents() { saveFailure = e }
+                } else {
+                    persistence.saveConsentsSoon()
                 }
             case .saveEnabled:
-                do { try store.saveEnabled(core.enabled) } catch {
-                    Log.error("cannot save Enabled: \(error)")
-                    saveFailure = "\(error)"
-                }
+                if let e = persistence.saveEnabled(core.enabled) { saveFailure = e }
             case .enabledChanged(let value):
                 Log.notice("location switched \(value ? "on" : "off")")
                 server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                                          changed: DaemonProperties.changed(DaemonProperties.enabled, value))
                 for frontEnd in frontEnds.all { frontEnd.enabledChanged() }
             case .startUpdates(let id, let session, let options):
-                let call = calls.removeValue(forKey: id)
-                guard call != nil || callless.remove(id) != nil else { continue }
+                let (held, call) = calls.take(id)
+                guard held else { continue }
                 if let saveFailure {
                     // A client object's Start right after a decision that is not on disk.
                     let e = DBusError.failed("Could not store the decision: \(saveFailure)")
@@ -381,10 +350,10 @@ public final class Daemon {
                 for frontEnd in frontEnds.all { frontEnd.updatesStarted(id) }
                 location.startUpdates(call, id: id, session: session, options: options)
             case .stopUpdates(let id, let session):
-                let held = id.flatMap { id in calls.removeValue(forKey: id).map { (id: id, call: $0) } }
+                let held = id.flatMap { id in calls.take(id).call.map { (id: id, call: $0) } }
                 location.stopUpdates(held, session: session)
             case .locate(let id, let session, let options):
-                guard let call = calls.removeValue(forKey: id) else { continue }
+                guard let call = calls.take(id).call else { continue }
                 location.locate(call, id: id, session: session, options: options)
             case .grantEnded(let session, let byPause):
                 location.drop(session: session)
@@ -413,18 +382,6 @@ public final class Daemon {
         }
     }
 
-    @discardableResult
-    private func saveConsents() -> String? {
-        if let t = lazySaveTimer { loop.cancelTimer(t); lazySaveTimer = nil }
-        do {
-            try store.saveConsents(core.records)
-            return nil
-        } catch {
-            Log.error("cannot save consents: \(error)")
-            return "\(error)"
-        }
-    }
-
     private func encode(_ reply: CoreReply) -> [DBusValue] {
         switch reply {
         case .empty:
@@ -440,72 +397,6 @@ public final class Daemon {
         case .sessionDetails(let list):
             return SessionDetailsReply.encode(list)
         }
-    }
-
-    // MARK: Agents
-
-    private func confirm(_ r: ConfirmRequest) {
-        // app_id and executable were made display-safe when the caller was
-        // resolved; app-name is the client's own claim, escaped the same way.
-        // reason and parent-window go as they are (docs/dbus-api.md, Agent interface).
-        var r = r
-        r.appName = DisplayText.escaped(r.appName)
-        do {
-            let m = try Message.methodCall(destination: r.agentName, path: r.agentPath,
-                                           interface: GeoConsentAPI.agentInterfaceName, member: ConfirmCall.member)
-            try m.append(ConfirmCall.encode(r))
-            let refused = outgoing.call(m, purpose: .consentAgent, uid: r.uid, callee: r.agentName,
-                                        timeout: r.timeout, tag: r.requestID) { [weak self] result in
-                guard let self else { return }
-                self.confirming.remove(r.requestID)
-                let alreadyWithdrawn = self.withdrawn.remove(r.requestID) != nil
-                let answer: AgentAnswer
-                switch result {
-                case .success(let reply):
-                    answer = ConfirmReply.decode(signature: reply.signature, reply.arguments())
-                case .failure(let e):
-                    answer = .noAnswer(e.description)
-                    if e.name == DBusError.noReplyName && !alreadyWithdrawn {
-                        // Timed out: withdraw the prompt on the agent's side too.
-                        self.sendCancel(r.agentName, r.agentPath, r.requestID)
-                    }
-                }
-                // Cut short: the answer (or error message) comes from the agent, which could send megabytes.
-                Log.byCaller(uid: r.uid, .info, "request \(r.requestID) of uid \(r.uid) answered: " +
-                             "\(Log.field(String(describing: answer))), app \(Log.field(r.appID))")
-                self.feed(.agentAnswered(requestID: r.requestID, answer))
-            }
-            if let refused {
-                // Not asked (its agent leaves earlier calls unanswered, or the budget is spent): this prompt ends unanswered at once.
-                refused.log("Confirm", callee: r.agentName, uid: r.uid, attackLog: attackLog)
-                return loop.later { [weak self] in
-                    self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused.description)))
-                }
-            }
-            confirming.insert(r.requestID)
-            Log.byCaller(uid: r.uid, .info, "asking agent \(r.agentName) of uid \(r.uid) (\(r.kind.rawValue), " +
-                         "request \(r.requestID)) about app \(Log.field(r.appID))")
-        } catch {
-            loop.later { [weak self] in self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer("\(error)"))) }
-        }
-    }
-
-    /// The core withdrew a prompt (its clients left, location was switched off).
-    private func cancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
-        // A Confirm never sent (refused by its budget) has nothing to withdraw.
-        guard confirming.contains(requestID) else { return }
-        withdrawn.insert(requestID)
-        // Its answer matters no more: it stops counting against the prompts of all users.
-        outgoing.giveUp(tag: requestID)
-        sendCancel(agentName, agentPath, requestID)
-    }
-
-    private func sendCancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
-        guard let m = try? Message.methodCall(destination: agentName, path: agentPath,
-                                              interface: GeoConsentAPI.agentInterfaceName, member: CancelCall.member),
-              (try? m.append(CancelCall.encode(requestID: requestID))) != nil else { return }
-        m.noReplyExpected = true
-        connection.send(m)
     }
 }
 

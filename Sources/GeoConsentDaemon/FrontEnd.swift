@@ -70,8 +70,6 @@ protocol FrontEndHost: AnyObject {
     func holdWithoutCall() -> CallID
     /// Fails a held call the core will not answer any more.
     func abandon(_ id: CallID, _ error: DBusError)
-    /// Something that kept the daemon busy may have ended.
-    func checkIdle()
     /// Watches the caller's process from now on, before its first session
     /// (see `Daemon.watchProcessNow`).
     func watchProcessNow(of caller: Caller)

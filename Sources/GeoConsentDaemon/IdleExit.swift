@@ -21,28 +21,20 @@ extension Daemon {
     var isIdle: Bool {
         core.sessionCount == 0 && core.agentCount == 0 && core.watcherCount == 0 && core.openPromptCount == 0
             && calls.isEmpty
-            && !callers.isResolving && !logind.isPlacing && outgoing.inFlight == 0 && lazySaveTimer == nil
+            && !callers.isResolving && !logind.isPlacing && outgoing.inFlight == 0 && !persistence.isPending
             && frontEnds.all.allSatisfy(\.isIdle)
     }
 
-    /// Starts the idle countdown when idle, stops it when not. Cheap: called
-    /// after every event.
-    func checkIdle() {
-        let seconds = config.idleExit
-        guard seconds > 0, !releasedName else { return }
-        if isIdle {
-            if idleTimer == nil {
-                idleTimer = loop.schedule(after: seconds) { [weak self] in self?.idleTimedOut() }
-            }
-        } else if let t = idleTimer {
-            loop.cancelTimer(t)
-            idleTimer = nil
-        }
+    /// Hands the loop the rule (`EventLoop.exitWhenIdle`): it asks `isIdle`
+    /// before every wait, so no event of any part needs to remember to.
+    func watchForIdle() {
+        guard config.idleExit > 0 else { return }
+        loop.exitWhenIdle(after: config.idleExit, isIdle: { [unowned self] in self.isIdle },
+                          onIdle: { [unowned self] in self.idleTimedOut() })
     }
 
     private func idleTimedOut() {
-        idleTimer = nil
-        guard isIdle else { return checkIdle() }
+        loop.stopIdleWatch()
         Log.info("idle for \(formatSeconds(config.idleExit)): giving up \(GeoConsentAPI.busName)"
                  + frontEnds.all.flatMap(\.busNames).map { " and " + $0 }.joined() + " and exiting; "
                  + "the bus starts geoconsentd again on the next call")

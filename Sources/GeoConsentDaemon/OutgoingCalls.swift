@@ -48,8 +48,6 @@ final class OutgoingCalls {
     private var tags: [String: Int] = [:]
     /// Calls sent and not yet completed (the daemon is not idle while any is).
     private(set) var inFlight = 0
-    /// The last call in flight completed (the daemon may be idle now).
-    var onSettled: () -> Void = {}
 
     init(connection: Connection) {
         self.connection = connection
@@ -86,7 +84,6 @@ final class OutgoingCalls {
                 self.give(slot)
             }
             done(result)
-            if self.inFlight == 0 { self.onSettled() }
         }
         return nil
     }

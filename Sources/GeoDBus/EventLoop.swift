@@ -37,6 +37,9 @@ public final class EventLoop {
     /// One-shot timers in a heap (TimerHeap.swift): a turn never scans them.
     private var timers = TimerHeap()
     private var deferred: [() -> Void] = []
+    /// Exit when idle (`exitWhenIdle`): the rule, and its countdown while idle.
+    private var idleRule: (seconds: Double, isIdle: () -> Bool, onIdle: () -> Void)?
+    private var idleTimer: Token?
     private var nextToken: Token = 1
     private var stopped = false
 
@@ -133,6 +136,36 @@ public final class EventLoop {
     /// Makes `run()` return after the current iteration.
     public func stop() { stopped = true }
 
+    /// Idle exit as a property of the loop, as systemd's
+    /// `bus_event_loop_with_idle` has it: before every wait, `isIdle` is asked;
+    /// once it has said yes for `seconds` in a row (no turn in between said
+    /// no), `onIdle` runs. The parts of a program need not remember to check
+    /// after each of their events: every event is a turn.
+    public func exitWhenIdle(after seconds: Double, isIdle: @escaping () -> Bool, onIdle: @escaping () -> Void) {
+        idleRule = (seconds, isIdle, onIdle)
+    }
+
+    /// No idle exit any more (the program is on its way out).
+    public func stopIdleWatch() {
+        idleRule = nil
+        if let t = idleTimer { cancelTimer(t); idleTimer = nil }
+    }
+
+    private func checkIdle() {
+        guard let rule = idleRule else { return }
+        if rule.isIdle() {
+            guard idleTimer == nil else { return }
+            idleTimer = schedule(after: rule.seconds) { [unowned self] in
+                self.idleTimer = nil
+                guard let r = self.idleRule, r.isIdle() else { return }
+                r.onIdle()
+            }
+        } else if let t = idleTimer {
+            cancelTimer(t)
+            idleTimer = nil
+        }
+    }
+
     /// Runs until `stop()`.
     public func run() {
         stopped = false
@@ -148,6 +181,7 @@ public final class EventLoop {
     public func runOnce(timeoutMillis: Int32?) {
         runDeferred()
         if stopped { return }
+        checkIdle()
 
         var wait: Int32 = timeoutMillis ?? -1
         if let next = timers.nextDeadline() {

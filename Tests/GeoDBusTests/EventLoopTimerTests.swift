@@ -76,3 +76,60 @@ final class EventLoopTimerTests: XCTestCase {
         XCTAssertEqual(loop.armedTimerCount, 0)
     }
 }
+
+/// Idle exit as a property of the loop (`exitWhenIdle`): asked before every
+/// wait, so a program's parts need not check after each of their events.
+final class EventLoopIdleTests: XCTestCase {
+    /// Turns the loop until `done` or 2 s have passed.
+    private func turn(_ loop: EventLoop, until done: () -> Bool) {
+        let deadline = EventLoop.monotonicNanos() + 2_000_000_000
+        while !done() && EventLoop.monotonicNanos() < deadline { loop.runOnce(timeoutMillis: 10) }
+    }
+
+    func testIdleLongEnoughRunsOnIdleOnce() {
+        let loop = EventLoop()
+        var fired = 0
+        loop.exitWhenIdle(after: 0.02, isIdle: { true }, onIdle: { fired += 1 })
+        turn(loop) { fired > 0 }
+        XCTAssertEqual(fired, 1)
+        // Still idle: a new countdown begins at the next turn, as the rule says.
+        turn(loop) { fired > 1 }
+        XCTAssertEqual(fired, 2)
+        loop.stopIdleWatch()
+        XCTAssertEqual(loop.armedTimerCount, 0)
+    }
+
+    func testABusyTurnCancelsTheCountdown() {
+        let loop = EventLoop()
+        var busy = false
+        var fired = 0
+        var turns = 0
+        loop.exitWhenIdle(after: 0.05, isIdle: { !busy }, onIdle: { fired += 1 })
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(loop.armedTimerCount, 1, "idle: the countdown is armed before the wait")
+        busy = true
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(loop.armedTimerCount, 0, "busy: cancelled")
+        // Busy across its length: never fires.
+        let deadline = EventLoop.monotonicNanos() + 150_000_000
+        while EventLoop.monotonicNanos() < deadline { loop.runOnce(timeoutMillis: 10); turns += 1 }
+        XCTAssertEqual(fired, 0, "\(turns) busy turns")
+        busy = false
+        turn(loop) { fired > 0 }
+        XCTAssertEqual(fired, 1)
+    }
+
+    /// The countdown's timer asks again when it fires: busy by then (an event
+    /// the loop has not turned for yet), nothing runs.
+    func testTheRuleIsAskedAgainWhenTheCountdownEnds() {
+        let loop = EventLoop()
+        var idle = true
+        var fired = 0
+        loop.exitWhenIdle(after: 0.02, isIdle: { idle }, onIdle: { fired += 1 })
+        loop.runOnce(timeoutMillis: 0)
+        idle = false   // changed with no turn in between
+        usleep(40_000)
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(fired, 0)
+    }
+}

@@ -53,7 +53,6 @@ extension GeoClueFacade {
                     call.fail(.failed("Cannot read \(MaxAccuracyLevelProperty.name) of the agent at " +
                                       "\(GeoClueAPI.agentPath): \(e.message)"))
                 }
-                self.host.checkIdle()
             }
             if let refused {
                 self.agentReads.remove(call.sender)

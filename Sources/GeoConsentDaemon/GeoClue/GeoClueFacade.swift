@@ -165,7 +165,6 @@ final class GeoClueFacade: FrontEnd {
         }
         end(c, why: "the client object was deleted")
         remove(c)
-        host.checkIdle()
         call.reply()
     }
 

@@ -1,0 +1,63 @@
+import GeoCore
+import GeoDBus
+import GeoSystem
+
+/// Writing what the consent core decided to the state directory (StateStore,
+/// docs/state-format.md): a decision at once (urgent: its caller is answered
+/// only once it is on disk), a `last-used` change batched for 2 s (no fsync
+/// per tap), and `Enabled`.
+final class ConsentPersistence {
+    private let store: StateStore
+    private let loop: EventLoop
+    /// The records to write, as the core holds them when a write happens.
+    private let records: () -> [AppKey: ConsentRecord]
+    /// The batched write, while one is due.
+    private var lazyTimer: EventLoop.Token?
+
+    init(store: StateStore, loop: EventLoop, records: @escaping () -> [AppKey: ConsentRecord]) {
+        self.store = store
+        self.loop = loop
+        self.records = records
+    }
+
+    /// A write is due (the daemon is not idle while one is).
+    var isPending: Bool { lazyTimer != nil }
+
+    /// Writes the records now; nil, or why they could not be written.
+    @discardableResult
+    func saveConsents() -> String? {
+        if let t = lazyTimer { loop.cancelTimer(t); lazyTimer = nil }
+        do {
+            try store.saveConsents(records())
+            return nil
+        } catch {
+            Log.error("cannot save consents: \(error)")
+            return "\(error)"
+        }
+    }
+
+    /// Only `last-used` changed: one write within 2 s for however many.
+    func saveConsentsSoon() {
+        guard lazyTimer == nil else { return }
+        lazyTimer = loop.schedule(after: 2) { [weak self] in
+            self?.lazyTimer = nil
+            self?.saveConsents()
+        }
+    }
+
+    /// Writes a pending batch before the daemon exits.
+    func flush() {
+        if lazyTimer != nil { saveConsents() }
+    }
+
+    /// Writes `Enabled`; nil, or why it could not be written.
+    func saveEnabled(_ enabled: Bool) -> String? {
+        do {
+            try store.saveEnabled(enabled)
+            return nil
+        } catch {
+            Log.error("cannot save Enabled: \(error)")
+            return "\(error)"
+        }
+    }
+}
