@@ -314,12 +314,12 @@ public final class Daemon {
                 server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
                             member: AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status),
                             destination: name)
-            case .authorizationChanged(.clientObject, _):
-                break   // GeoClue has no such signal; a lost grant ends the updates (grantEnded)
+            case .authorizationChanged(let session, let status):
+                frontEnds.owner(of: session)?.authorizationChanged(session, status)
             case .confirm(let request):
                 agentCalls.confirm(request)
             case .askExternalAgent(let request):
-                if !frontEnds.all.contains(where: { $0.authorize(request) }) {
+                if frontEnds.owner(of: request.session)?.authorize(request) != true {
                     loop.later { [weak self] in self?.feed(.agentAnswered(requestID: request.requestID, .noAnswer("no front end asks such agents"))) }
                 }
             case .cancel(let agentName, let agentPath, let requestID):
@@ -357,12 +357,12 @@ public final class Daemon {
                 location.locate(call, id: id, session: session, options: options)
             case .grantEnded(let session, let byPause):
                 location.drop(session: session)
-                for frontEnd in frontEnds.all { frontEnd.grantEnded(session: session, byPause: byPause) }
+                frontEnds.owner(of: session)?.grantEnded(session: session, byPause: byPause)
             case .pauseFixes(let session, let reason):
                 location.pause(session: session, reason)
             case .resumeFixes(let session):
                 location.resume(session: session)
-                for frontEnd in frontEnds.all { frontEnd.sessionResumed(session) }
+                frontEnds.owner(of: session)?.sessionResumed(session)
             case .sessionsChanged(let watchers):
                 // No arguments: the watcher reads ListSessionDetails, which shows it its own uid's.
                 for name in watchers {

@@ -13,6 +13,9 @@ protocol FrontEnd: AnyObject {
     var busNames: [String] { get }
     /// Why one of them may be owned already, for the start-up error.
     var nameTakenHint: String { get }
+    /// What it calls its client objects: the sessions of that kind are its
+    /// own, and the effects on them go to it alone (`FrontEnds.owner`).
+    var objectKind: ObjectKind { get }
     /// Match rules for the signals it needs, added at start.
     var matchRules: [String] { get }
     /// Exports its objects (the daemon owns its names afterwards).
@@ -29,18 +32,19 @@ protocol FrontEnd: AnyObject {
     func callFailed(_ id: CallID, _ error: DBusError)
     /// The core let a held call's updates start (the location core answers it next).
     func updatesStarted(_ id: CallID)
-    /// A session lost its grant (`byPause`: to its login session's pause, in this event).
+    /// One of its sessions lost its grant (`byPause`: to its login session's pause, in this event).
     func grantEnded(session: SessionID, byPause: Bool)
-    /// The session's login session is in use again (the user is back).
+    /// One of its sessions' status changed.
+    func authorizationChanged(_ session: SessionID, _ status: AuthorizationStatus)
+    /// The login session of one of its sessions is in use again (the user is back).
     func sessionResumed(_ session: SessionID)
-    /// A prompt for one of its agents (`askExternalAgent`); true when it asked it.
+    /// A prompt for one of its agents (`askExternalAgent`) about one of its sessions; true when it asked it.
     func authorize(_ r: ExternalPromptRequest) -> Bool
     /// Location was switched on or off.
     func enabledChanged()
 
     // From the location core.
-    /// A fix (the view each of them may see) for sessions of client objects:
-    /// each front end serves those that are its own.
+    /// A fix (the view each of them may see) for sessions of its own.
     func deliver(_ sessions: [SessionID], _ fix: Fix)
     /// Whether any session receives fixes changed.
     func inUseChanged(_ value: Bool)
@@ -83,4 +87,11 @@ protocol FrontEndHost: AnyObject {
 /// no part holds an optional wire to them.
 final class FrontEnds {
     var all: [FrontEnd] = []
+
+    /// The front end whose session `session` is: a client object's, by its
+    /// kind; nil for our own API's sessions (the daemon serves those itself).
+    func owner(of session: SessionID) -> FrontEnd? {
+        guard case .clientObject(_, let kind, _) = session else { return nil }
+        return all.first { $0.objectKind == kind }
+    }
 }

@@ -114,7 +114,7 @@ final class LocationService {
     /// (in an order that rotates from fix to fix), so the first subscriber hears
     /// it as if it were alone; the others follow in short batches.
     private func received(_ fix: Fix) {
-        var delivery = FixDelivery(server: server, frontEnds: frontEnds.all)
+        var delivery = FixDelivery(server: server, frontEnds: frontEnds)
         let rest = core.handleFix(fix, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)) { effect in
             perform(effect, &delivery)
         }
@@ -122,7 +122,7 @@ final class LocationService {
     }
 
     private func execute(_ effects: [LocationEffect]) {
-        var delivery = FixDelivery(server: server, frontEnds: frontEnds.all)
+        var delivery = FixDelivery(server: server, frontEnds: frontEnds)
         execute(effects, &delivery)
     }
 
@@ -192,12 +192,12 @@ final class LocationService {
     /// ends at `flush`, so each encodes its properties once per group.
     private struct FixDelivery {
         var sends: Sends
-        let frontEnds: [FrontEnd]
+        let frontEnds: FrontEnds
         private var signals = 0
         private var batch: [(name: String, signal: UnicastSignal)] = []
         private var clients: [(fix: Fix, sessions: [SessionID])] = []
 
-        init(server: ObjectServer, frontEnds: [FrontEnd]) {
+        init(server: ObjectServer, frontEnds: FrontEnds) {
             sends = Sends(server: server)
             self.frontEnds = frontEnds
         }
@@ -236,8 +236,14 @@ final class LocationService {
         mutating func flush() {
             if !batch.isEmpty { sendBatch() }
             guard !clients.isEmpty else { return }
+            // Each front end gets its own sessions of the group (a group mixes them only when several are served).
             for group in clients {
-                for frontEnd in frontEnds { frontEnd.deliver(group.sessions, group.fix) }
+                guard let first = group.sessions.first, let owner = frontEnds.owner(of: first) else { continue }
+                if frontEnds.all.count == 1 { owner.deliver(group.sessions, group.fix); continue }
+                for frontEnd in frontEnds.all {
+                    let own = group.sessions.filter { frontEnds.owner(of: $0) === frontEnd }
+                    if !own.isEmpty { frontEnd.deliver(own, group.fix) }
+                }
             }
             clients.removeAll()
         }

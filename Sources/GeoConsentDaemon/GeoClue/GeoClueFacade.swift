@@ -80,6 +80,7 @@ final class GeoClueFacade: FrontEnd {
 
     var busNames: [String] { [GeoClueAPI.busName] }
     var nameTakenHint: String { "GeoClue runs: only one of them can serve it" }
+    var objectKind: ObjectKind { Self.objectKind }
 
     /// GeoClue agents' `MaxAccuracyLevel` changes, from any connection's agent
     /// object (the core heeds only registered agents').
@@ -337,6 +338,10 @@ final class GeoClueFacade: FrontEnd {
         if c.active, byPause { c.restartWhenBack = true }
         setActive(c, false)
     }
+
+    /// GeoClue has no status signal: a lost grant ends the updates (`grantEnded`),
+    /// and `Active` says so.
+    func authorizationChanged(_ session: SessionID, _ status: AuthorizationStatus) {}
 
     /// The user is back: a client whose one-time grant ended at the pause is
     /// started again, through the consent core as its `Start` was (a fresh
