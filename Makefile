@@ -50,6 +50,11 @@ CHECK_TESTS := ^(GeoCoreTests|GeoSystemTests|GeoConsentAPITests|GeoConsentDaemon
 check:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing --parallel --filter '$(CHECK_TESTS)'
+	$(DESKTOP_UNIT_TESTS)
+
+# The desktop programs' unit tests (desktop/tests: the shared module, the text
+# rules), with Debian's interpreter, as the programs run.
+DESKTOP_UNIT_TESTS := /usr/bin/python3 -B -m unittest discover -s desktop/tests -t desktop
 
 release: $(DEPS_STEP)
 	@archive="$$(clang -print-file-name=libstdc++.a)"; [[ $$archive == /* ]] || \
@@ -71,6 +76,7 @@ test: deps
 	@# The translations (po/): msgfmt --check, complete, and covering every marked string;
 	@# compiled to .build/locale, where the tests' geoconsentctl and the desktop programs read them.
 	@bash scripts/timed.sh "translations" bash scripts/po-check.sh
+	@bash scripts/timed.sh "desktop unit tests" $(DESKTOP_UNIT_TESTS)
 	@bash scripts/timed.sh "XCTest ($(TEST_WORKERS) at once)" $(SWIFT) test --skip-build --disable-swift-testing \
 		--parallel --num-workers $(TEST_WORKERS) --xunit-output .build/xctest.xml; \
 		status=$$?; bash scripts/xunit-summary.sh .build/xctest.xml && exit $$status
@@ -245,13 +251,16 @@ install-geoclue:
 	fi
 
 # The graphical consent agent and the settings window (desktop/; debian/rules
-# installs them into the package geoconsent-agent): the programs, their man pages, its XDG autostart
+# installs them into the package geoconsent-agent): the programs (thin launchers,
+# and the package geoconsent_desktop in PREFIX/share/geoconsent/python), their man pages, its XDG autostart
 # entry (started with the desktop session; systemd's user manager runs it as
 # a unit of xdg-desktop-autostart.target), its .desktop file and its icon.
 AUTOSTARTDIR ?= $(SYSCONFDIR)/xdg/autostart
 install-agent:
 	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(AUTOSTARTDIR)" \
 	  "$(DESTDIR)$(PREFIX)/share/applications" "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps"
+	$(INSTALL) -d "$(DESTDIR)$(PREFIX)/share/geoconsent/python/geoconsent_desktop"
+	$(INSTALL) -m 0644 desktop/geoconsent_desktop/*.py "$(DESTDIR)$(PREFIX)/share/geoconsent/python/geoconsent_desktop/"
 	$(INSTALL) -m 0755 desktop/geoconsent-agent "$(DESTDIR)$(BINDIR)/geoconsent-agent"
 	$(INSTALL) -m 0755 desktop/geoconsent-settings "$(DESTDIR)$(BINDIR)/geoconsent-settings"
 	$(INSTALL) -m 0644 man/geoconsent-agent.1 man/geoconsent-settings.1 "$(DESTDIR)$(MANDIR)/man1/"
@@ -272,6 +281,7 @@ uninstall:
 	  "$(DESTDIR)$(DBUSDATADIR)/interfaces/org.geoconsent.GeoConsent1.xml" \
 	  "$(DESTDIR)$(MANDIR)/man1/geoconsentctl.1" "$(DESTDIR)$(MANDIR)/man5/geoconsent.conf.5" \
 	  "$(DESTDIR)$(MANDIR)/man8/geoconsentd.8"
+	rm -rf "$(DESTDIR)$(PREFIX)/share/geoconsent/python"
 	rm -f "$(DESTDIR)$(BINDIR)/geoconsent-agent" "$(DESTDIR)$(MANDIR)/man1/geoconsent-agent.1" \
 	  "$(DESTDIR)$(BINDIR)/geoconsent-settings" "$(DESTDIR)$(MANDIR)/man1/geoconsent-settings.1" \
 	  "$(DESTDIR)$(PREFIX)/share/applications/org.geoconsent.Settings.desktop" \

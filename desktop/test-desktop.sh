@@ -531,6 +531,33 @@ wait_for 10 "geoconsentctl to give up" locate3_done
 stop agent_ko
 pass "with LANG=ko_KR.UTF-8 the dialog and the settings window are in Korean (위치 요청, 위치 설정), and Don't Allow answers deny"
 
+# ---- 7. the settings window comes back after its bus restarts -------------------
+# On a bus of its own (no daemon on it: it says the service cannot be reached):
+# the bus goes away and comes back at the same address, and the window
+# connects again by itself, as the agent does.
+cat >"$TMP/own-bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:path=$TMP/own-bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
+CONF
+own_bus_up() { [[ -S $TMP/own-bus ]]; }
+start ownbus1 dbus-daemon --config-file="$TMP/own-bus.conf" --nofork
+wait_for 10 "a bus of its own" own_bus_up
+start settings_rb "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-settings" --bus "unix:path=$TMP/own-bus"
+wait_for 20 "the settings window on it" has_line settings_rb '^connected$'
+stop ownbus1
+rm -f "$TMP/own-bus"
+wait_for 10 "the window to see the bus go" has_line settings_rb '^disconnected$'
+start ownbus2 dbus-daemon --config-file="$TMP/own-bus.conf" --nofork
+wait_for 10 "the bus again" own_bus_up
+reconnected() { (($(grep -c '^connected$' "$TMP/settings_rb.log") >= 2)); }
+wait_for 15 "the window to connect again" reconnected
+alive settings_rb || fail "the settings window exited with the bus: $(cat "$TMP/settings_rb.err")"
+stop settings_rb
+stop ownbus2
+pass "the settings window keeps a connection of its own and connects again after its bus restarts"
+
 say "screenshots in $SHOTS"
 say "took $((SECONDS - STARTED)) s"
 # The plain closing line test reports are read by: nothing after the counts.

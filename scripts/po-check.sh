@@ -18,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 # reads Python) and geoconsentctl (its tr("...") literals; xgettext has no
 # Swift reader). PO_UPDATE=1 also writes the template to po/geoconsent.pot.
 xgettext --language=Python --keyword=_ --keyword=ngettext:1,2 --from-code=UTF-8 \
-    --add-comments=TRANSLATORS -o "$tmp/python.pot" desktop/geoconsent-agent desktop/geoconsent-settings
+    --add-comments=TRANSLATORS -o "$tmp/python.pot" desktop/geoconsent_desktop/*.py
 python3 scripts/extract-swift-strings.py "$tmp/swift.pot" Sources/geoconsentctl/*.swift
 msgcat --use-first -o "$tmp/geoconsent.pot" "$tmp/python.pot" "$tmp/swift.pot"
 if [[ ${PO_UPDATE:-} == 1 ]]; then cp "$tmp/geoconsent.pot" po/geoconsent.pot; fi

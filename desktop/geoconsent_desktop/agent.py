@@ -1,0 +1,700 @@
+"""geoconsent-agent: the graphical consent agent of geoconsent.
+
+Registers with geoconsentd (RegisterAgent) for the uid it runs as, and shows
+every Confirm the daemon sends as a GTK dialog:
+
+  * who asks: the app-id the daemon resolved from the caller's credentials,
+    and how sure the daemon is of it (the details' `identity` and
+    `identity-proven`: a verified Flatpak or a Snap, a program of a system
+    user, or a name the app's own program shows, marked "not verified"), the
+    name the app gives itself (shown as "calls itself", not verified), the
+    process id, "sandboxed", and the executable;
+  * what it asks: one-time ("Allow Once" / "Don't Allow", the location
+    button) or when-in-use ("Allow Once" / "Allow While Using App" /
+    "Don't Allow", the standard prompt), precise or approximate; for a
+    precise request, a "Precise location" switch (on by default): turned off,
+    the answer allows the approximate location only (`allow-once-reduced`,
+    `allow-while-using-reduced`);
+  * the reason the app gives (quoted, not verified).
+
+Replies go out asynchronously (GDBus method invocations are answered from the
+button handlers; nothing ever blocks the GTK main loop). Cancel withdraws the
+dialog. Several prompts queue: one dialog at a time, in arrival order, and the
+dialog says how many more are waiting.
+
+Why GTK 3 through PyGObject (python3-gi, gir1.2-gtk-3.0)
+---------------------------------------------------------
+* It is what desktop users already have: GNOME, Xfce, MATE, Cinnamon and
+  Budgie all ship GTK 3 and python3-gi, so the agent adds no dependency to a
+  desktop install and looks like the rest of the desktop.
+* A consent prompt has to be a trusted, separate window owned by the user's
+  session, not by the app: the app cannot draw into it, dismiss it, press its
+  buttons through D-Bus, or answer in its place (only the reply of the agent's
+  own connection counts, and the daemon only talks to the registered agent).
+  On Wayland the compositor also keeps other clients from reading or faking
+  input into it. (On X11 any client of the display can draw over or send
+  synthetic input to any window; GTK drops synthetic (XSendEvent) key and
+  button events, and the buttons here only arm ARM_DELAY_MS after the dialog
+  appears, so a click aimed at the app cannot land on "Allow" by surprise.
+  Nothing moves an armed button either: the "more requests waiting" line
+  keeps its place whether it says anything or not (an app can queue a
+  request at any moment), and if anything else moves a button or the switch
+  (a longer text after Precise is switched off), they are disarmed and arm
+  again ARM_DELAY_MS later, where they are now.
+  X11 itself cannot give more.) Even a perfect fake of this dialog, drawn by
+  an app, grants nothing: the decision travels only as this process's reply.
+* A dialog can show everything the decision needs: the verified app-id next
+  to the untrusted self-chosen name, the reason, precise vs. approximate,
+  three buttons. Notifications with actions (org.freedesktop.Notifications)
+  cannot promise that: action support is optional, servers expire or hide
+  notifications ("do not disturb"), and a notification cannot be told apart
+  from one the app sends itself. zenity runs one process per prompt, cannot
+  be withdrawn except by killing it, and its button set varies by version.
+
+Only the daemon (the current owner of org.geoconsent.GeoConsent1) may call
+Confirm and Cancel; any other caller gets AccessDenied, so an app cannot pop
+up or withdraw prompts itself. It starts the daemon if it is not running (bus
+activation), so that it is registered before the user's first tap. If the
+daemon restarts, the agent registers again; if the bus goes away (a restart
+of dbus), it connects again every 2 s until the bus is back. It is started
+with the desktop session by its XDG autostart entry
+(/etc/xdg/autostart/org.geoconsent.Agent.desktop, which systemd's user
+manager also runs, as a unit of xdg-desktop-autostart.target).
+
+Lines on standard output (for logs and for desktop/test-desktop.sh):
+  registered uid=UID path=PATH
+  prompt ID kind=KIND app-id=APP queued=N      a Confirm arrived
+  identity ID kind=KIND proven=0|1             what the app id rests on
+  shown ID                                     its dialog is on screen
+  ready ID window=XID NAME=X,Y,W,H ...         its buttons accept clicks
+                                               (rectangles relative to the
+                                               dialog window, NAME = decision,
+                                               or precise = the Precise switch)
+  moved ID                                     a button or the switch moved: all
+                                               are disarmed, and a new ready line
+                                               follows ARM_DELAY_MS later
+  precise ID on|off NAME=X,Y,W,H ...           the switch was turned; where the
+                                               buttons are now, armed (after the
+                                               ready line, if they moved)
+  answered ID DECISION
+  withdrawn ID                                 Cancel, or the daemon left
+"""
+
+import argparse
+import os
+import signal
+import sys
+
+import gi
+
+gi.require_version("Gtk", "3.0")
+gi.require_version("Gdk", "3.0")
+from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
+
+from .common import (AGENT_IFACE, ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, connect, log, shown,  # noqa: E402
+                     translation, warn as common_warn)
+
+try:
+    gi.require_foreign("cairo")  # the drawn location arrow
+except ImportError:
+    sys.exit("geoconsent-agent: needs python3-gi-cairo (Debian package) for drawing")
+
+try:
+    gi.require_version("GdkX11", "3.0")
+    from gi.repository import GdkX11  # noqa: F401,E402  (window XIDs in the log)
+except (ValueError, ImportError):
+    GdkX11 = None
+
+# Every string the user sees goes through gettext (domain "geoconsent", po/).
+_, ngettext = translation()
+CLIENT_IFACE = IFACE
+AGENT_PATH = "/org/geoconsent/desktop/Agent"
+WINDOW_TITLE = _("Location request")
+
+# Untrusted strings (app-name, reason) are cut to this many characters.
+MAX_UNTRUSTED = 200
+# Seconds between registration attempts while another agent of this uid holds the slot.
+SLOT_RETRY_SECONDS = 2
+
+AGENT_XML = """
+<node>
+  <interface name="org.geoconsent.GeoConsent1.Agent">
+    <method name="Confirm">
+      <arg name="request_id" type="s" direction="in"/>
+      <arg name="app_id" type="s" direction="in"/>
+      <arg name="kind" type="s" direction="in"/>
+      <arg name="details" type="a{sv}" direction="in"/>
+      <arg name="decision" type="s" direction="out"/>
+    </method>
+    <method name="Cancel">
+      <arg name="request_id" type="s" direction="in"/>
+    </method>
+  </interface>
+</node>
+"""
+
+# What the app id rests on (the details' `identity`, docs/dbus-api.md
+# "What each identity proves"): the line the dialog shows for it, when the
+# daemon holds it proven and when not (None: that case does not arise).
+IDENTITY_TEXT = {
+    "flatpak": (_("Verified Flatpak app, installed system-wide by your administrator."), None),
+    "snap": (_("Snap app, confined by the system under its profile."), None),
+    "flatpak-unverified": (None, _("Claims to be a Flatpak app, but this could not be verified.")),
+    "systemd-unit": (_("A system service."),
+                     _("Not verified: the name comes from the app's own program (its systemd unit), "
+                       "which any program of yours can choose.")),
+    "executable": (_("A program of the system, installed by your administrator."),
+                   _("Not verified: this is the path of the program that asks, "
+                     "which any program of yours can show.")),
+}
+UNKNOWN_IDENTITY = _("Not verified: the location service did not say how it identified the app.")
+
+ANSWERS = {
+    "one-time": [("deny", _("Don't Allow")), ("allow-once", _("Allow Once"))],
+    "when-in-use": [("deny", _("Don't Allow")), ("allow-while-using", _("Allow While Using App")),
+                    ("allow-once", _("Allow Once"))],
+}
+
+CSS = b"""
+window.geoconsent-prompt { border: 1px solid alpha(black, 0.35); }
+.geoconsent-prompt .headline { font-size: 13pt; font-weight: bold; }
+.geoconsent-prompt .untrusted { font-style: italic; }
+.geoconsent-prompt .unverified { color: #b3261e; font-weight: bold; }
+.geoconsent-prompt .reason-box { background-color: alpha(currentColor, 0.06); border-radius: 6px; padding: 8px 10px; }
+.geoconsent-prompt .waiting { font-size: 9pt; opacity: 0.75; }
+.geoconsent-prompt button { padding: 4px 14px; }
+"""
+
+
+def warn(msg):
+    common_warn("geoconsent-agent", msg)
+
+
+def esc(text):
+    return GLib.markup_escape_text(text, -1)
+
+
+def draw_location_arrow(cr, size, rgba, filled=True):
+    """The location arrow (a navigation arrow pointing north-east), in a
+    size x size square."""
+    pts = [(0.88, 0.12), (0.12, 0.45), (0.50, 0.50), (0.55, 0.88)]
+    cr.set_source_rgba(rgba.red, rgba.green, rgba.blue, rgba.alpha)
+    cr.set_line_join(1)  # round
+    cr.move_to(pts[0][0] * size, pts[0][1] * size)
+    for x, y in pts[1:]:
+        cr.line_to(x * size, y * size)
+    cr.close_path()
+    if filled:
+        cr.fill_preserve()
+        cr.set_line_width(max(1.0, size * 0.06))
+        cr.stroke()
+    else:
+        cr.set_line_width(max(1.0, size * 0.08))
+        cr.stroke()
+
+
+class Prompt:
+    def __init__(self, request_id, app_id, kind, details, invocation):
+        self.request_id = request_id
+        self.app_id = app_id
+        self.kind = kind
+        self.details = details
+        self.invocation = invocation
+        self.window = None
+
+    def reply(self, decision):
+        if self.invocation is not None:
+            self.invocation.return_value(GLib.Variant("(s)", (decision,)))
+            self.invocation = None
+
+    def reply_withdrawn(self):
+        # The daemon ignores answers to a withdrawn prompt; answer with an
+        # error so the pending call is closed and cannot read as a decision.
+        if self.invocation is not None:
+            self.invocation.return_dbus_error("org.freedesktop.DBus.Error.Failed",
+                                              "The request was withdrawn")
+            self.invocation = None
+
+
+class PromptWindow(Gtk.Window):
+    """One dialog for one prompt. on_answer(decision) is called once."""
+
+    def __init__(self, prompt, waiting, on_answer):
+        super().__init__(title=WINDOW_TITLE)
+        self.prompt = prompt
+        self.on_answer = on_answer
+        self.answered = False
+        self.buttons = {}
+        self.precise_switch = None
+        # Armed: the buttons and the switch take clicks, at armed_rects.
+        self.armed = False
+        self.armed_rects = None
+        self.arm_timer = 0
+        # Lines to log once armed where the controls are now ("precise …").
+        self.pending_notes = []
+        self.set_type_hint(Gdk.WindowTypeHint.DIALOG)
+        self.set_position(Gtk.WindowPosition.CENTER)
+        self.set_keep_above(True)
+        self.set_urgency_hint(True)
+        self.set_resizable(False)
+        self.set_border_width(0)
+        self.get_style_context().add_class("geoconsent-prompt")
+        # Closing the window is no answer: nothing is stored, the request
+        # gets the status that applies (docs/dbus-api.md: "any other answer").
+        self.connect("delete-event", self._on_delete)
+
+        d = prompt.details
+        accuracy = d.get("accuracy") if isinstance(d.get("accuracy"), str) else "full"
+        precise = accuracy != "reduced"
+        app_name = shown(d.get("app-name", ""))
+        reason = shown(d.get("reason", ""))
+        pid = d.get("pid")
+        executable = shown(d.get("executable"), 4096)
+        app_id = shown(prompt.app_id, 4096)
+        sandboxed = d.get("sandboxed") is True
+        identity = d.get("identity") if isinstance(d.get("identity"), str) else ""
+        proven = d.get("identity-proven") is True
+        verified_text, unverified_text = IDENTITY_TEXT.get(identity, (None, None))
+        identity_text = verified_text if proven and verified_text else (unverified_text or UNKNOWN_IDENTITY)
+        identity_proven = proven and verified_text is not None
+
+        outer = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=16)
+        outer.set_margin_top(20)
+        outer.set_margin_bottom(16)
+        outer.set_margin_start(20)
+        outer.set_margin_end(20)
+        self.add(outer)
+
+        icon = Gtk.DrawingArea()
+        icon.set_size_request(44, 44)
+        icon.set_valign(Gtk.Align.START)
+        blue = Gdk.RGBA()
+        blue.parse("#1a73e8")
+        icon.connect("draw", lambda _w, cr: draw_location_arrow(cr, 44, blue, True))
+        outer.pack_start(icon, False, False, 0)
+
+        col = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
+        outer.pack_start(col, True, True, 0)
+
+        # The app's id as markup for the headline, marked when it is not proven.
+        self.headline_app = (f"<b>{esc(app_id)}</b>" if identity_proven
+                             else _("<b>{app}</b> (not verified)").format(app=esc(app_id)))
+        self.head = self._label("", "headline")
+        col.pack_start(self.head, False, False, 0)
+        col.pack_start(self._label(esc(identity_text), None if identity_proven else "unverified"), False, False, 0)
+
+        who = []
+        if app_name:
+            who.append(_("Calls itself <i>“{name}”</i> (a name the app chose, not verified).")
+                       .format(name=esc(app_name)))
+        facts = []
+        if isinstance(pid, int) and pid > 0:
+            facts.append(_("process {pid}").format(pid=pid))
+        if executable and executable != app_id:
+            facts.append(_("program {path}").format(path=esc(executable)))
+        if sandboxed:
+            facts.append(_("sandboxed"))
+        if facts:
+            who.append(_("Running as {facts}.").format(facts=_(", ").join(facts)))
+        if who:
+            col.pack_start(self._label(" ".join(who)), False, False, 0)
+
+        if reason:
+            reason_text = _("The app says why: <i>“{reason}”</i>").format(reason=esc(reason))
+        else:
+            reason_text = _("The app gave no reason.")
+        rbox = Gtk.Box()
+        rbox.get_style_context().add_class("reason-box")
+        rbox.pack_start(self._label(reason_text), True, True, 0)
+        col.pack_start(rbox, False, False, 0)
+
+        self.one_time = prompt.kind == "one-time"
+        self.acc_label = self._label("")
+        if precise:
+            # iOS's Precise switch: off, the app gets only the area (it asks
+            # again when it needs more).
+            row = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=10)
+            row.pack_start(self._label(_("<b>Precise location</b>")), False, False, 0)
+            self.precise_switch = Gtk.Switch()
+            self.precise_switch.set_active(True)
+            self.precise_switch.set_sensitive(False)  # armed with the buttons
+            self.precise_switch.set_valign(Gtk.Align.CENTER)
+            self.precise_switch.connect("notify::active", self._on_precise)
+            self.precise_switch.connect("size-allocate", self._on_moved)
+            row.pack_end(self.precise_switch, False, False, 0)
+            col.pack_start(row, False, False, 0)
+        col.pack_start(self.acc_label, False, False, 0)
+        self._show_accuracy(precise)
+
+        # One line, always there (empty or not): a request that queues must not move the buttons.
+        self.waiting_label = Gtk.Label(label="\u00a0")
+        self.waiting_label.set_xalign(0)
+        self.waiting_label.set_single_line_mode(True)
+        self.waiting_label.set_ellipsize(Pango.EllipsizeMode.END)
+        self.waiting_label.get_style_context().add_class("waiting")
+        col.pack_start(self.waiting_label, False, False, 0)
+        self.set_waiting(waiting)
+
+        bbox = Gtk.ButtonBox(orientation=Gtk.Orientation.HORIZONTAL)
+        bbox.set_layout(Gtk.ButtonBoxStyle.END)
+        bbox.set_spacing(8)
+        bbox.set_margin_top(6)
+        for decision, text in ANSWERS[prompt.kind]:
+            b = Gtk.Button(label=text)
+            b.set_sensitive(False)  # armed after ARM_DELAY_MS
+            b.set_can_default(False)
+            b.connect("clicked", self._on_clicked, decision)
+            b.connect("size-allocate", self._on_moved)
+            bbox.add(b)
+            self.buttons[decision] = b
+        col.pack_start(bbox, False, False, 0)
+
+        self.connect("map-event", self._on_map)
+
+    @staticmethod
+    def _label(markup, css_class=None):
+        lab = Gtk.Label()
+        lab.set_markup(markup)
+        lab.set_xalign(0)
+        lab.set_line_wrap(True)
+        lab.set_line_wrap_mode(Pango.WrapMode.WORD_CHAR)  # long app-ids (paths) too
+        lab.set_max_width_chars(52)
+        lab.set_width_chars(40)
+        if css_class:
+            lab.get_style_context().add_class(css_class)
+        return lab
+
+    def _show_accuracy(self, precise):
+        # Whole sentences, so that each language can order them its own way.
+        if self.one_time:
+            head = (_("Allow {app} to use your precise location once?") if precise
+                    else _("Allow {app} to use your approximate location once?"))
+        else:
+            head = (_("Allow {app} to use your precise location while you use the app?") if precise
+                    else _("Allow {app} to use your approximate location while you use the app?"))
+        self.head.set_markup(head.format(app=self.headline_app))
+        if precise:
+            acc_text = _("<b>Precise:</b> your position within a few metres.")
+        else:
+            acc_text = _("<b>Approximate:</b> only the area you are in (a few kilometres), not your position.")
+        if self.one_time:
+            acc_text += " " + _("Only for now: the permission ends when the app closes.")
+        self.acc_label.set_markup(acc_text)
+
+    def _on_precise(self, switch, _param):
+        self._show_accuracy(switch.get_active())
+        # The new text may wrap and move the buttons (then they arm again): say
+        # where they are once the dialog is laid out again and they are armed.
+        self.pending_notes.append(("precise", "on" if switch.get_active() else "off"))
+        GLib.timeout_add(150, self._note_if_armed)
+
+    def _note_if_armed(self):
+        self._check_moved()
+        if self.armed:
+            self._log_notes()
+        return False  # else _arm says them
+
+    def _log_notes(self):
+        notes, self.pending_notes = self.pending_notes, []
+        for what, state in notes:
+            log(what, self.prompt.request_id, state, *self._rects())
+
+    def set_waiting(self, n):
+        # The line keeps its height either way (a no-break space when empty).
+        self.waiting_label.set_text(ngettext("{n} more request waiting after this one.",
+                                             "{n} more requests waiting after this one.", n).format(n=n)
+                                    if n > 0 else "\u00a0")
+
+    def _on_map(self, *_):
+        self._arm_later()
+        return False
+
+    def _set_sensitive(self, on):
+        for b in self.buttons.values():
+            b.set_sensitive(on)
+        if self.precise_switch is not None:
+            self.precise_switch.set_sensitive(on)
+
+    def _arm_later(self):
+        if self.arm_timer:
+            GLib.source_remove(self.arm_timer)
+        self.arm_timer = GLib.timeout_add(ARM_DELAY_MS, self._arm)
+
+    def _arm(self):
+        self.arm_timer = 0
+        if self.answered:
+            return False
+        self._set_sensitive(True)
+        self.armed = True
+        # Log where the buttons are (relative to this window), for automation.
+        GLib.idle_add(self._log_ready)
+        return False
+
+    def _on_moved(self, *_):
+        if self.armed:
+            GLib.idle_add(self._check_moved)
+
+    def _check_moved(self):
+        """An armed control that moved is disarmed, and arms again ARM_DELAY_MS later where it is now."""
+        if not self.armed or self.armed_rects is None or self.answered:
+            return False
+        if self._rects() != self.armed_rects:
+            self.armed = False
+            self.armed_rects = None
+            self._set_sensitive(False)
+            log("moved", self.prompt.request_id)
+            self._arm_later()
+        return False
+
+    def _log_ready(self):
+        if self.answered or not self.armed:
+            return False
+        self.armed_rects = self._rects()
+        xid = ""
+        win = self.get_window()
+        if GdkX11 is not None and win is not None and hasattr(win, "get_xid"):
+            xid = str(win.get_xid())
+        log("ready", self.prompt.request_id, f"window={xid}", *self.armed_rects)
+        self._log_notes()
+        return False
+
+    def _rects(self):
+        """Where each button and the switch are now, relative to the dialog window."""
+        rects = []
+        for decision, b in self.buttons.items():
+            alloc = b.get_allocation()
+            pos = b.translate_coordinates(self, 0, 0)
+            x, y = (pos[0], pos[1]) if pos else (alloc.x, alloc.y)
+            rects.append(f"{decision}={x},{y},{alloc.width},{alloc.height}")
+        if self.precise_switch is not None:
+            alloc = self.precise_switch.get_allocation()
+            pos = self.precise_switch.translate_coordinates(self, 0, 0)
+            x, y = (pos[0], pos[1]) if pos else (alloc.x, alloc.y)
+            rects.append(f"precise={x},{y},{alloc.width},{alloc.height}")
+        return rects
+
+    def _on_clicked(self, _button, decision):
+        # Precise off: an allowing answer allows the approximate location only.
+        if decision != "deny" and self.precise_switch is not None and not self.precise_switch.get_active():
+            decision += "-reduced"
+        self._finish(decision)
+
+    def _on_delete(self, *_):
+        self._finish("dismissed")
+        return True  # the agent destroys the window itself
+
+    def _finish(self, decision):
+        if self.answered:
+            return
+        self.answered = True
+        if self.arm_timer:
+            GLib.source_remove(self.arm_timer)
+            self.arm_timer = 0
+        self.on_answer(self.prompt, decision)
+
+
+class Agent:
+    def __init__(self, conn, quit_cb):
+        self.conn = conn
+        self.quit = quit_cb
+        self.queue = []  # Prompt, in arrival order; queue[0] is on screen
+        self.daemon = None  # unique name of the daemon, when it is on the bus
+        self.registered = False
+        self.waiting_for_slot = False
+        node = Gio.DBusNodeInfo.new_for_xml(AGENT_XML)
+        self.reg_id = conn.register_object(AGENT_PATH, node.interfaces[0], self._on_method_call, None, None)
+        # AUTO_START: the bus starts the daemon (D-Bus activation) when it is not
+        # running, so the agent is registered before the user's first tap.
+        self.watch_id = Gio.bus_watch_name_on_connection(
+            conn, BUS_NAME, Gio.BusNameWatcherFlags.AUTO_START, self._on_daemon_appeared, self._on_daemon_vanished)
+
+    def close(self):
+        """The connection is gone: every dialog goes (no answer can reach the daemon)."""
+        Gio.bus_unwatch_name(self.watch_id)
+        self.daemon = None
+        self.registered = False
+        for p in self.queue:
+            log("withdrawn", p.request_id)
+            p.invocation = None
+            self._close_window(p)
+        self.queue = []
+
+    # -- the daemon coming and going
+
+    def _on_daemon_appeared(self, _conn, _name, owner):
+        self.daemon = owner
+        self.conn.call(BUS_NAME, OBJECT_PATH, CLIENT_IFACE, "RegisterAgent",
+                       GLib.Variant("(o)", (AGENT_PATH,)), None, Gio.DBusCallFlags.NONE,
+                       30000, None, self._on_registered, owner)
+
+    def _on_registered(self, conn, result, owner):
+        try:
+            conn.call_finish(result)
+        except GLib.Error as e:
+            if owner != self.daemon:
+                return  # the daemon we asked has left meanwhile
+            name = Gio.DBusError.get_remote_error(e) or ""
+            if name.endswith(".AgentExists"):
+                # Another program of this uid holds the slot (after a restart of
+                # the daemon, whoever registers first gets it). Wait for it to
+                # free up rather than leave the user without this prompt.
+                if not self.waiting_for_slot:
+                    warn(f"another consent agent is registered for uid {os.getuid()}; "
+                         f"retrying every {SLOT_RETRY_SECONDS} s until the slot is free")
+                self.waiting_for_slot = True
+                GLib.timeout_add_seconds(SLOT_RETRY_SECONDS, self._retry_register, owner)
+            else:
+                warn(f"RegisterAgent failed: {e.message}")
+                self.quit(1)
+            return
+        self.registered = True
+        self.waiting_for_slot = False
+        log(f"registered uid={os.getuid()} path={AGENT_PATH}")
+
+    def _retry_register(self, owner):
+        if owner == self.daemon and not self.registered:
+            self._on_daemon_appeared(self.conn, BUS_NAME, owner)
+        return False  # one shot: _on_registered schedules the next
+
+    def _on_daemon_vanished(self, _conn, _name):
+        if self.daemon is not None:
+            warn("geoconsentd left the bus; waiting for it to come back")
+        self.daemon = None
+        self.registered = False
+        for p in list(self.queue):
+            self._withdraw(p)
+
+    # -- Agent interface
+
+    def _on_method_call(self, _conn, sender, _path, _iface, method, params, invocation):
+        if self.daemon is None or sender != self.daemon:
+            invocation.return_dbus_error("org.freedesktop.DBus.Error.AccessDenied",
+                                         "Only geoconsentd may call the consent agent")
+            return
+        if method == "Confirm":
+            request_id, app_id, kind, details = params.unpack()
+            if kind not in ANSWERS:
+                invocation.return_dbus_error("org.freedesktop.DBus.Error.InvalidArgs",
+                                             f"Unknown prompt kind {kind!r}")
+                return
+            if any(p.request_id == request_id for p in self.queue):
+                invocation.return_dbus_error("org.freedesktop.DBus.Error.InvalidArgs",
+                                             f"Request {request_id!r} is already open")
+                return
+            p = Prompt(request_id, app_id, kind, details if isinstance(details, dict) else {}, invocation)
+            self.queue.append(p)
+            log("prompt", shown(request_id), f"kind={kind}", f"app-id={shown(app_id, 4096)}", f"queued={len(self.queue) - 1}")
+            identity = p.details.get("identity")
+            log("identity", shown(request_id), f"kind={shown(identity) if isinstance(identity, str) else 'unknown'}",
+                f"proven={1 if p.details.get('identity-proven') is True else 0}")
+            self._show_next()
+        elif method == "Cancel":
+            (request_id,) = params.unpack()
+            invocation.return_value(None)
+            for p in list(self.queue):
+                if p.request_id == request_id:
+                    self._withdraw(p)
+        else:
+            invocation.return_dbus_error("org.freedesktop.DBus.Error.UnknownMethod", method)
+
+    # -- the queue
+
+    def _show_next(self):
+        if not self.queue:
+            return
+        head = self.queue[0]
+        if head.window is None:
+            head.window = PromptWindow(head, len(self.queue) - 1, self._on_answer)
+            head.window.show_all()
+            head.window.present()
+            log("shown", head.request_id)
+        else:
+            head.window.set_waiting(len(self.queue) - 1)
+
+    @staticmethod
+    def _close_window(p):
+        if p.window is not None:
+            p.window.answered = True
+            p.window.destroy()
+            p.window = None
+
+    def _remove(self, p):
+        self.queue.remove(p)
+        self._close_window(p)
+        self._show_next()
+
+    def _on_answer(self, p, decision):
+        if p not in self.queue:
+            return
+        p.reply(decision)
+        log("answered", p.request_id, decision)
+        self._remove(p)
+
+    def _withdraw(self, p):
+        p.reply_withdrawn()
+        log("withdrawn", p.request_id)
+        self._remove(p)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(
+        prog="geoconsent-agent",
+        description="Graphical consent agent for geoconsent: shows the daemon's location prompts "
+                    "as GTK dialogs for the user running it.")
+    ap.add_argument("--bus", default="system", metavar="system|session|ADDRESS",
+                    help="the bus geoconsentd is on (default: system)")
+    args = ap.parse_args(argv)
+
+    # The name the desktop knows the agent by (its .desktop file, WM_CLASS, the icon).
+    GLib.set_prgname("org.geoconsent.Agent")
+    Gtk.Window.set_default_icon_name("org.geoconsent.Agent")
+    ok, _ = Gtk.init_check(None)
+    if not ok:
+        warn("cannot open a display (is DISPLAY or WAYLAND_DISPLAY set?)")
+        return 1
+    provider = Gtk.CssProvider()
+    provider.load_from_data(CSS)
+    Gtk.StyleContext.add_provider_for_screen(Gdk.Screen.get_default(), provider,
+                                             Gtk.STYLE_PROVIDER_PRIORITY_APPLICATION)
+    try:
+        conn = connect(args.bus)
+    except GLib.Error as e:
+        warn(f"cannot connect to the {args.bus} bus: {e.message}")
+        return 1
+
+    status = {"code": 0}
+    current = {}
+
+    def quit_with(code):
+        status["code"] = code
+        Gtk.main_quit()
+
+    def reconnect():
+        try:
+            conn = connect(args.bus)
+        except GLib.Error:
+            return True  # try again in 2 s
+        warn(f"connected to the {args.bus} bus again")
+        serve(conn)
+        return False
+
+    def on_closed(_conn, _remote_peer_vanished, _error):
+        # The bus went away (dbus restarted): the prompts go with it; connect
+        # again until it is back, and register again.
+        warn(f"lost the bus connection; connecting again every {SLOT_RETRY_SECONDS} s")
+        current.pop("agent").close()
+        GLib.timeout_add_seconds(SLOT_RETRY_SECONDS, reconnect)
+
+    def serve(conn):
+        conn.connect("closed", on_closed)
+        current["agent"] = Agent(conn, quit_with)
+
+    serve(conn)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, sig, lambda *_: (quit_with(0), False)[1])
+    Gtk.main()
+    return status["code"]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

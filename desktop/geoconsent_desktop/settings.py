@@ -1,0 +1,390 @@
+"""geoconsent-settings: the user's location settings, in the spirit of iOS's
+Settings > Privacy > Location Services.
+
+Shows, for the user running it:
+  * whether location is on (the daemon's Enabled), and who can change it
+    (root only: others are told how an administrator does it);
+  * each of the user's apps: its stored decision, its precision, when it last
+    used location, and, live, whether it receives fixes at this moment
+    ("In use now": ListSessionDetails' `receiving`, refreshed at every
+    SessionsChanged the daemon sends after WatchSessions; never per fix);
+  * a Reset button per app (ResetConsent): the decision is forgotten and the
+    app's live grants end at once. Like the consent dialog's buttons, a Reset
+    takes clicks only ARM_DELAY_MS after it appeared where it is: the rows are
+    read again whenever an app's session changes, which any app can cause, so
+    a row can move under the pointer; a Reset that moved is disarmed and arms
+    again where it is now (a click meant for one app's Reset cannot land on
+    another's).
+
+Lines on standard output (for logs and for desktop/test-desktop.sh):
+  ready window=XID                         the window is on screen
+  row APP decision=D accuracy=A in-use=0|1 reset=X,Y,W,H
+                                           one app's row, its Reset armed (after
+                                           each refresh or move; the rectangle is
+                                           relative to the window)
+  refreshed N                              the list was read again (N rows)
+  reset APP                                the Reset button was pressed
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+import gi
+
+gi.require_version("Gtk", "3.0")
+gi.require_version("Gdk", "3.0")
+from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
+
+from .common import ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, connect, log, translation  # noqa: E402
+
+try:
+    gi.require_version("GdkX11", "3.0")
+    from gi.repository import GdkX11  # noqa: F401,E402
+except (ValueError, ImportError):
+    GdkX11 = None
+
+
+_, ngettext = translation()
+WINDOW_TITLE = _("Location Settings")
+
+
+def esc(text):
+    return GLib.markup_escape_text(text, -1)
+
+
+def decision_text(record):
+    """What the user decided for the app, in words."""
+    decision = record.get("decision", "")
+    if decision == "when-in-use":
+        return _("While using the app")
+    if decision == "denied":
+        return _("Never")
+    if record.get("one-time-approved") is True:
+        return _("Ask each time it is used, allowed once before")
+    return _("Ask next time")
+
+
+def accuracy_text(record):
+    acc = record.get("decision-accuracy") or record.get("one-time-accuracy") or ""
+    if acc == "reduced":
+        return "reduced", _("Approximate")
+    if acc == "full":
+        return "full", _("Precise")
+    return "none", "\u2014"
+
+
+def last_used_text(record):
+    t = record.get("last-used")
+    if not isinstance(t, int) or t <= 0:
+        return _("Not used yet")
+    return _("Last used {when}").format(when=time.strftime("%Y-%m-%d %H:%M", time.localtime(t / 1e6)))
+
+
+# Seconds between attempts to reach the bus again after it went away.
+RECONNECT_SECONDS = 2
+
+
+class Settings(Gtk.Window):
+    """The window, on a connection of its own to `bus`: when the bus goes away
+    (it restarts), it says so and connects again, as the agent does; when the
+    daemon comes back on it, it watches the sessions again."""
+
+    def __init__(self, bus):
+        super().__init__(title=WINDOW_TITLE)
+        self.bus = bus
+        self.conn = None
+        self.set_default_size(560, 360)
+        self.resets = {}
+        # Where each app's Reset was when it armed; the rows' data to log then.
+        self.armed_at = {}
+        self.arm_timer = 0
+        self.rows_data = ({}, set())
+        # The rows were rebuilt and are not laid out yet (_log_rows decides then).
+        self.laying_out = False
+        box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=12)
+        for side in ("top", "bottom", "start", "end"):
+            getattr(box, f"set_margin_{side}")(18)
+        self.add(box)
+
+        # Said instead of an empty list when the service cannot be reached.
+        self.unreachable = Gtk.InfoBar()
+        self.unreachable.set_message_type(Gtk.MessageType.WARNING)
+        self.unreachable_text = Gtk.Label()
+        self.unreachable_text.set_line_wrap(True)
+        self.unreachable_text.set_xalign(0)
+        self.unreachable.get_content_area().add(self.unreachable_text)
+        self.unreachable.set_no_show_all(True)
+        box.pack_start(self.unreachable, False, False, 0)
+
+        top = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=12)
+        title = Gtk.Label()
+        title.set_markup("<b>" + esc(_("Location Services")) + "</b>")
+        title.set_xalign(0)
+        top.pack_start(title, True, True, 0)
+        self.enabled = Gtk.Switch()
+        self.enabled.set_valign(Gtk.Align.CENTER)
+        self.enabled.connect("state-set", self._on_enabled)
+        top.pack_end(self.enabled, False, False, 0)
+        box.pack_start(top, False, False, 0)
+        self.who_can = Gtk.Label()
+        self.who_can.set_xalign(0)
+        self.who_can.set_line_wrap(True)
+        box.pack_start(self.who_can, False, False, 0)
+
+        heading = Gtk.Label()
+        heading.set_markup("<b>" + esc(_("Your apps")) + "</b>")
+        heading.set_xalign(0)
+        box.pack_start(heading, False, False, 0)
+        self.rows = Gtk.ListBox()
+        self.rows.set_selection_mode(Gtk.SelectionMode.NONE)
+        self.empty = Gtk.Label(label=_("No app has asked for your location yet."))
+        self.rows.set_placeholder(self.empty)
+        self.empty.show()
+        scroll = Gtk.ScrolledWindow()
+        scroll.set_vexpand(True)
+        scroll.add(self.rows)
+        box.pack_start(scroll, True, True, 0)
+
+        self.updating = False
+        self.connect("map-event", self._on_map)
+        self._connect()
+
+    # -- the bus and the daemon
+
+    def _connect(self):
+        """Connects to the bus (again); false when it cannot yet (tried again later)."""
+        try:
+            conn = connect(self.bus)
+        except (GLib.Error, ValueError) as e:
+            self._say_unreachable(_("The location service cannot be reached: {why}").format(
+                why=getattr(e, "message", str(e))))
+            GLib.timeout_add_seconds(RECONNECT_SECONDS, lambda: self._connect() and False)
+            return False
+        self.conn = conn
+        conn.connect("closed", self._on_closed)
+        conn.signal_subscribe(BUS_NAME, IFACE, "SessionsChanged", OBJECT_PATH, None,
+                              Gio.DBusSignalFlags.NONE, lambda *_: self.refresh())
+        conn.signal_subscribe(BUS_NAME, "org.freedesktop.DBus.Properties", "PropertiesChanged", OBJECT_PATH,
+                              None, Gio.DBusSignalFlags.NONE, lambda *_: self.refresh())
+        # The daemon (re)started on the bus (activation, a restart): watch again.
+        conn.signal_subscribe("org.freedesktop.DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                              "/org/freedesktop/DBus", BUS_NAME, Gio.DBusSignalFlags.NONE, self._on_owner_changed)
+        self._watch()
+        log("connected")
+        return True
+
+    def _watch(self):
+        self._call("WatchSessions", None, lambda _r: self.refresh())
+
+    def _on_owner_changed(self, _conn, _sender, _path, _iface, _signal, params):
+        _name, _old, new = params.unpack()
+        if new:
+            self._watch()
+
+    def _on_closed(self, conn, _remote_vanished, _error):
+        if conn is not self.conn:
+            return
+        self.conn = None
+        log("disconnected")
+        self._say_unreachable(_("The location service cannot be reached: the bus went away. Trying again…"))
+        GLib.timeout_add_seconds(RECONNECT_SECONDS, lambda: self._connect() and False)
+
+    def _say_unreachable(self, text):
+        self.unreachable_text.set_text(text)
+        self.unreachable_text.show()
+        self.unreachable.show()
+
+    def _call(self, method, params, done, iface=IFACE):
+        if self.conn is None:
+            return
+
+        def finish(conn, result, _data):
+            try:
+                reply = conn.call_finish(result)
+            except GLib.Error as e:
+                print(f"geoconsent-settings: {method}: {e.message}", file=sys.stderr, flush=True)
+                if conn is self.conn:
+                    self._say_unreachable(_("The location service cannot be reached: {why}").format(why=e.message))
+                return
+            if conn is self.conn:
+                self.unreachable.hide()
+            done(reply)
+        self.conn.call(BUS_NAME, OBJECT_PATH, iface, method, params, None, Gio.DBusCallFlags.NONE,
+                       10000, None, finish, None)
+
+    def refresh(self):
+        self._call("Get", GLib.Variant("(ss)", (IFACE, "Enabled")), self._got_enabled,
+                   iface="org.freedesktop.DBus.Properties")
+        self._call("ListConsents", None, lambda r: self._call(
+            "ListSessionDetails", None, lambda s: self._fill(r.unpack()[0], s.unpack()[0])))
+
+    def _got_enabled(self, reply):
+        on = bool(reply.unpack()[0])
+        self.updating = True
+        self.enabled.set_state(on)
+        self.enabled.set_active(on)
+        self.updating = False
+        root = os.getuid() == 0
+        self.enabled.set_sensitive(root)
+        if root:
+            self.who_can.set_text(_("Location is on for every user of this computer.") if on
+                                  else _("Location is off for every user of this computer."))
+        else:
+            self.who_can.set_text(_("Only an administrator can switch location on or off "
+                                    "(sudo geoconsentctl enable or disable)."))
+
+    def _on_enabled(self, _switch, state):
+        if self.updating:
+            return False
+        self._call("Set", GLib.Variant("(ssv)", (IFACE, "Enabled", GLib.Variant("b", state))),
+                   lambda _r: self.refresh(), iface="org.freedesktop.DBus.Properties")
+        return False
+
+    def _fill(self, consents, sessions):
+        uid = os.getuid()
+        records = {app: rec for (u, app, rec) in consents if u == uid}
+        in_use = {d.get("app-id") for (_name, d) in sessions
+                  if d.get("uid") == uid and d.get("receiving") is True}
+        live = {d.get("app-id") for (_name, d) in sessions if d.get("uid") == uid}
+        for child in self.rows.get_children():
+            self.rows.remove(child)
+        self.resets = {}
+        self.laying_out = True
+        for app in sorted(set(records) | live):
+            self.rows.add(self._row(app, records.get(app, {}), app in in_use))
+        self.rows.show_all()
+        log("refreshed", len(self.resets))
+        GLib.idle_add(self._log_rows, records, in_use)
+
+    def _row(self, app, record, using):
+        row = Gtk.ListBoxRow()
+        h = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=10)
+        for side in ("top", "bottom", "start", "end"):
+            getattr(h, f"set_margin_{side}")(6)
+        dot = Gtk.Label()
+        dot.set_markup('<span foreground="#1a73e8">\u27a4</span>' if using else " ")
+        dot.set_tooltip_text(_("In use now") if using else None)
+        h.pack_start(dot, False, False, 0)
+        v = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=2)
+        name = Gtk.Label()
+        name.set_markup("<b>" + esc(app) + "</b>")
+        name.set_xalign(0)
+        name.set_ellipsize(Pango.EllipsizeMode.START)
+        v.pack_start(name, False, False, 0)
+        _acc, acc_text = accuracy_text(record)
+        parts = [decision_text(record), acc_text, last_used_text(record)]
+        if using:
+            parts.insert(0, _("In use now"))
+        line = Gtk.Label(label=" \u00b7 ".join(parts))
+        line.set_xalign(0)
+        line.set_line_wrap(True)
+        v.pack_start(line, False, False, 0)
+        h.pack_start(v, True, True, 0)
+        reset = Gtk.Button(label=_("Reset"))
+        reset.set_valign(Gtk.Align.CENTER)
+        reset.set_tooltip_text(_("Forget this decision and end the app's permission now"))
+        reset.connect("clicked", self._on_reset, app)
+        reset.set_sensitive(False)  # armed once laid out (_arm_resets)
+        reset.connect("size-allocate", lambda *_: GLib.idle_add(self._check_resets))
+        h.pack_end(reset, False, False, 0)
+        self.resets[app] = reset
+        row.add(h)
+        return row
+
+    def _reset_rect(self, button):
+        alloc = button.get_allocation()
+        pos = button.translate_coordinates(self, 0, 0)
+        x, y = (pos[0], pos[1]) if pos else (alloc.x, alloc.y)
+        return (x, y, alloc.width, alloc.height)
+
+    def _log_rows(self, records, in_use):
+        # Only once laid out on screen: the rectangles are where a click lands.
+        if not self.get_mapped() or any(b.get_allocated_width() <= 1 for b in self.resets.values()):
+            GLib.timeout_add(50, self._log_rows, records, in_use)
+            return False
+        self.laying_out = False
+        self.rows_data = (records, in_use)
+        # A row that is where its armed Reset was takes clicks at once (the list
+        # was read again, nothing moved); any other arms ARM_DELAY_MS later.
+        if all(self.armed_at.get(app) == self._reset_rect(b) for app, b in self.resets.items()):
+            self._arm_resets()
+        else:
+            self._arm_resets_later()
+        return False
+
+    def _arm_resets_later(self):
+        for b in self.resets.values():
+            b.set_sensitive(False)
+        self.armed_at = {}
+        if self.arm_timer:
+            GLib.source_remove(self.arm_timer)
+        self.arm_timer = GLib.timeout_add(ARM_DELAY_MS, self._arm_resets)
+
+    def _arm_resets(self):
+        self.arm_timer = 0
+        records, in_use = self.rows_data
+        self.armed_at = {}
+        for app, button in self.resets.items():
+            button.set_sensitive(True)
+            rect = self._reset_rect(button)
+            self.armed_at[app] = rect
+            rec = records.get(app, {})
+            acc, _text = accuracy_text(rec)
+            log("row", app, f"decision={rec.get('decision') or ('one-time' if rec.get('one-time-approved') else 'none')}",
+                f"accuracy={acc}", f"in-use={1 if app in in_use else 0}", "reset={},{},{},{}".format(*rect))
+        return False
+
+    def _check_resets(self):
+        """An armed Reset that moved is disarmed, with the others, and they arm again later."""
+        if self.laying_out or self.arm_timer or not self.armed_at:
+            return False
+        if any(app in self.armed_at and self.armed_at[app] != self._reset_rect(b) for app, b in self.resets.items()):
+            log("moved")
+            self._arm_resets_later()
+        return False
+
+    def _on_reset(self, _button, app):
+        log("reset", app)
+        self._call("ResetConsent", GLib.Variant("(sa{sv})", (app, {})), lambda _r: self.refresh())
+
+    def _on_map(self, *_):
+        def ready():
+            win = self.get_window()
+            xid = str(win.get_xid()) if GdkX11 is not None and win is not None and hasattr(win, "get_xid") else ""
+            log(f"ready window={xid}")
+            return False
+        GLib.timeout_add(300, ready)
+        return False
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="geoconsent-settings",
+                                 description="Your location settings: which apps may use your location, "
+                                             "which use it now, and resetting them.")
+    ap.add_argument("--bus", default="system", metavar="system|session|ADDRESS",
+                    help="the bus geoconsentd is on (default: system)")
+    args = ap.parse_args(argv)
+    GLib.set_prgname("org.geoconsent.Settings")
+    ok, _argv = Gtk.init_check(None)
+    if not ok:
+        print("geoconsent-settings: cannot open a display", file=sys.stderr)
+        return 1
+    try:
+        connect(args.bus).close_sync(None)   # a first try: a wrong --bus is an error at once
+    except (GLib.Error, ValueError) as e:
+        print(f"geoconsent-settings: cannot connect to the {args.bus} bus: {getattr(e, 'message', e)}", file=sys.stderr)
+        return 1
+    win = Settings(args.bus)
+    win.connect("destroy", Gtk.main_quit)
+    win.show_all()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, sig, lambda *_: (Gtk.main_quit(), False)[1])
+    Gtk.main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
