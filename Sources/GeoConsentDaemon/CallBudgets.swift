@@ -1,53 +1,73 @@
 /// The arithmetic of `OutgoingCalls`' budgets (docs/dbus-api.md, "Limits"),
 /// with no bus: which calls the bus counts against the daemon, by purpose and
 /// uid, and whether one more may go. See OutgoingCalls.swift for why.
-struct CallBudgets {
-    enum Purpose: String, CaseIterable {
+public struct CallBudgets {
+    /// What calls of a kind are for, and their budget: the daemon's own
+    /// (`consentAgent`, `logind`) and those a front end registers
+    /// (`FrontEndHost.register`; the GeoClue facade's agent calls). Known by its name.
+    public struct Purpose: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        public let budget: Budget
+        public init(_ name: String, _ budget: Budget) {
+            self.name = name
+            self.budget = budget
+        }
+        public var description: String { name }
+        public static func == (a: Purpose, b: Purpose) -> Bool { a.name == b.name }
+        public func hash(into h: inout Hasher) { h.combine(name) }
+
         /// `Agent.Confirm` to a uid's consent agent; the uid is the agent's.
-        case consentAgent = "consent agent"
-        /// The `MaxAccuracyLevel` read of `Manager.AddAgent`; the uid is the caller's.
-        case geoclueAgentRead = "GeoClue agent read"
-        /// `AuthorizeApp` to a uid's GeoClue agent; the uid is the agent's.
-        case geoclueAgent = "GeoClue agent"
+        public static let consentAgent = Purpose("consent agent", Budget(perUID: 8, total: 48, guaranteed: 4))
         /// Placing a caller in its login session and reading that session; the uid is the caller's.
-        case logind = "logind"
+        public static let logind = Purpose("logind", Budget(perUID: 4, total: 24, guaranteed: 2))
     }
 
-    struct Budget {
+    public struct Budget: Sendable {
         /// Calls of one uid, waiting or given up on, at once.
-        var perUID: Int
+        public var perUID: Int
         /// Calls of all uids waiting for their answer at once.
-        var total: Int
+        public var total: Int
         /// Calls of one uid that may wait at once whatever other uids hold
         /// (within `hardLimit`).
-        var guaranteed: Int
+        public var guaranteed: Int
+        public init(perUID: Int, total: Int, guaranteed: Int) {
+            self.perUID = perUID
+            self.total = total
+            self.guaranteed = guaranteed
+        }
     }
 
-    /// The budgets (docs/dbus-api.md, "Limits"). Prompts are at most 64 open
-    /// at once (`Limits.openPrompts`), our agents' and GeoClue agents'
+    /// The purposes calls may be made for (docs/dbus-api.md, "Limits"): the
+    /// daemon's own, and those its front ends registered. Prompts are at most
+    /// 64 open at once (`Limits.openPrompts`), our agents' and other agents'
     /// together, and 4 per uid by default (`prompts-per-user`): each uid is
     /// guaranteed those 4, and 8 per uid leaves room for prompts whose agent is
     /// slow to answer. One placement in a login session asks logind one
     /// question at a time.
-    static let budgets: [Purpose: Budget] = [
-        .consentAgent: Budget(perUID: 8, total: 48, guaranteed: 4),
-        .geoclueAgentRead: Budget(perUID: 2, total: 16, guaranteed: 1),
-        .geoclueAgent: Budget(perUID: 8, total: 16, guaranteed: 4),
-        .logind: Budget(perUID: 4, total: 24, guaranteed: 2),
-    ]
+    private(set) var purposes: Set<Purpose> = [.consentAgent, .logind]
+
+    /// Calls may be made for `purpose` from now on; false (and nothing
+    /// changes) when its total would take the purposes' totals past `hardLimit`.
+    @discardableResult
+    mutating func register(_ purpose: Purpose) -> Bool {
+        guard !purposes.contains(purpose) else { return true }
+        guard purposes.reduce(0, { $0 + $1.budget.total }) + purpose.budget.total <= Self.hardLimit else { return false }
+        purposes.insert(purpose)
+        return true
+    }
 
     /// Calls of one uid, every purpose, waiting or given up on.
-    static let perUIDAll = 12
+    public static let perUIDAll = 12
 
     /// Calls waiting at once whatever their purpose and uid, below the system
     /// bus's 128: it takes `hardLimit / perUIDAll` (10) uids to hold them all.
-    static let hardLimit = 120
+    public static let hardLimit = 120
 
     /// Why a call was not sent, and whose slots stopped it.
-    struct Refusal: Error, CustomStringConvertible {
-        var description: String
+    public struct Refusal: Error, CustomStringConvertible {
+        public var description: String
         /// True when other uids' calls hold the budget (the caller's own callee is not to blame).
-        var byOthers: Bool
+        public var byOthers: Bool
     }
 
     /// Calls of each purpose waiting for their answer (not given up on).
@@ -71,10 +91,13 @@ struct CallBudgets {
 
     /// Why a call of `purpose` for `uid` would be refused now; nil when it may go.
     func refusal(_ purpose: Purpose, uid: UInt32) -> Refusal? {
-        let b = Self.budgets[purpose]!
+        guard purposes.contains(purpose) else {
+            return Refusal(description: "no budget is registered for \(purpose.name) calls", byOthers: false)
+        }
+        let b = purpose.budget
         let mine = held(purpose, uid: uid)
         if mine >= b.perUID {
-            return Refusal(description: "uid \(uid) already has \(b.perUID) calls to its \(purpose.rawValue) unanswered, its limit",
+            return Refusal(description: "uid \(uid) already has \(b.perUID) calls to its \(purpose.name) unanswered, its limit",
                            byOthers: false)
         }
         if held(uid: uid) >= Self.perUIDAll {
@@ -86,7 +109,7 @@ struct CallBudgets {
                            "held by \(holders(nil))", byOthers: true)
         }
         if held(purpose) >= b.total && mine >= b.guaranteed {
-            return Refusal(description: "\(b.total) calls to \(purpose.rawValue)s are waiting for an answer, the limit for all users, " +
+            return Refusal(description: "\(b.total) calls to \(purpose.name)s are waiting for an answer, the limit for all users, " +
                            "and uid \(uid) has its \(b.guaranteed) guaranteed; held by \(holders(purpose))", byOthers: true)
         }
         return nil

@@ -248,7 +248,7 @@ public final class Daemon {
     /// process through the identity helper at `Start`). Nothing when no such
     /// descriptor is held (not the connection's first call): the session's
     /// call checks as before.
-    func watchProcessNow(of caller: Caller) {
+    private func watchProcessNow(of caller: Caller) {
         // Taken only if the watch takes it (not when the connection is watched
         // already): else the call's end closes it (`dropExitDescriptor`).
         guard callers.holdsExitDescriptor(caller.connection) else { return }
@@ -257,7 +257,7 @@ public final class Daemon {
                         isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
     }
 
-    func releaseProcessWatch(of connection: String) {
+    private func releaseProcessWatch(of connection: String) {
         if !core.hasSessions(connection: connection) { processes.forget(connection) }
     }
 
@@ -407,5 +407,33 @@ public struct StartupError: Error, CustomStringConvertible {
 }
 
 extension Daemon: FrontEndHost {
-    var consent: ConsentCore { core }
+    var consent: ConsentQueries { core }
+    var limits: Limits { config.limits }
+
+    func resolveCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void) { withCaller(call, body) }
+
+    func retain(_ caller: Caller) { watchProcessNow(of: caller) }
+
+    func resolveCaller(connection: String, _ done: @escaping (Caller?) -> Void) {
+        callers.resolve(connection) { [weak self] result in
+            // A read starts no session: no pidfd is kept for it.
+            self?.callers.dropExitDescriptor(connection)
+            if case .success(let caller) = result { done(caller) } else { done(nil) }
+        }
+    }
+
+    func release(connection: String) { releaseProcessWatch(of: connection) }
+
+    func register(_ purpose: CallBudgets.Purpose) -> Bool { outgoing.register(purpose) }
+
+    func call(_ message: Message, purpose: CallBudgets.Purpose, uid: UInt32, callee: String, timeout: Double,
+              _ done: @escaping (Result<Message, DBusError>) -> Void) -> CallBudgets.Refusal? {
+        outgoing.call(message, purpose: purpose, uid: uid, callee: callee, timeout: timeout, done)
+    }
+
+    func noteAttack(_ connection: String, uid: UInt32, _ what: String) { attackLog.note(connection, uid: uid, what) }
+
+    func setUpdateOptions(session: SessionID, _ options: UpdateOptions) { location.setUpdateOptions(session: session, options) }
+
+    var locationInUse: Bool { location.inUse }
 }

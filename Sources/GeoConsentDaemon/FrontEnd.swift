@@ -50,21 +50,33 @@ protocol FrontEnd: AnyObject {
     func inUseChanged(_ value: Bool)
 }
 
-/// What a front end may use of the daemon: its event loop, bus objects and
-/// budgets, the two cores (the consent core is told everything through
-/// `feed`; it is read only for what a front end must check before it calls
-/// anyone), and the calls it holds for the core.
+/// What a front end may use of the daemon, and no more: the shell's event
+/// loop and object server (the bus, to export its objects and send its
+/// signals), its callers resolved, the consent core fed and read, calls held
+/// for the core, connections retained, calls out within budgets it registers,
+/// and the location side's filters. No process watch, no internals: what a
+/// caller's grant rests on (its process, its login session) is the daemon's.
 protocol FrontEndHost: AnyObject {
     var loop: EventLoop { get }
     var server: ObjectServer { get }
-    var outgoing: OutgoingCalls { get }
-    var attackLog: AttackLog { get }
-    var callers: CallerResolver { get }
-    var consent: ConsentCore { get }
-    var location: LocationService { get }
-    var config: Config { get }
-    /// Resolves the caller (and places it in its login session), then runs `body`.
-    func withCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void)
+    /// What the consent core says, read only (to check before calling anyone).
+    var consent: ConsentQueries { get }
+    /// The configuration's limits, which a front end applies to its own objects too.
+    var limits: Limits { get }
+
+    /// Resolves the caller of `call` (and places it in its login session),
+    /// then runs `body`; on failure `call` is answered with why.
+    func resolveCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void)
+    /// Resolves `connection` for a read that starts nothing (nil: it cannot be).
+    func resolveCaller(connection: String, _ done: @escaping (Caller?) -> Void)
+    /// The front end holds an object of `caller`'s connection from now on:
+    /// what its grants will rest on is kept now (its process, watched with
+    /// what this call proved of it), before any session. Only within `body`.
+    func retain(_ caller: Caller)
+    /// The front end holds nothing more of `connection` (its last object is
+    /// gone): what `retain` kept goes, unless a session needs it.
+    func release(connection: String)
+
     /// Hands the consent core an event and carries out its effects.
     func feed(_ event: CoreEvent)
     /// Keeps a call the core will answer; returns its id.
@@ -74,13 +86,32 @@ protocol FrontEndHost: AnyObject {
     func holdWithoutCall() -> CallID
     /// Fails a held call the core will not answer any more.
     func abandon(_ id: CallID, _ error: DBusError)
-    /// Watches the caller's process from now on, before its first session
-    /// (see `Daemon.watchProcessNow`).
-    func watchProcessNow(of caller: Caller)
-    /// The front end holds nothing more of `connection` (its last object is
-    /// gone): its process is watched no longer, unless a session needs it.
-    func releaseProcessWatch(of connection: String)
+
+    /// Calls of `purpose` may be made (`call`); false when the budgets of all
+    /// purposes would pass the bus's share.
+    func register(_ purpose: CallBudgets.Purpose) -> Bool
+    /// Sends `message` within `purpose`'s budget for `uid` (OutgoingCalls.call).
+    func call(_ message: Message, purpose: CallBudgets.Purpose, uid: UInt32, callee: String, timeout: Double,
+              _ done: @escaping (Result<Message, DBusError>) -> Void) -> CallBudgets.Refusal?
+    /// Logs what looks like an attack by `connection`, once for it.
+    func noteAttack(_ connection: String, uid: UInt32, _ what: String)
+
+    /// New filters for a started session of its own.
+    func setUpdateOptions(session: SessionID, _ options: UpdateOptions)
+    /// Whether any session receives fixes now.
+    var locationInUse: Bool { get }
 }
+
+/// What a front end may read of the consent core.
+protocol ConsentQueries: AnyObject {
+    var enabled: Bool { get }
+    func agentName(forUID uid: UInt32) -> String?
+    func externalAgent(forUID uid: UInt32) -> ExternalAgent?
+    func externalAgentRefusal(_ caller: Caller) -> CoreError?
+    func isExternalAgent(_ name: String, uid: UInt32) -> Bool
+}
+
+extension ConsentCore: ConsentQueries {}
 
 /// The front ends a daemon serves, shared by the parts that hand them work
 /// (the daemon, `LocationService`): made before them and filled at start, so

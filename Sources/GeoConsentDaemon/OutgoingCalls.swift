@@ -57,6 +57,10 @@ final class OutgoingCalls {
     /// without a uid, the purpose's calls still waiting for their answer.
     func held(_ purpose: Purpose, uid: UInt32? = nil) -> Int { budgets.held(purpose, uid: uid) }
 
+    /// Calls may be made for `purpose` from now on (a front end's, at start);
+    /// false when the purposes' totals would pass the hard limit.
+    func register(_ purpose: Purpose) -> Bool { budgets.register(purpose) }
+
     /// Sends `message` to `callee` (a unique name, or logind's well-known name)
     /// for `purpose` on behalf of `uid`, if its budget allows: then `done` runs
     /// later with the reply or error, and nil is returned. Otherwise nothing is
@@ -126,6 +130,15 @@ final class OutgoingCalls {
 }
 
 extension CallBudgets.Refusal {
+    /// The same, through a front end's host.
+    func log(_ what: String, callee: String, uid: UInt32, host: FrontEndHost) {
+        if byOthers {
+            Log.byCaller(uid: uid, .warning, "\(what) to \(callee) (uid \(uid)) not sent: \(description)")
+        } else {
+            host.noteAttack(callee, uid: uid, "does not answer \(what): \(description)")
+        }
+    }
+
     /// Logs the refusal of a `what` call to `callee` for `uid`: as its
     /// callee's not answering (once per connection) when the uid's own
     /// share is spent; else as the holders' doing, never the callee's.

@@ -46,15 +46,17 @@ final class CallBudgetTests: XCTestCase {
         XCTAssertFalse(r.description.contains("uid 1000 already"), r.description)
     }
 
-    /// The same for AuthorizeApp, whose total is 16: two uids once spent it.
+    /// The same for AuthorizeApp (a purpose the GeoClue facade registers),
+    /// whose total is 16: two uids once spent it.
     func testAuthorizeAppKeepsItsGuaranteeToo() {
         var b = B()
-        for uid in UInt32(5)...6 { for _ in 0..<8 { b.sent(.geoclueAgent, uid: uid) } }
+        XCTAssertTrue(b.register(GeoClueFacade.agentPrompt))
+        for uid in UInt32(5)...6 { for _ in 0..<8 { b.sent(GeoClueFacade.agentPrompt, uid: uid) } }
         for _ in 0..<4 {
-            XCTAssertNil(b.refusal(.geoclueAgent, uid: 1000))
-            b.sent(.geoclueAgent, uid: 1000)
+            XCTAssertNil(b.refusal(GeoClueFacade.agentPrompt, uid: 1000))
+            b.sent(GeoClueFacade.agentPrompt, uid: 1000)
         }
-        XCTAssertEqual(b.refusal(.geoclueAgent, uid: 1000)?.byOthers, true)
+        XCTAssertEqual(b.refusal(GeoClueFacade.agentPrompt, uid: 1000)?.byOthers, true)
     }
 
     /// A uid holds at most `perUIDAll` slots in all purposes together, so it
@@ -62,8 +64,10 @@ final class CallBudgetTests: XCTestCase {
     /// every other uid still gets its guaranteed calls.
     func testTheHardLimitTakesTenUids() {
         var b = B()
+        let all: [B.Purpose] = [.consentAgent, .logind, GeoClueFacade.agentRead, GeoClueFacade.agentPrompt]
+        for p in all { XCTAssertTrue(b.register(p)) }
         for uid in UInt32(5)...13 {   // nine uids, each as much as it may hold
-            for p in B.Purpose.allCases {
+            for p in all {
                 while b.refusal(p, uid: uid) == nil {
                     b.sent(p, uid: uid)
                     b.stoppedWaiting(p)
@@ -73,7 +77,7 @@ final class CallBudgetTests: XCTestCase {
             XCTAssertEqual(b.refusal(.logind, uid: uid)?.byOthers, false)
         }
         XCTAssertEqual(b.all, 9 * B.perUIDAll)
-        for p in B.Purpose.allCases { XCTAssertNil(b.refusal(p, uid: 1000), "\(p) for a uid of its own") }
+        for p in all { XCTAssertNil(b.refusal(p, uid: 1000), "\(p) for a uid of its own") }
         for _ in 0..<4 { b.sent(.consentAgent, uid: 1000) }
         XCTAssertNil(b.refusal(.consentAgent, uid: 1001))
         // A tenth uid takes the rest: then the refusal names the holders.
@@ -94,5 +98,19 @@ final class CallBudgetTests: XCTestCase {
         XCTAssertNil(b.refusal(.consentAgent, uid: 7))
         XCTAssertEqual(b.held(.consentAgent, uid: 7), 7)
         XCTAssertEqual(b.held(uid: 7), 7)
+    }
+
+    /// A front end registers the purposes of its calls; a call of a purpose
+    /// nobody registered is refused, and no registration may take the
+    /// purposes' totals past the hard limit.
+    func testPurposesAreRegisteredWithinTheHardLimit() {
+        var b = B()
+        let other = B.Purpose("other agent", .init(perUID: 2, total: 8, guaranteed: 1))
+        XCTAssertEqual(b.refusal(other, uid: 1000)?.description, "no budget is registered for other agent calls")
+        XCTAssertTrue(b.register(other))
+        XCTAssertNil(b.refusal(other, uid: 1000))
+        let greedy = B.Purpose("greedy", .init(perUID: 8, total: B.hardLimit, guaranteed: 4))
+        XCTAssertFalse(b.register(greedy), "the totals would pass the bus's share")
+        XCTAssertNotNil(b.refusal(greedy, uid: 1000))
     }
 }

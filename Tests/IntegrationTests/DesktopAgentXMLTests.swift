@@ -3,13 +3,15 @@ import Foundation
 import GeoConsentAPI
 import GeoTestSupport
 
-/// The GUI agent (`desktop/geoconsent-agent`, Python) serves the agent interface
+/// The GUI agent (`desktop/geoconsent_desktop/agent.py`, Python) serves the agent interface
 /// from its own copy of the introspection XML (`AGENT_XML`). That copy must
 /// declare the interface exactly as the committed XML does (which
 /// `SkeletonTests` holds to the tables in GeoConsentAPI): the same methods,
 /// signals and properties, each argument with the same name, type and direction.
 final class DesktopAgentXMLTests: XCTestCase {
-    static let agentScript = TestPaths.sourceRoot + "/desktop/geoconsent-agent"
+    static let agentScript = TestPaths.sourceRoot + "/desktop/geoconsent_desktop/agent.py"
+    /// Where the desktop programs' shared names are (`AGENT_IFACE`).
+    static let commonModule = TestPaths.sourceRoot + "/desktop/geoconsent_desktop/common.py"
     static let committedXML = TestPaths.sourceRoot + "/interfaces/org.geoconsent.GeoConsent1.xml"
 
     func testGUIAgentDeclaresTheCommittedAgentInterface() throws {
@@ -18,12 +20,13 @@ final class DesktopAgentXMLTests: XCTestCase {
         let committed = try String(contentsOfFile: Self.committedXML, encoding: .utf8)
 
         let name = GeoConsentAPI.agentInterfaceName
-        XCTAssertEqual(Self.pythonString(named: "AGENT_IFACE", in: script), name, "the agent's AGENT_IFACE")
+        let common = try String(contentsOfFile: Self.commonModule, encoding: .utf8)
+        XCTAssertEqual(Self.pythonString(named: "AGENT_IFACE", in: common), name, "the agent's AGENT_IFACE")
         XCTAssertEqual(Self.interfaceNames(in: python), [name], "AGENT_XML declares the agent interface alone")
         let expected = try XCTUnwrap(Self.members(of: name, in: committed), "no \(name) in \(Self.committedXML)")
         XCTAssertFalse(expected.isEmpty)
         XCTAssertEqual(Self.members(of: name, in: python), expected,
-                       "desktop/geoconsent-agent's AGENT_XML differs from interfaces/org.geoconsent.GeoConsent1.xml")
+                       "desktop/geoconsent_desktop/agent.py's AGENT_XML differs from interfaces/org.geoconsent.GeoConsent1.xml")
     }
 
     /// The comparison sees every kind of drift: a type, a direction, an argument's

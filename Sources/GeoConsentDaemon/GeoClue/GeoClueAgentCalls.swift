@@ -21,14 +21,14 @@ extension GeoClueFacade {
     /// come as `PropertiesChanged`); one read per connection at a time, and the
     /// reads of a uid and of everyone within their budget (OutgoingCalls).
     func addAgent(_ call: MethodCall) {
-        host.withCaller(call) { [weak self] caller in
+        host.resolveCaller(call) { [weak self] caller in
             guard let self else { return }
             if let refusal = self.host.consent.externalAgentRefusal(caller) { return call.fail(refusal.dbusError) }
             if self.host.consent.isExternalAgent(call.sender, uid: caller.uid), self.agentLevels[call.sender] != nil {
                 return call.reply()
             }
             guard !self.agentReads.contains(call.sender) else {
-                self.host.attackLog.note(call.sender, uid: caller.uid, "pipelines AddAgent while its level is being read")
+                self.host.noteAttack(call.sender, uid: caller.uid, "pipelines AddAgent while its level is being read")
                 return call.fail(DBusError(DBusError.limitsExceededName,
                                            "This connection's AddAgent is being answered already: wait for its reply"))
             }
@@ -56,7 +56,7 @@ extension GeoClueFacade {
             }
             if let refused {
                 self.agentReads.remove(call.sender)
-                refused.log("the MaxAccuracyLevel read", callee: call.sender, uid: caller.uid, attackLog: self.host.attackLog)
+                refused.log("the MaxAccuracyLevel read", callee: call.sender, uid: caller.uid, host: self.host)
                 call.fail(DBusError(DBusError.limitsExceededName, "Cannot read the agent's level now: \(refused)"))
             }
         }
@@ -69,7 +69,7 @@ extension GeoClueFacade {
             let m = try Message.methodCall(destination: name, path: GeoClueAPI.agentPath,
                                            interface: ObjectServer.properties, member: "Get")
             try m.append([.string(GeoClueAPI.agentInterfaceName), .string(MaxAccuracyLevelProperty.name)])
-            return host.outgoing.call(m, purpose: .geoclueAgentRead, uid: uid, callee: name,
+            return host.call(m, purpose: GeoClueFacade.agentRead, uid: uid, callee: name,
                                         timeout: GeoClueFacade.agentReadTimeout) { result in
                 switch result {
                 case .success(let reply):
@@ -113,7 +113,7 @@ extension GeoClueFacade {
             let m = try Message.methodCall(destination: r.agentName, path: GeoClueAPI.agentPath,
                                            interface: GeoClueAPI.agentInterfaceName, member: AuthorizeAppCall.member)
             try m.append(AuthorizeAppCall.encode(desktopID: r.appName, level: level))
-            let refusal = host.outgoing.call(m, purpose: .geoclueAgent, uid: r.uid, callee: r.agentName,
+            let refusal = host.call(m, purpose: GeoClueFacade.agentPrompt, uid: r.uid, callee: r.agentName,
                                              timeout: r.timeout) { [weak self] result in
                 let answer: AgentAnswer
                 switch result {
@@ -125,7 +125,7 @@ extension GeoClueFacade {
                              "\(Log.field(String(describing: answer))), app \(Log.field(r.appName))")
                 self?.host.feed(.agentAnswered(requestID: r.requestID, answer))
             }
-            refusal?.log("AuthorizeApp", callee: r.agentName, uid: r.uid, attackLog: host.attackLog)
+            refusal?.log("AuthorizeApp", callee: r.agentName, uid: r.uid, host: host)
             refused = refusal?.description
         } catch {
             refused = "\(error)"

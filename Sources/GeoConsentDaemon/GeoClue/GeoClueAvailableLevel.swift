@@ -21,13 +21,11 @@ extension GeoClueFacade {
     /// A `Get` or `GetAll` of the Manager by `sender`: the value for its uid,
     /// and the reader is kept, to be told of changes.
     func availableLevel(for sender: String, _ done: @escaping (DBusValue) -> Void) {
-        host.callers.resolve(sender) { [weak self] result in
+        host.resolveCaller(connection: sender) { [weak self] caller in
             guard let self else { return done(.uint32(GeoClueAccuracyLevel.none)) }
-            guard case .success(let caller) = result else { return done(.uint32(self.availableLevel(uid: nil))) }
+            guard let caller else { return done(.uint32(self.availableLevel(uid: nil))) }
             let level = self.availableLevel(uid: caller.uid)
             self.levelReaders[sender] = (caller.uid, level)
-            // A property read starts no session: no pidfd is kept for it.
-            self.host.callers.dropExitDescriptor(sender)
             done(.uint32(level))
         }
     }

@@ -32,6 +32,11 @@ final class GeoClueFacade: FrontEnd {
     static let objectKind = ObjectKind(word: "geoclue")
     /// What the consent core calls a GeoClue agent in messages.
     static let agentLabel = "GeoClue agent"
+    /// Its calls out, each within a budget of its own (docs/dbus-api.md, "Limits"):
+    /// the `MaxAccuracyLevel` read of `AddAgent` (the caller's uid) and
+    /// `AuthorizeApp` (the agent's uid).
+    static let agentRead = CallBudgets.Purpose("GeoClue agent read", .init(perUID: 2, total: 16, guaranteed: 1))
+    static let agentPrompt = CallBudgets.Purpose("GeoClue agent", .init(perUID: 8, total: 16, guaranteed: 4))
 
     unowned let host: FrontEndHost
     private var loop: EventLoop { host.loop }
@@ -76,6 +81,9 @@ final class GeoClueFacade: FrontEnd {
     init(host: FrontEndHost, settings: GeoClueSettings) {
         self.host = host
         desktopEntries = DesktopEntries(directories: settings.desktopEntries)
+        for purpose in [Self.agentRead, Self.agentPrompt] {
+            precondition(host.register(purpose), "the budgets of all purposes would pass the bus's share")
+        }
     }
 
     var busNames: [String] { [GeoClueAPI.busName] }
@@ -110,7 +118,7 @@ final class GeoClueFacade: FrontEnd {
             "AddAgent": { f, call in f.addAgent(call) },
         ],
         getters: [
-            ManagerProperty.inUse: { .bool($0.host.location.inUse) },
+            ManagerProperty.inUse: { .bool($0.host.locationInUse) },
             ManagerProperty.availableAccuracyLevel: { .uint32($0.availableLevel(uid: nil)) },
         ],
         callerGetters: [
@@ -120,13 +128,13 @@ final class GeoClueFacade: FrontEnd {
     /// `GetClient` (`reuse`: the connection's client, made at its first call) and
     /// `CreateClient` (always a new one). Answered at once: no prompt is involved.
     private func makeClient(_ call: MethodCall, reuse: Bool) {
-        host.withCaller(call) { [weak self] caller in
+        host.resolveCaller(call) { [weak self] caller in
             guard let self else { return }
             let owner = call.sender
             if reuse, let n = self.defaultClient[owner], let c = self.clients[n] {
                 return call.reply([.objectPath(c.path)])
             }
-            let limit = self.host.config.limits.sessionsPerUser
+            let limit = self.host.limits.sessionsPerUser
             if !caller.isRoot && self.countOf[caller.uid, default: 0] >= limit {
                 return call.fail(DBusError(DBusError.limitsExceededName,
                     "uid \(caller.uid) has \(limit) GeoClue client objects, its limit (sessions-per-user)"))
@@ -139,9 +147,9 @@ final class GeoClueFacade: FrontEnd {
             self.countOf[caller.uid, default: 0] += 1
             self.uidOf[c.number] = caller.uid
             self.server.export(c, at: c.path, interfaces: [self.clientInterface], owner: owner)
-            // Its Start comes next: the process watch takes the descriptor that
-            // proved this call's process now, rather than checking it again then.
-            self.host.watchProcessNow(of: caller)
+            // Its Start comes next: what its grant rests on is kept now, with what
+            // this call proved of its process, rather than checked again then.
+            self.host.retain(caller)
             Log.debug("GeoClue client \(c.path) for \(owner): app \(Log.field(caller.appID))")
             call.reply([.objectPath(c.path)])
         }
@@ -179,7 +187,7 @@ final class GeoClueFacade: FrontEnd {
         guard let accuracy = GeoClueAccuracyLevel.accuracy(forLevel: c.requestedLevel) else {
             return call.fail(.accessDenied("RequestedAccuracyLevel is 0 (none): no location was asked for"))
         }
-        host.withCaller(call) { [weak self, weak c] caller in
+        host.resolveCaller(call) { [weak self, weak c] caller in
             guard let self, let c, self.clients[c.number] === c else {
                 return call.fail(.accessDenied("The client object was deleted"))
             }
@@ -242,7 +250,7 @@ final class GeoClueFacade: FrontEnd {
         c.distanceThreshold = distance
         c.timeThreshold = time
         call.reply()
-        if c.active && !changed.isEmpty { host.location.setUpdateOptions(session: c.session, c.updateOptions) }
+        if c.active && !changed.isEmpty { host.setUpdateOptions(session: c.session, c.updateOptions) }
         clientChanged(c, changed)
     }
 
@@ -489,9 +497,9 @@ final class GeoClueFacade: FrontEnd {
         clientsOf[c.owner]?.remove(c.number)
         if clientsOf[c.owner]?.isEmpty == true {
             clientsOf[c.owner] = nil
-            // The watch GetClient began (watchProcessNow) ends with its last client
-            // object: a deleted client that never started holds no descriptor.
-            host.releaseProcessWatch(of: c.owner)
+            // What GetClient retained goes with its last client object: a
+            // deleted client that never started holds no descriptor.
+            host.release(connection: c.owner)
         }
         if defaultClient[c.owner] == c.number { defaultClient[c.owner] = nil }
         if let uid = uidOf.removeValue(forKey: c.number) {
