@@ -61,6 +61,10 @@ let package = Package(
         // agent, and the attacks (run as other uids with setpriv).
         .executableTarget(name: "geoconsent-localuser", dependencies: ["GeoDBus", "GeoConsentAPI", "CLinuxSyscalls"],
                           path: "Instruments/geoconsent-localuser"),
+        // The daemon with front ends made only for the tests (proof of the front-end seam):
+        // adding one touches this folder and its tests, nothing of the cores or the daemon.
+        .executableTarget(name: "geoconsent-frontend-lab", dependencies: ["GeoConsentDaemon", "GeoCore", "GeoDBus", "GeoSystem"],
+                          path: "Instruments/geoconsent-frontend-lab"),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),
@@ -74,7 +78,7 @@ let package = Package(
         .testTarget(name: "HarnessTests", dependencies: ["GeoTestSupport"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["GeoDBus", "GeoConsentAPI", "GeoConsentClient", "GeoTestSupport", "GeoConsentDaemon", "GeoSystem",
-                                   "geoconsentd", "geoconsentctl", "geoconsent-localuser"]),
+                                   "geoconsentd", "geoconsentctl", "geoconsent-localuser", "geoconsent-frontend-lab"]),
     ],
     swiftLanguageModes: [.v5]
 )

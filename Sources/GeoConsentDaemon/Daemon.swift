@@ -31,6 +31,8 @@ public final class Daemon {
     let attackLog = AttackLog()
     private var signals: SignalPipe?
 
+    /// What the front ends may use of the daemon (DaemonHost.swift).
+    private lazy var host = DaemonHost(self)
     /// Calls the core has not answered yet, and requests with no call (HeldCalls.swift).
     let calls = HeldCalls()
     /// `Confirm` and `Cancel` to our agents (ConsentAgentCalls.swift).
@@ -55,7 +57,10 @@ public final class Daemon {
     /// daemon left CAP_SYS_PTRACE to one (GeoSystem's IdentitySeparation.swift),
     /// else `/proc` read in this process. Throws a one-line `StartupError` when
     /// the daemon cannot run.
-    public init(options: DaemonOptions, identity: IdentitySource = AppIdentityResolver()) throws {
+    /// `frontEnds`: front ends of other programs to serve besides those the
+    /// options and config name (each made with the daemon's host; the test lab's).
+    public init(options: DaemonOptions, identity: IdentitySource = AppIdentityResolver(),
+                frontEnds extra: [(FrontEndHost) -> FrontEnd] = []) throws {
         self.options = options
         // The front ends' sections are theirs to read (GeoClueSettings).
         let geoclue: GeoClueSettings
@@ -95,7 +100,8 @@ public final class Daemon {
         processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
         server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
-        if options.serveGeoClue || geoclue.serve { frontEnds.all.append(GeoClueFacade(host: self, settings: geoclue)) }
+        if options.serveGeoClue || geoclue.serve { frontEnds.all.append(GeoClueFacade(host: host, settings: geoclue)) }
+        for make in extra { frontEnds.all.append(make(host)) }
         for frontEnd in frontEnds.all { frontEnd.serve() }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
@@ -248,7 +254,7 @@ public final class Daemon {
     /// process through the identity helper at `Start`). Nothing when no such
     /// descriptor is held (not the connection's first call): the session's
     /// call checks as before.
-    private func watchProcessNow(of caller: Caller) {
+    func watchProcessNow(of caller: Caller) {
         // Taken only if the watch takes it (not when the connection is watched
         // already): else the call's end closes it (`dropExitDescriptor`).
         guard callers.holdsExitDescriptor(caller.connection) else { return }
@@ -257,7 +263,7 @@ public final class Daemon {
                         isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
     }
 
-    private func releaseProcessWatch(of connection: String) {
+    func releaseProcessWatch(of connection: String) {
         if !core.hasSessions(connection: connection) { processes.forget(connection) }
     }
 
@@ -406,34 +412,12 @@ public struct StartupError: Error, CustomStringConvertible {
     public init(_ d: String) { description = d }
 }
 
-extension Daemon: FrontEndHost {
-    var consent: ConsentQueries { core }
-    var limits: Limits { config.limits }
-
-    func resolveCaller(_ call: MethodCall, _ body: @escaping (Caller) -> Void) { withCaller(call, body) }
-
-    func retain(_ caller: Caller) { watchProcessNow(of: caller) }
-
-    func resolveCaller(connection: String, _ done: @escaping (Caller?) -> Void) {
+extension Daemon {
+    /// Resolves `connection` for a read that starts nothing: no pidfd is kept for it.
+    func resolveForRead(_ connection: String, _ done: @escaping (Caller?) -> Void) {
         callers.resolve(connection) { [weak self] result in
-            // A read starts no session: no pidfd is kept for it.
             self?.callers.dropExitDescriptor(connection)
             if case .success(let caller) = result { done(caller) } else { done(nil) }
         }
     }
-
-    func release(connection: String) { releaseProcessWatch(of: connection) }
-
-    func register(_ purpose: CallBudgets.Purpose) -> Bool { outgoing.register(purpose) }
-
-    func call(_ message: Message, purpose: CallBudgets.Purpose, uid: UInt32, callee: String, timeout: Double,
-              _ done: @escaping (Result<Message, DBusError>) -> Void) -> CallBudgets.Refusal? {
-        outgoing.call(message, purpose: purpose, uid: uid, callee: callee, timeout: timeout, done)
-    }
-
-    func noteAttack(_ connection: String, uid: UInt32, _ what: String) { attackLog.note(connection, uid: uid, what) }
-
-    func setUpdateOptions(session: SessionID, _ options: UpdateOptions) { location.setUpdateOptions(session: session, options) }
-
-    var locationInUse: Bool { location.inUse }
 }

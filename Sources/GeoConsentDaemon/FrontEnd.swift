@@ -7,7 +7,7 @@ import GeoDBus
 /// `FrontEndHost`. What differs by protocol (object lifetimes, accuracy
 /// levels, its own agents) lives in the front end; the consent and location
 /// cores stay neutral.
-protocol FrontEnd: AnyObject {
+public protocol FrontEnd: AnyObject {
     /// The well-known names it owns on the bus: requested at start, released
     /// before ours at idle exit.
     var busNames: [String] { get }
@@ -56,7 +56,7 @@ protocol FrontEnd: AnyObject {
 /// for the core, connections retained, calls out within budgets it registers,
 /// and the location side's filters. No process watch, no internals: what a
 /// caller's grant rests on (its process, its login session) is the daemon's.
-protocol FrontEndHost: AnyObject {
+public protocol FrontEndHost: AnyObject {
     var loop: EventLoop { get }
     var server: ObjectServer { get }
     /// What the consent core says, read only (to check before calling anyone).
@@ -103,7 +103,7 @@ protocol FrontEndHost: AnyObject {
 }
 
 /// What a front end may read of the consent core.
-protocol ConsentQueries: AnyObject {
+public protocol ConsentQueries: AnyObject {
     var enabled: Bool { get }
     func agentName(forUID uid: UInt32) -> String?
     func externalAgent(forUID uid: UInt32) -> ExternalAgent?
@@ -112,6 +112,24 @@ protocol ConsentQueries: AnyObject {
 }
 
 extension ConsentCore: ConsentQueries {}
+
+/// What a front end that has nothing to do at an event does: nothing. A
+/// front end implements what its protocol needs (a small one: its names, its
+/// objects, `deliver`, `grantEnded`).
+public extension FrontEnd {
+    var matchRules: [String] { [] }
+    var nameTakenHint: String { "another program serves it" }
+    var isIdle: Bool { true }
+    func handle(_ m: Message) -> Bool { false }
+    func connectionLeft(_ name: String) {}
+    func callFailed(_ id: CallID, _ error: DBusError) {}
+    func updatesStarted(_ id: CallID) {}
+    func authorizationChanged(_ session: SessionID, _ status: AuthorizationStatus) {}
+    func sessionResumed(_ session: SessionID) {}
+    func authorize(_ r: ExternalPromptRequest) -> Bool { false }
+    func enabledChanged() {}
+    func inUseChanged(_ value: Bool) {}
+}
 
 /// The front ends a daemon serves, shared by the parts that hand them work
 /// (the daemon, `LocationService`): made before them and filled at start, so

@@ -14,13 +14,14 @@ final class Stack {
     let stateDir: TempDir
     let configText: String
 
-    init(config: String = "", stateDir: TempDir? = nil) throws {
+    /// `executable`: another build of the daemon (the front-end lab's).
+    init(config: String = "", stateDir: TempDir? = nil, executable: String? = nil) throws {
         bus = try TestBus()
         gpsd = try GpsdInstance()
         self.stateDir = try stateDir ?? TempDir()
         configText = config
         daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port, configText: config,
-                                    stateDir: self.stateDir.path)
+                                    stateDir: self.stateDir.path, executable: executable)
     }
 
     /// Stops the daemon and starts it again on the same bus and state directory.
