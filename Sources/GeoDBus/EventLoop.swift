@@ -49,9 +49,29 @@ public final class EventLoop {
     private var wakeRead: Int32 = -1
     private var wakeWrite: Int32 = -1
 
+    /// The loop's time in nanoseconds: CLOCK_MONOTONIC, or a test's `ManualClock`.
+    private let clock: () -> UInt64
+    /// Timers wait for `clock` to move (a manual clock): a turn never sleeps for them.
+    private let manualTime: Bool
+
     public init() {
+        clock = EventLoop.monotonicNanos
+        manualTime = false
         pthread_mutex_init(&postLock, nil)
     }
+
+    /// A loop whose timers follow `clock` alone, as swift-nio's
+    /// `EmbeddedEventLoop` does: a turn runs what is due at the clock's time
+    /// and never sleeps for a timer, so a test moves time itself
+    /// (`ManualClock.advance`, then `runOnce(timeoutMillis: 0)`).
+    public init(clock: ManualClock) {
+        self.clock = { clock.now }
+        manualTime = true
+        pthread_mutex_init(&postLock, nil)
+    }
+
+    /// The loop's time now (nanoseconds).
+    public var now: UInt64 { clock() }
 
     deinit {
         if wakeRead >= 0 { close(wakeRead); close(wakeWrite) }
@@ -116,7 +136,7 @@ public final class EventLoop {
         let t = nextToken
         nextToken += 1
         let delay = seconds <= 0 ? 0 : UInt64(min(seconds, 1e9) * 1e9)
-        timers.insert(t, deadline: EventLoop.monotonicNanos() &+ delay, handler: handler)
+        timers.insert(t, deadline: clock() &+ delay, handler: handler)
         return t
     }
 
@@ -184,8 +204,8 @@ public final class EventLoop {
         checkIdle()
 
         var wait: Int32 = timeoutMillis ?? -1
-        if let next = timers.nextDeadline() {
-            let now = EventLoop.monotonicNanos()
+        if !manualTime, let next = timers.nextDeadline() {
+            let now = clock()
             let ms = next <= now ? 0 : Int32(clamping: (next - now + 999_999) / 1_000_000)
             wait = wait < 0 ? ms : min(wait, ms)
         }
@@ -219,7 +239,15 @@ public final class EventLoop {
     /// cancels another due timer stops it. A timer a handler arms (its
     /// deadline is past `now`) runs at a later turn, after a poll.
     private func runDueTimers() {
-        let now = EventLoop.monotonicNanos()
+        let now = clock()
         while let handler = timers.popDue(now: now) { handler() }
     }
+}
+
+/// Time that moves only when a test moves it (`EventLoop(clock:)`).
+public final class ManualClock {
+    public private(set) var now: UInt64
+    public init(now: UInt64 = 1_000_000_000) { self.now = now }
+    /// Moves time forward by `seconds`.
+    public func advance(_ seconds: Double) { now &+= UInt64(seconds * 1e9) }
 }

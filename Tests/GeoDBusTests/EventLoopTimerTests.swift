@@ -79,57 +79,86 @@ final class EventLoopTimerTests: XCTestCase {
 
 /// Idle exit as a property of the loop (`exitWhenIdle`): asked before every
 /// wait, so a program's parts need not check after each of their events.
+/// On a loop with manual time (`EventLoop(clock:)`): no test waits.
 final class EventLoopIdleTests: XCTestCase {
-    /// Turns the loop until `done` or 2 s have passed.
-    private func turn(_ loop: EventLoop, until done: () -> Bool) {
-        let deadline = EventLoop.monotonicNanos() + 2_000_000_000
-        while !done() && EventLoop.monotonicNanos() < deadline { loop.runOnce(timeoutMillis: 10) }
-    }
-
     func testIdleLongEnoughRunsOnIdleOnce() {
-        let loop = EventLoop()
+        let clock = ManualClock()
+        let loop = EventLoop(clock: clock)
         var fired = 0
-        loop.exitWhenIdle(after: 0.02, isIdle: { true }, onIdle: { fired += 1 })
-        turn(loop) { fired > 0 }
+        loop.exitWhenIdle(after: 10, isIdle: { true }, onIdle: { fired += 1 })
+        loop.runOnce(timeoutMillis: 0)
+        clock.advance(9.9)
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(fired, 0, "not yet")
+        clock.advance(0.1)
+        loop.runOnce(timeoutMillis: 0)
         XCTAssertEqual(fired, 1)
         // Still idle: a new countdown begins at the next turn, as the rule says.
-        turn(loop) { fired > 1 }
+        loop.runOnce(timeoutMillis: 0)
+        clock.advance(10)
+        loop.runOnce(timeoutMillis: 0)
         XCTAssertEqual(fired, 2)
         loop.stopIdleWatch()
         XCTAssertEqual(loop.armedTimerCount, 0)
     }
 
     func testABusyTurnCancelsTheCountdown() {
-        let loop = EventLoop()
+        let clock = ManualClock()
+        let loop = EventLoop(clock: clock)
         var busy = false
         var fired = 0
-        var turns = 0
-        loop.exitWhenIdle(after: 0.05, isIdle: { !busy }, onIdle: { fired += 1 })
+        loop.exitWhenIdle(after: 10, isIdle: { !busy }, onIdle: { fired += 1 })
         loop.runOnce(timeoutMillis: 0)
         XCTAssertEqual(loop.armedTimerCount, 1, "idle: the countdown is armed before the wait")
+        clock.advance(9)
         busy = true
         loop.runOnce(timeoutMillis: 0)
         XCTAssertEqual(loop.armedTimerCount, 0, "busy: cancelled")
-        // Busy across its length: never fires.
-        let deadline = EventLoop.monotonicNanos() + 150_000_000
-        while EventLoop.monotonicNanos() < deadline { loop.runOnce(timeoutMillis: 10); turns += 1 }
-        XCTAssertEqual(fired, 0, "\(turns) busy turns")
+        clock.advance(100)
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(fired, 0, "busy across its length: never")
         busy = false
-        turn(loop) { fired > 0 }
+        loop.runOnce(timeoutMillis: 0)
+        clock.advance(9.99)
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(fired, 0, "a new countdown, from the turn it became idle")
+        clock.advance(0.01)
+        loop.runOnce(timeoutMillis: 0)
         XCTAssertEqual(fired, 1)
     }
 
     /// The countdown's timer asks again when it fires: busy by then (an event
     /// the loop has not turned for yet), nothing runs.
     func testTheRuleIsAskedAgainWhenTheCountdownEnds() {
-        let loop = EventLoop()
+        let clock = ManualClock()
+        let loop = EventLoop(clock: clock)
         var idle = true
         var fired = 0
-        loop.exitWhenIdle(after: 0.02, isIdle: { idle }, onIdle: { fired += 1 })
+        loop.exitWhenIdle(after: 1, isIdle: { idle }, onIdle: { fired += 1 })
         loop.runOnce(timeoutMillis: 0)
         idle = false   // changed with no turn in between
-        usleep(40_000)
+        clock.advance(2)
         loop.runOnce(timeoutMillis: 0)
         XCTAssertEqual(fired, 0)
+    }
+}
+
+/// Manual time itself: timers follow the clock alone, and a turn never sleeps for one.
+final class ManualClockTests: XCTestCase {
+    func testTimersRunWhenTheClockReachesThemAndNoTurnSleeps() {
+        let clock = ManualClock()
+        let loop = EventLoop(clock: clock)
+        var fired: [Int] = []
+        loop.schedule(after: 3600) { fired.append(3600) }
+        loop.schedule(after: 1) { fired.append(1) }
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(fired, [])
+        clock.advance(1)
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(fired, [1])
+        clock.advance(3599)
+        loop.runOnce(timeoutMillis: 0)
+        XCTAssertEqual(fired, [1, 3600])
+        XCTAssertEqual(loop.now, clock.now)
     }
 }
