@@ -182,8 +182,11 @@ final class GeoClueFacade: FrontEnd {
     /// `Start`: the consent core decides (stored decision, or the standard
     /// prompt); granted, the location core starts the updates and answers.
     func start(_ c: GeoClueClientObject, _ call: MethodCall) {
-        if c.active { return call.reply() }
-        if c.pendingStart != nil { return c.joinedStarts.append(call) }
+        switch c.start.startCalled(call) {
+        case .reply: return call.reply()
+        case .joined: return
+        case .ask: break
+        }
         guard let accuracy = GeoClueAccuracyLevel.accuracy(forLevel: c.requestedLevel) else {
             return call.fail(.accessDenied("RequestedAccuracyLevel is 0 (none): no location was asked for"))
         }
@@ -191,8 +194,12 @@ final class GeoClueFacade: FrontEnd {
             guard let self, let c, self.clients[c.number] === c else {
                 return call.fail(.accessDenied("The client object was deleted"))
             }
-            if c.active { return call.reply() }
-            if c.pendingStart != nil { return c.joinedStarts.append(call) }
+            // Another Start may have begun while this caller was resolved.
+            switch c.start.startCalled(call) {
+            case .reply: return call.reply()
+            case .joined: return
+            case .ask: break
+            }
             c.startedBy = caller.clientSession(c.number, kind: Self.objectKind)
             self.ask(c, self.host.hold(call), accuracy)
         }
@@ -201,13 +208,12 @@ final class GeoClueFacade: FrontEnd {
     /// Hands the consent core the client's `Start` under id `id`.
     private func ask(_ c: GeoClueClientObject, _ id: CallID, _ accuracy: Accuracy) {
         guard let caller = c.startedBy else { return }
-        c.restartWhenBack = false
-        c.pendingStart = id
         starting[id] = c
-        c.startDeadline = loop.schedule(after: GeoClueFacade.startDeadline) { [weak self, weak c] in
+        let deadline = loop.schedule(after: GeoClueFacade.startDeadline) { [weak self, weak c] in
             guard let self, let c else { return }
             self.giveUp(c, .accessDenied("The location prompt was not answered in time"))
         }
+        c.start.asked(id: id, deadline: deadline)
         let options = AuthOptions(accuracy: accuracy, appName: c.desktopID,
                                   externalName: agentName(c.desktopID, of: caller), promptTimeout: Self.promptTimeout)
         host.feed(.client(id, caller, .start(options, c.updateOptions)))
@@ -238,7 +244,6 @@ final class GeoClueFacade: FrontEnd {
 
     /// `Stop`: the updates and the grant end (an Allow Once with them).
     func stop(_ c: GeoClueClientObject, _ call: MethodCall) {
-        c.restartWhenBack = false
         end(c, why: "the client was stopped")
         call.reply()
     }
@@ -279,55 +284,44 @@ final class GeoClueFacade: FrontEnd {
                                  destination: c.owner)
     }
 
-    private func setActive(_ c: GeoClueClientObject, _ value: Bool) {
-        guard c.active != value else { return }
-        c.active = value
-        clientChanged(c, [ClientProperty.active: .bool(value)])
-    }
-
     /// Ends the client's session (if any), the updates and a pending `Start`.
     private func end(_ c: GeoClueClientObject, why: String) {
-        if c.pendingStart != nil { return giveUp(c, .accessDenied("Start did not complete: \(why)")) }
-        let wasActive = c.active
-        c.active = false
+        if c.start.isStarting { return giveUp(c, .accessDenied("Start did not complete: \(why)")) }
+        let wasActive = c.start.stop()
         host.feed(.sessionEnded(c.session))
         if wasActive { clientChanged(c, [ClientProperty.active: .bool(false)]) }
     }
 
     /// The pending `Start` fails with `error`; its session ends.
     private func giveUp(_ c: GeoClueClientObject, _ error: DBusError) {
-        guard let id = c.pendingStart else { return }
-        finishStart(c, id)
-        host.abandon(id, error)
-        for call in c.joinedStarts { call.fail(error) }
-        c.joinedStarts = []
+        guard let ended = c.start.ended() else { return }
+        forget(ended.id, timer: ended.deadline)
+        host.abandon(ended.id, error)
+        for call in ended.joined { call.fail(error) }
         host.feed(.sessionEnded(c.session))
     }
 
-    private func finishStart(_ c: GeoClueClientObject, _ id: CallID) {
+    /// A pending `Start` is over: no longer looked up by its id, and its timer is off.
+    private func forget(_ id: CallID, timer: EventLoop.Token) {
         starting[id] = nil
-        c.pendingStart = nil
-        if let t = c.startDeadline { loop.cancelTimer(t) }
-        c.startDeadline = nil
+        loop.cancelTimer(timer)
     }
 
     // MARK: From the cores (through the daemon)
 
     /// The consent core granted a `Start` (`startUpdates`): the location core answers it next.
     func updatesStarted(_ id: CallID) {
-        guard let c = starting[id] else { return }
-        finishStart(c, id)
-        for call in c.joinedStarts { call.reply() }
-        c.joinedStarts = []
-        setActive(c, true)
+        guard let c = starting[id], let granted = c.start.granted(id) else { return }
+        forget(id, timer: granted.deadline)
+        for call in granted.joined { call.reply() }
+        clientChanged(c, [ClientProperty.active: .bool(true)])
     }
 
     /// The consent core refused a `Start` (its call fails with `error`).
     func callFailed(_ id: CallID, _ error: DBusError) {
-        guard let c = starting[id] else { return }
-        finishStart(c, id)
-        for call in c.joinedStarts { call.fail(error) }
-        c.joinedStarts = []
+        guard let c = starting[id], let ended = c.start.ended(id) else { return }
+        forget(id, timer: ended.deadline)
+        for call in ended.joined { call.fail(error) }
     }
 
     /// A session lost its grant (location switched off, its consent reset): a
@@ -342,9 +336,8 @@ final class GeoClueFacade: FrontEnd {
     /// switched off or a GeoClue agent ended while the user was away stays
     /// ended at the return, as it would have had the user been there.
     func grantEnded(session: SessionID, byPause: Bool) {
-        guard let c = bySession[session] else { return }
-        if c.active, byPause { c.restartWhenBack = true }
-        setActive(c, false)
+        guard let c = bySession[session], c.start.grantEnded(byPause: byPause) else { return }
+        clientChanged(c, [ClientProperty.active: .bool(false)])
     }
 
     /// GeoClue has no status signal: a lost grant ends the updates (`grantEnded`),
@@ -356,10 +349,10 @@ final class GeoClueFacade: FrontEnd {
     /// prompt: the grant was for that time only). Its owner sees `Active`
     /// true and fixes again once the user allows.
     func sessionResumed(_ session: SessionID) {
-        guard let c = bySession[session], c.restartWhenBack else { return }
+        guard let c = bySession[session], c.start.waitsForTheUser else { return }
         // After the daemon has carried out the effects that said so: not inside them.
         loop.later { [weak self, weak c] in
-            guard let self, let c, self.clients[c.number] === c, c.restartWhenBack, !c.active, c.pendingStart == nil,
+            guard let self, let c, self.clients[c.number] === c, c.start.waitsForTheUser,
                   let accuracy = GeoClueAccuracyLevel.accuracy(forLevel: c.requestedLevel) else { return }
             self.ask(c, self.host.holdWithoutCall(), accuracy)
         }
@@ -471,12 +464,11 @@ final class GeoClueFacade: FrontEnd {
     func connectionLeft(_ name: String) {
         for n in (clientsOf[name] ?? []).sorted() {
             guard let c = clients[n] else { continue }
-            if let id = c.pendingStart {
-                finishStart(c, id)
+            if let ended = c.start.ended() {
+                forget(ended.id, timer: ended.deadline)
                 // A start of its own (after a pause) holds an id the daemon keeps until abandoned.
-                host.abandon(id, .failed("The client's connection left"))
+                host.abandon(ended.id, .failed("The client's connection left"))
             }
-            c.joinedStarts = []
             remove(c)
         }
         levelReaders[name] = nil

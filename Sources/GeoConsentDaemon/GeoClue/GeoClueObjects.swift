@@ -17,7 +17,9 @@ final class GeoClueClientObject {
     var timeThreshold: UInt32 = 0
     var desktopID = ""
     var requestedLevel = GeoClueAccuracyLevel.defaultRequested
-    var active = false
+    /// Its `Start`: stopped, starting, active, or waiting for the user's return (GeoClueStart.swift).
+    var start = ClientStart<MethodCall>()
+    var active: Bool { start.isActive }
     /// The latest location object's path, `/` before the first fix.
     var location = GeoClueAPI.noLocation
     /// The number of the next location object.
@@ -27,17 +29,8 @@ final class GeoClueClientObject {
     var retired: [String] = []
     /// Its `PropertiesChanged` for `Location` is queued (GeoClueFacade.sendNotices).
     var locationNoticeDue = false
-    /// The consent core's id of the `Start` it is deciding on.
-    var pendingStart: CallID?
-    /// More `Start` calls made while that one waits: they get its answer.
-    var joinedStarts: [MethodCall] = []
-    /// Gives up on the pending `Start` if the core has not answered in time.
-    var startDeadline: EventLoop.Token?
     /// Who started it (its client session), for a start again when the user is back.
     var startedBy: Caller?
-    /// Its grant ended at a pause of its login session while it stayed
-    /// started: the user is asked again when back (`GeoClueFacade.sessionResumed`).
-    var restartWhenBack = false
 
     init(number: UInt32, owner: String) {
         self.number = number
