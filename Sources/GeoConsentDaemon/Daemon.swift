@@ -92,16 +92,17 @@ public final class Daemon {
             throw StartupError("cannot follow logind on the \(bus): \(error)")
         }
         callers = CallerResolver(connection: connection, identity: identity)
-        location = LocationService(loop: loop, server: server, consent: core, frontEnds: frontEnds,
+        location = LocationService(loop: loop, consent: core, frontEnds: frontEnds,
                                    host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
         processes = SessionProcessWatch(loop: loop, connection: connection)
         connection.attach(to: loop)
         processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
-        server.export(self, at: GeoConsentAPI.objectPath, interfaces: [Daemon.clientInterface])
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
-        if options.serveGeoClue || geoclue.serve { frontEnds.all.append(GeoClueFacade(host: host, settings: geoclue)) }
-        for make in extra { frontEnds.all.append(make(host)) }
+        // Our own API first: a front end like the others, whose sessions are connections' own.
+        frontEnds.add(OwnAPI(host: host))
+        if options.serveGeoClue || geoclue.serve { frontEnds.add(GeoClueFacade(host: host, settings: geoclue)) }
+        for make in extra { frontEnds.add(make(host)) }
         for frontEnd in frontEnds.all { frontEnd.serve() }
         do {
             // Only departures (new owner empty) matter: that is when a session ends.
@@ -316,10 +317,6 @@ public final class Daemon {
             case .fail(let id, let error):
                 calls.take(id).call?.fail(error.dbusError)
                 for frontEnd in frontEnds.all { frontEnd.callFailed(id, error.dbusError) }
-            case .authorizationChanged(.connection(let name), let status):
-                server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                            member: AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status),
-                            destination: name)
             case .authorizationChanged(let session, let status):
                 frontEnds.owner(of: session)?.authorizationChanged(session, status)
             case .confirm(let request):
@@ -340,8 +337,6 @@ public final class Daemon {
                 if let e = persistence.saveEnabled(core.enabled) { saveFailure = e }
             case .enabledChanged(let value):
                 Log.notice("location switched \(value ? "on" : "off")")
-                server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                         changed: DaemonProperties.changed(DaemonProperties.enabled, value))
                 for frontEnd in frontEnds.all { frontEnd.enabledChanged() }
             case .startUpdates(let id, let session, let options):
                 let (held, call) = calls.take(id)
@@ -370,11 +365,7 @@ public final class Daemon {
                 location.resume(session: session)
                 frontEnds.owner(of: session)?.sessionResumed(session)
             case .sessionsChanged(let watchers):
-                // No arguments: the watcher reads ListSessionDetails, which shows it its own uid's.
-                for name in watchers {
-                    server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                member: SessionsChangedSignal.member, [], destination: name)
-                }
+                frontEnds.connectionOwner?.sessionsChanged(watchers: watchers)
             case .wakeUp(let at):
                 // The core has one wake-up at a time: this one replaces the last.
                 if let t = wakeUpTimer { loop.cancelTimer(t); wakeUpTimer = nil }

@@ -43,4 +43,5 @@ final class DaemonHost: FrontEndHost {
     }
 
     var locationInUse: Bool { daemon.location.inUse }
+    var locationReceiverConnected: Bool { daemon.location.gpsdConnected }
 }

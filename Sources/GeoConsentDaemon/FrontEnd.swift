@@ -16,6 +16,8 @@ public protocol FrontEnd: AnyObject {
     /// What it calls its client objects: the sessions of that kind are its
     /// own, and the effects on them go to it alone (`FrontEnds.owner`).
     var objectKind: ObjectKind { get }
+    /// Whether connections' own sessions (`SessionID.connection`) are its: our own API's.
+    var servesConnectionSessions: Bool { get }
     /// Match rules for the signals it needs, added at start.
     var matchRules: [String] { get }
     /// Exports its objects (the daemon owns its names afterwards).
@@ -43,11 +45,27 @@ public protocol FrontEnd: AnyObject {
     /// Location was switched on or off.
     func enabledChanged()
 
-    // From the location core.
-    /// A fix (the view each of them may see) for sessions of its own.
+    /// `WatchSessions`' watchers are to be told that the sessions changed.
+    func sessionsChanged(watchers: [String])
+
+    // From the location core: a fix takes one of two paths to its sessions.
+    /// Gathered: a fix (the view each of them may see) for sessions of its own,
+    /// once per view after the location core has decided them all.
     func deliver(_ sessions: [SessionID], _ fix: Fix)
+    /// Streamed (`streamsFixes`): the fix for one session of its own, as soon
+    /// as the location core has decided it, in the core's order; then
+    /// `flushFixes` when the core has decided them all.
+    var streamsFixes: Bool { get }
+    func sendFix(to session: SessionID, _ fix: Fix, _ acc: Accuracy)
+    func flushFixes()
+    /// The body of a one-fix request's reply (`RequestLocation`).
+    func locationReply(_ fix: Fix, _ acc: Accuracy) -> [DBusValue]
+    /// A session of its own gets no fix for now, and why (a D-Bus error name and message).
+    func locationError(_ session: SessionID, name: String, message: String)
     /// Whether any session receives fixes changed.
     func inUseChanged(_ value: Bool)
+    /// The receiver (gpsd) came or went.
+    func receiverChanged(connected: Bool)
 }
 
 /// What a front end may use of the daemon, and no more: the shell's event
@@ -100,6 +118,8 @@ public protocol FrontEndHost: AnyObject {
     func setUpdateOptions(session: SessionID, _ options: UpdateOptions)
     /// Whether any session receives fixes now.
     var locationInUse: Bool { get }
+    /// Whether the receiver (gpsd) is connected.
+    var locationReceiverConnected: Bool { get }
 }
 
 /// What a front end may read of the consent core.
@@ -117,6 +137,14 @@ extension ConsentCore: ConsentQueries {}
 /// front end implements what its protocol needs (a small one: its names, its
 /// objects, `deliver`, `grantEnded`).
 public extension FrontEnd {
+    var servesConnectionSessions: Bool { false }
+    func sessionsChanged(watchers: [String]) {}
+    var streamsFixes: Bool { false }
+    func sendFix(to session: SessionID, _ fix: Fix, _ acc: Accuracy) {}
+    func flushFixes() {}
+    func locationReply(_ fix: Fix, _ acc: Accuracy) -> [DBusValue] { [] }
+    func locationError(_ session: SessionID, name: String, message: String) {}
+    func receiverChanged(connected: Bool) {}
     var matchRules: [String] { [] }
     var nameTakenHint: String { "another program serves it" }
     var isIdle: Bool { true }
@@ -135,12 +163,21 @@ public extension FrontEnd {
 /// (the daemon, `LocationService`): made before them and filled at start, so
 /// no part holds an optional wire to them.
 final class FrontEnds {
-    var all: [FrontEnd] = []
+    private(set) var all: [FrontEnd] = []
+    /// The one whose sessions connections' own are (our own API).
+    private(set) var connectionOwner: FrontEnd?
 
-    /// The front end whose session `session` is: a client object's, by its
-    /// kind; nil for our own API's sessions (the daemon serves those itself).
+    func add(_ frontEnd: FrontEnd) {
+        all.append(frontEnd)
+        if frontEnd.servesConnectionSessions { connectionOwner = frontEnd }
+    }
+
+    /// The front end whose session `session` is: a connection's own, our own
+    /// API; a client object's, the one of its kind.
     func owner(of session: SessionID) -> FrontEnd? {
-        guard case .clientObject(_, let kind, _) = session else { return nil }
-        return all.first { $0.objectKind == kind }
+        switch session {
+        case .connection: return connectionOwner
+        case .clientObject(_, let kind, _): return all.first { $0.objectKind == kind }
+        }
     }
 }

@@ -6,8 +6,9 @@ import Glibc
 
 /// The I/O half of location: feeds `LocationCore` the calls the consent core let
 /// through, gpsd's fixes and connection outcomes and its own timers, and carries
-/// out the effects: replies, `LocationUpdated`/`LocationError` signals,
-/// `PropertiesChanged`, the gpsd connection and event-loop timers.
+/// out the effects: replies, fixes and their errors through the front end that
+/// owns each session (FrontEnd.swift: our own API's signals are its), the gpsd
+/// connection and event-loop timers. It names no protocol.
 ///
 /// Every event asks `consent` for the sessions' grants at delivery time (a
 /// required argument of the core's `handle`), so a fix never reaches a session
@@ -16,14 +17,13 @@ final class LocationService {
     private let core: LocationCore
     private let consent: ConsentCore
     private let loop: EventLoop
-    private let server: ObjectServer
     private let connector: GPSDConnector
 
     private var client: GPSDClient?
     private var clientWatch: EventLoop.Token?
     private var timers: [LocationTimer: EventLoop.Token] = [:]
-    /// Calls the core has not answered yet, by the consent core's ids.
-    private var held: [CallID: MethodCall] = [:]
+    /// Calls the core has not answered yet, by the consent core's ids, with their session.
+    private var held: [CallID: (call: MethodCall, session: SessionID)] = [:]
     /// The front ends (FrontEnd.swift): fixes for client objects' sessions and
     /// `InUse` changes go to them.
     private let frontEnds: FrontEnds
@@ -31,11 +31,10 @@ final class LocationService {
     var gpsdConnected: Bool { core.gpsdConnected }
     var inUse: Bool { core.inUse }
 
-    init(loop: EventLoop, server: ObjectServer, consent: ConsentCore, frontEnds: FrontEnds,
+    init(loop: EventLoop, consent: ConsentCore, frontEnds: FrontEnds,
          host: String, port: UInt16, linger: Double, gridSize: Double) {
         self.loop = loop
         self.frontEnds = frontEnds
-        self.server = server
         self.consent = consent
         self.connector = GPSDConnector(loop: loop, host: host, port: port)
         self.core = LocationCore(linger: linger, gridSize: gridSize, gpsdLabel: "\(host):\(port)",
@@ -45,19 +44,19 @@ final class LocationService {
     // MARK: Requests (already past the consent gate)
 
     func locate(_ call: MethodCall, id: CallID, session: SessionID, options: LocationOptions) {
-        held[id] = call
+        held[id] = (call, session)
         feed(.locate(id, session: session, options))
     }
 
     /// `call`: nil for a front end's own request (nothing to answer).
     func startUpdates(_ call: MethodCall?, id: CallID, session: SessionID, options: UpdateOptions) {
-        if let call { held[id] = call }
+        if let call { held[id] = (call, session) }
         feed(.startUpdates(id, session: session, options))
     }
 
     /// `call`: the `StopUpdates` call to answer, if there is one.
     func stopUpdates(_ call: (id: CallID, call: MethodCall)?, session: SessionID) {
-        if let call { held[call.id] = call.call }
+        if let call { held[call.id] = (call.call, session) }
         feed(.stopUpdates(call?.id, session: session))
     }
 
@@ -114,7 +113,7 @@ final class LocationService {
     /// (in an order that rotates from fix to fix), so the first subscriber hears
     /// it as if it were alone; the others follow in short batches.
     private func received(_ fix: Fix) {
-        var delivery = FixDelivery(server: server, frontEnds: frontEnds)
+        var delivery = FixDelivery(frontEnds: frontEnds)
         let rest = core.handleFix(fix, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)) { effect in
             perform(effect, &delivery)
         }
@@ -122,7 +121,7 @@ final class LocationService {
     }
 
     private func execute(_ effects: [LocationEffect]) {
-        var delivery = FixDelivery(server: server, frontEnds: frontEnds)
+        var delivery = FixDelivery(frontEnds: frontEnds)
         execute(effects, &delivery)
     }
 
@@ -143,22 +142,17 @@ final class LocationService {
         case .locationUpdated:
             break
         case .reply(let id, .empty):
-            held.removeValue(forKey: id)?.reply()
+            held.removeValue(forKey: id)?.call.reply()
         case .reply(let id, .location(let fix, let acc)):
-            held.removeValue(forKey: id)?.reply(LocationBody.encode(delivery.sends.value(fix, acc)))
+            guard let h = held.removeValue(forKey: id) else { break }
+            h.call.reply(frontEnds.owner(of: h.session)?.locationReply(fix, acc) ?? [])
         case .fail(let id, let failure):
-            held.removeValue(forKey: id)?.fail(DBusError(failure.dbusName, failure.message))
-        case .locationError(.connection(let name), let failure):
-            server.emit(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                        member: LocationErrorSignal.member,
-                        LocationErrorSignal.encode(name: failure.dbusName, message: failure.message),
-                        destination: name)
-        case .locationError(.clientObject, _):
-            break   // GeoClue has no such signal: its clients just get no fix
+            held.removeValue(forKey: id)?.call.fail(DBusError(failure.dbusName, failure.message))
+        case .locationError(let session, let failure):
+            frontEnds.owner(of: session)?.locationError(session, name: failure.dbusName, message: failure.message)
         case .gpsdConnectedChanged(let value):
-            propertyChanged(DaemonProperties.gpsdConnected, value)
+            for frontEnd in frontEnds.all { frontEnd.receiverChanged(connected: value) }
         case .inUseChanged(let value):
-            propertyChanged(DaemonProperties.inUse, value)
             for frontEnd in frontEnds.all { frontEnd.inUseChanged(value) }
         case .connect:
             connector.connect { [weak self] result in self?.connected(result) }
@@ -185,106 +179,43 @@ final class LocationService {
     }
 
     /// The one path a fix takes to its sessions, from gpsd's stream or from a
-    /// batch of effects (a cached fix at `StartUpdates`, a resume). Our API's
-    /// sessions get a unicast `LocationUpdated` as soon as they are decided: the
-    /// first `signalsBeforeYield` one by one, then in batches of `signalBatch`.
-    /// Client objects' sessions are gathered per view of the fix and handed to the front
-    /// ends at `flush`, so each encodes its properties once per group.
+    /// batch of effects (a cached fix at `StartUpdates`, a resume), through the
+    /// front end that owns each: a front end that streams (our own API) is
+    /// handed each session as soon as the location core has decided it, and
+    /// flushed at the end; the others get their sessions gathered per view of
+    /// the fix, at the end, so each encodes its properties once per group.
     private struct FixDelivery {
-        var sends: Sends
         let frontEnds: FrontEnds
-        private var signals = 0
-        private var batch: [(name: String, signal: UnicastSignal)] = []
-        private var clients: [(fix: Fix, sessions: [SessionID])] = []
+        private var streamed: [FrontEnd] = []
+        private var gathered: [(owner: FrontEnd, fix: Fix, sessions: [SessionID])] = []
 
-        init(server: ObjectServer, frontEnds: FrontEnds) {
-            sends = Sends(server: server)
-            self.frontEnds = frontEnds
-        }
+        init(frontEnds: FrontEnds) { self.frontEnds = frontEnds }
 
         mutating func add(_ sessions: [SessionID], _ acc: Accuracy, _ fix: Fix) {
-            var signal: UnicastSignal?
             for session in sessions {
-                guard case .connection(let name) = session else {
-                    // One group per view of the fix (full, reduced), whatever the order.
-                    if let i = clients.firstIndex(where: { $0.fix == fix }) {
-                        clients[i].sessions.append(session)
-                    } else {
-                        clients.append((fix, [session]))
-                    }
+                guard let owner = frontEnds.owner(of: session) else { continue }
+                if owner.streamsFixes {
+                    owner.sendFix(to: session, fix, acc)
+                    if !streamed.contains(where: { $0 === owner }) { streamed.append(owner) }
                     continue
                 }
-                let s = signal ?? sends.signal(fix, acc)
-                signal = s
-                signals += 1
-                if signals <= LocationService.signalsBeforeYield {
-                    s.send(to: name)
-                    if signals == LocationService.signalsBeforeYield { sched_yield() }
+                // One group per front end and view of the fix (full, reduced), whatever the order.
+                if let i = gathered.firstIndex(where: { $0.owner === owner && $0.fix == fix }) {
+                    gathered[i].sessions.append(session)
                 } else {
-                    batch.append((name, s))
-                    if batch.count == LocationService.signalBatch { sendBatch() }
+                    gathered.append((owner, fix, [session]))
                 }
             }
-        }
-
-        private mutating func sendBatch() {
-            for b in batch { b.signal.send(to: b.name) }
-            batch.removeAll(keepingCapacity: true)
         }
 
         /// Sends what is decided: before any other effect, and at the end.
         mutating func flush() {
-            if !batch.isEmpty { sendBatch() }
-            guard !clients.isEmpty else { return }
-            // Each front end gets its own sessions of the group (a group mixes them only when several are served).
-            for group in clients {
-                guard let first = group.sessions.first, let owner = frontEnds.owner(of: first) else { continue }
-                if frontEnds.all.count == 1 { owner.deliver(group.sessions, group.fix); continue }
-                for frontEnd in frontEnds.all {
-                    let own = group.sessions.filter { frontEnds.owner(of: $0) === frontEnd }
-                    if !own.isEmpty { frontEnd.deliver(own, group.fix) }
-                }
-            }
-            clients.removeAll()
+            for owner in streamed { owner.flushFixes() }
+            streamed.removeAll(keepingCapacity: true)
+            guard !gathered.isEmpty else { return }
+            for group in gathered { group.owner.deliver(group.sessions, group.fix) }
+            gathered.removeAll()
         }
-    }
-
-    /// Each accuracy's view of the fix encoded once per batch of effects, and its
-    /// `LocationUpdated` marshalled once: one fix goes to every waiting call and
-    /// subscriber of that accuracy.
-    private struct Sends {
-        let server: ObjectServer
-        private var values: [Accuracy: (fix: Fix, value: DBusValue)] = [:]
-        private var signals: [Accuracy: (fix: Fix, signal: UnicastSignal)] = [:]
-        private var last: (acc: Accuracy, fix: Fix, signal: UnicastSignal)?
-
-        init(server: ObjectServer) { self.server = server }
-
-        mutating func value(_ fix: Fix, _ acc: Accuracy) -> DBusValue {
-            if let c = values[acc], c.fix == fix { return c.value }
-            let v = LocationDictionary.encode(fix, accuracy: acc)
-            values[acc] = (fix, v)
-            return v
-        }
-
-        mutating func signal(_ fix: Fix, _ acc: Accuracy) -> UnicastSignal {
-            // A fan-out asks for the same one again and again.
-            if let last, last.acc == acc, last.fix == fix { return last.signal }
-            if let c = signals[acc], c.fix == fix {
-                last = (acc, fix, c.signal)
-                return c.signal
-            }
-            let s = server.unicastSignal(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                         member: LocationUpdatedSignal.member, LocationBody.encode(value(fix, acc)))
-            signals[acc] = (fix, s)
-            last = (acc, fix, s)
-            return s
-        }
-    }
-
-    private func propertyChanged(_ name: String, _ value: Bool) {
-        server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
-                                 changed: DaemonProperties.changed(name, value))
     }
 
     // MARK: gpsd
