@@ -77,20 +77,14 @@ final class CallerResolver {
     /// process watch says so in the log when it finds the same.
     private var pidfdUnavailable = false
 
-    /// The bus has said who a new connection is (uid, pid), before its app is
-    /// resolved: the daemon starts placing it in its login session then
-    /// (`LogindWatch.prefetch`), so that logind answers while /proc is read.
-    var onCredentials: (_ name: String, _ uid: UInt32, _ pid: UInt32) -> Void = { _, _, _ in }
-    /// A new connection's app is resolved; `cgroup` is its process's, when read
-    /// (`ResolvedApp.cgroup`): logind's placement of it may be known already
-    /// (`LogindWatch.resolvedCgroup`). Called before its calls go on.
-    var onResolved: (_ name: String, _ uid: UInt32, _ cgroup: String?) -> Void = { _, _, _ in }
-    /// A new connection's app could not be resolved: its calls fail.
-    var onNotResolved: (_ name: String) -> Void = { _ in }
+    /// Who places a connection in its login session (LogindWatch): told what
+    /// resolving learns, as soon as it does (an init argument).
+    private let placement: CallerPlacement
 
-    init(connection: Connection, identity: IdentitySource) {
+    init(connection: Connection, identity: IdentitySource, placement: CallerPlacement) {
         self.connection = connection
         self.identity = identity
+        self.placement = placement
     }
 
     /// Identities come from the identity helper, not from /proc read here.
@@ -216,7 +210,7 @@ final class CallerResolver {
         // Opened before the resolution, checked after it: the proof in
         // `ProcessExitDescriptor.isRunning` needs the descriptor to exist
         // before the first read of /proc/PID.
-        onCredentials(name, uid, pid)
+        placement.prefetch(name, uid: uid, pid: pid)
         var descriptor = openBeforeResolving(pid)
         let resolved = identity.resolve(pid: pid, uid: uid, firstStart: nil, securityLabel: label)
         if let fd = descriptor, case .success = resolved, ProcessExitDescriptor.isRunning(fd) {
@@ -229,7 +223,7 @@ final class CallerResolver {
         }
         switch resolved {
         case .success(let app):
-            onResolved(name, uid, app.cgroup)
+            placement.resolvedCgroup(name, uid: uid, app.cgroup)
             let caller = Caller(session: .connection(name), uid: uid, pid: pid, appID: intern(app.appID),
                                 identity: app.identity, executable: intern(app.executable))
             Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(Log.field(app.appID))")
@@ -239,7 +233,7 @@ final class CallerResolver {
             }
             return .success((caller, app.startTime, descriptor))
         case .failure(let e):
-            onNotResolved(name)
+            placement.notResolved(name)
             Log.byCaller(uid: uid, .info, "could not resolve the app of \(name) (pid \(pid), uid \(uid)): \(e)")
             return .failure(CallerResolver.denied(e))
         }
@@ -267,3 +261,17 @@ final class CallerResolver {
         if known.isEmpty { known = [:] }
     }
 }
+
+/// What resolving a caller tells the one who places it in its login session.
+protocol CallerPlacement: AnyObject {
+    /// The bus has said who a new connection is (uid, pid), before its app is
+    /// resolved: placing it starts then, so that logind answers while /proc is read.
+    func prefetch(_ name: String, uid: UInt32, pid: UInt32)
+    /// A new connection's app is resolved; `cgroup` is its process's, when read
+    /// (`ResolvedApp.cgroup`): its placement may be known already. Told before its calls go on.
+    func resolvedCgroup(_ name: String, uid: UInt32, _ cgroup: String?)
+    /// A new connection's app could not be resolved: its calls fail.
+    func notResolved(_ name: String)
+}
+
+extension LogindWatch: CallerPlacement {}

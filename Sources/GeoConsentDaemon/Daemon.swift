@@ -31,6 +31,9 @@ public final class Daemon {
     let attackLog = AttackLog()
     private var signals: SignalPipe?
 
+    /// The consent core's door for the parts made before the daemon itself
+    /// (logind's word, a tapping process's exit): given to them at init.
+    private let inbox = CoreInbox()
     /// What the front ends may use of the daemon (DaemonHost.swift).
     private lazy var host = DaemonHost(self)
     /// Calls the core has not answered yet, and requests with no call (HeldCalls.swift).
@@ -87,17 +90,17 @@ public final class Daemon {
         server = ObjectServer(connection: connection)
         outgoing = OutgoingCalls(connection: connection)
         do {
-            logind = try LogindWatch(connection: connection, outgoing: outgoing, loop: loop)
+            logind = try LogindWatch(connection: connection, outgoing: outgoing, loop: loop, feed: { [inbox] in inbox.feed($0) })
         } catch {
             throw StartupError("cannot follow logind on the \(bus): \(error)")
         }
-        callers = CallerResolver(connection: connection, identity: identity)
+        callers = CallerResolver(connection: connection, identity: identity, placement: logind)
         location = LocationService(loop: loop, consent: core, frontEnds: frontEnds,
                                    host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
-        processes = SessionProcessWatch(loop: loop, connection: connection)
+        processes = SessionProcessWatch(loop: loop, connection: connection,
+                                        onProcessExited: { [inbox] in inbox.feed(.processExited($0)) })
         connection.attach(to: loop)
-        processes.onProcessExited = { [weak self] name in self?.feed(.processExited(name)) }
         server.onOtherMessage = { [weak self] m in self?.otherMessage(m) ?? false }
         // Our own API first: a front end like the others, whose sessions are connections' own.
         frontEnds.add(OwnAPI(host: host))
@@ -108,12 +111,6 @@ public final class Daemon {
             // Only departures (new owner empty) matter: that is when a session ends.
             try connection.addMatches([BusDriver.matchRule("NameOwnerChanged", "arg2=''")] +
                                       frontEnds.all.flatMap(\.matchRules))
-            callers.onCredentials = { [weak self] name, uid, pid in self?.logind.prefetch(name, uid: uid, pid: pid) }
-            callers.onResolved = { [weak self] name, uid, cgroup in self?.logind.resolvedCgroup(name, uid: uid, cgroup) }
-            callers.onNotResolved = { [weak self] name in self?.logind.notResolved(name) }
-            logind.onPlaced = { [weak self] connection, id in self?.feed(.loginSession(connection: connection, id: id)) }
-            logind.onState = { [weak self] id, state in self?.feed(.loginSessionState(id: id, state)) }
-            logind.onBegan = { [weak self] id, at in self?.feed(.loginSessionBegan(id: id, at: at)) }
             switch try connection.requestName(GeoConsentAPI.busName) {
             case .primaryOwner, .alreadyOwner: break
             case .taken: throw StartupError("the name \(GeoConsentAPI.busName) is already owned on the \(bus)")
@@ -132,6 +129,7 @@ public final class Daemon {
         } catch {
             throw StartupError("cannot own \(GeoConsentAPI.busName) on the \(bus): \(error)")
         }
+        inbox.daemon = self
         if let helper = identity as? IdentityHelperClient { watch(helper) }
         connection.onDisconnect = { [weak self] in
             Log.error("lost the connection to the \(bus)")
@@ -313,7 +311,8 @@ public final class Daemon {
                     call.fail(.failed("Could not store the decision: \(saveFailure)"))
                     continue
                 }
-                call.reply(encode(reply))
+                // Replies with a body answer our own API's calls (its wire shapes); any other is empty.
+                call.reply(frontEnds.connectionOwner?.replyArguments(reply) ?? [])
             case .fail(let id, let error):
                 calls.take(id).call?.fail(error.dbusError)
                 for frontEnd in frontEnds.all { frontEnd.callFailed(id, error.dbusError) }
@@ -379,22 +378,6 @@ public final class Daemon {
         }
     }
 
-    private func encode(_ reply: CoreReply) -> [DBusValue] {
-        switch reply {
-        case .empty:
-            return []
-        case .status(let s):
-            return StatusReply.encode(s)
-        case .authorization(let a):
-            return AuthorizationReply.encode(a)
-        case .consents(let list):
-            return ConsentListReply.encode(list)
-        case .sessions(let list):
-            return SessionListReply.encode(list)
-        case .sessionDetails(let list):
-            return SessionDetailsReply.encode(list)
-        }
-    }
 }
 
 /// Why the daemon cannot start: printed as one line, exit status 1.
@@ -411,4 +394,11 @@ extension Daemon {
             if case .success(let caller) = result { done(caller) } else { done(nil) }
         }
     }
+}
+
+/// Events for the consent core from the parts the daemon makes before it is
+/// itself made (their wire is an init argument): handed on once it is.
+final class CoreInbox {
+    weak var daemon: Daemon?
+    func feed(_ event: CoreEvent) { daemon?.feed(event) }
 }

@@ -47,6 +47,8 @@ public protocol FrontEnd: AnyObject {
 
     /// `WatchSessions`' watchers are to be told that the sessions changed.
     func sessionsChanged(watchers: [String])
+    /// The body of the core's reply to a call it held (empty for most).
+    func replyArguments(_ reply: CoreReply) -> [DBusValue]
 
     // From the location core: a fix takes one of two paths to its sessions.
     /// Gathered: a fix (the view each of them may see) for sessions of its own,
@@ -139,6 +141,7 @@ extension ConsentCore: ConsentQueries {}
 public extension FrontEnd {
     var servesConnectionSessions: Bool { false }
     func sessionsChanged(watchers: [String]) {}
+    func replyArguments(_ reply: CoreReply) -> [DBusValue] { [] }
     var streamsFixes: Bool { false }
     func sendFix(to session: SessionID, _ fix: Fix, _ acc: Accuracy) {}
     func flushFixes() {}

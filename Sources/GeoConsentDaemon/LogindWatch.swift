@@ -143,23 +143,26 @@ final class LogindWatch {
     /// The uids of `byCgroup`'s keys.
     var keptUIDs: Set<UInt32> = []
 
+    /// Where what logind says goes: the consent core (an init argument: the wire cannot be missing).
+    private let feed: (CoreEvent) -> Void
+
     /// The connection was placed in the login session `id`.
-    var onPlaced: (_ connection: String, _ id: String) -> Void = { _, _ in }
+    func onPlaced(_ connection: String, _ id: String) { feed(.loginSession(connection: connection, id: id)) }
     /// What logind says of login session `id` now (nil: nothing known).
-    var onState: (_ id: String, _ state: LoginSessionState?) -> Void = { _, _ in }
+    func onState(_ id: String, _ state: LoginSessionState?) { feed(.loginSessionState(id: id, state)) }
     /// When a login session began (logind's `TimestampMonotonic` on the wall clock), told once, before
     /// its state and the connections placed in it.
-    var onBegan: (_ id: String, _ at: UInt64) -> Void = { _, _ in }
+    func onBegan(_ id: String, _ at: UInt64) { feed(.loginSessionBegan(id: id, at: at)) }
 
     /// Asks the bus once (start-up, blocking as the other start-up calls are)
     /// whether logind is there, and subscribes to its arrival and departure.
-    init(connection: Connection, outgoing: OutgoingCalls, loop: EventLoop) throws {
+    init(connection: Connection, outgoing: OutgoingCalls, loop: EventLoop, feed: @escaping (CoreEvent) -> Void) throws {
         self.connection = connection
         self.outgoing = outgoing
         self.loop = loop
+        self.feed = feed
         let rules = [
-            "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus'," +
-                "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='\(Self.busName)'",
+            BusDriver.matchRule("NameOwnerChanged", "arg0='\(Self.busName)'"),
             "type='signal',sender='\(Self.busName)',path_namespace='\(Self.sessionPathPrefix)'",
             // Sessions and users that come, go or change: what `userSessions` keeps is stale then.
             "type='signal',sender='\(Self.busName)',path='\(Self.managerPath)',interface='\(Self.managerInterface)'",

@@ -47,8 +47,8 @@ final class SessionProcessWatch {
     private var descriptors = 0
     /// A connection went unwatched for want of a descriptor (logged once).
     private var warnedUnwatched = false
-    /// Called with a connection whose process exited while the connection lives on.
-    var onProcessExited: (String) -> Void = { _ in }
+    /// Told of a connection whose process exited while the connection lives on (an init argument).
+    private let onProcessExited: (String) -> Void
     /// Descriptors one uid other than root may have at once. Every watched
     /// connection has a session or a GeoClue client object, and a uid has at
     /// most `sessions-per-user` of each (64 by default): this bounds a uid
@@ -71,9 +71,10 @@ final class SessionProcessWatch {
 
     /// `limit`: at most so many descriptors at once; by default the soft
     /// descriptor limit of the process less `reserved`.
-    init(loop: EventLoop, connection: Connection, limit: Int? = nil) {
+    init(loop: EventLoop, connection: Connection, limit: Int? = nil, onProcessExited: @escaping (String) -> Void) {
         self.loop = loop
         self.connection = connection
+        self.onProcessExited = onProcessExited
         self.limit = limit ?? SessionProcessWatch.defaultLimit()
     }
 

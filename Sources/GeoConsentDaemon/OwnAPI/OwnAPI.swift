@@ -107,6 +107,24 @@ final class OwnAPI: FrontEnd {
 
     // MARK: Effects on its sessions
 
+    /// The body of the core's reply to one of its calls, in its wire shapes.
+    func replyArguments(_ reply: CoreReply) -> [DBusValue] {
+        switch reply {
+        case .empty:
+            return []
+        case .status(let s):
+            return StatusReply.encode(s)
+        case .authorization(let a):
+            return AuthorizationReply.encode(a)
+        case .consents(let list):
+            return ConsentListReply.encode(list)
+        case .sessions(let list):
+            return SessionListReply.encode(list)
+        case .sessionDetails(let list):
+            return SessionDetailsReply.encode(list)
+        }
+    }
+
     func authorizationChanged(_ session: SessionID, _ status: AuthorizationStatus) {
         guard let name = session.busName else { return }
         emit(AuthorizationChangedSignal.member, AuthorizationChangedSignal.encode(status), to: name)
