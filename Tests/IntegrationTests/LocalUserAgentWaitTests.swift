@@ -25,7 +25,7 @@ final class LocalUserAgentWaitTests: XCTestCase {
     static let session = "a1"
 
     override func setUpWithError() throws {
-        rig = try LocalUserRig(config: "[daemon]\nagent-wait = 20\n", geoclue: true, logind: true)
+        rig = try LocalUserRig(config: "[daemon]\nagent-wait = 10\n", geoclue: true, logind: true)
         peers = PeerLoop()
         logind = try LogindMock(address: rig.bus.address, peer: try peers.connect(rig.bus.address), loop: peers,
                                 logPath: rig.work.file("logind.log"))
@@ -56,15 +56,15 @@ final class LocalUserAgentWaitTests: XCTestCase {
 
     func testQueuedTapsAndCycledGeoClueAgentsCostOneWakeUp() throws {
         try rig.whileVictimTaps("32 taps waiting for an agent, AddAgent cycled") { _ in
-            // The session begins now (said before the daemon first reads it): its taps wait for an agent for 20 s.
+            // The session begins now (said before the daemon first reads it): its taps wait for an agent for 10 s.
             let began = Date()
             try logind.setBegan(Self.session, wall: UInt64(began.timeIntervalSince1970 * 1e6),
                                 monotonic: EventLoop.monotonicNanos() / 1000)
-            let idle = try agentLoop(seconds: 4, log: "loop-idle.log")
+            let idle = try agentLoop(seconds: 3, log: "loop-idle.log")
             let taps = try rig.start(attacker, ["taps", "--calls", "32", "--wait", "60"], log: "taps.log", captureStdout: true)
             defer { taps.stop() }
             XCTAssertEqual(taps.readStdoutLine(timeout: 20), "sent 32", tailOf(rig.work.file("taps.log")))
-            let busy = try agentLoop(seconds: 4, log: "loop-waiting.log")
+            let busy = try agentLoop(seconds: 3, log: "loop-waiting.log")
 
             // Still waiting through the cycling (a GeoClue agent cannot answer them), then NoAgent once the wait is over.
             var lines: [String] = []
@@ -75,8 +75,8 @@ final class LocalUserAgentWaitTests: XCTestCase {
             let waited = Date().timeIntervalSince(began)
             XCTAssertEqual(replies.count, 32, "the taps were answered: \(lines.suffix(4))\n\(rig.daemon.log().suffix(2000))")
             XCTAssertTrue(replies.allSatisfy { $0.contains("org.geoconsent.GeoConsent1.Error.NoAgent") }, "\(replies.prefix(3))")
-            XCTAssertGreaterThanOrEqual(waited, 19, "answered when the 20 s were over, not before")
-            return String(format: "daemon CPU over 4 s of AddAgent cycling: %.2f s with no waiting tap (%@), " +
+            XCTAssertGreaterThanOrEqual(waited, 9.5, "answered when the 10 s were over, not before")
+            return String(format: "daemon CPU over 3 s of AddAgent cycling: %.2f s with no waiting tap (%@), " +
                           "%.2f s with 32 waiting (%@); the taps got NoAgent after %.1f s",
                           idle.cpu, idle.summary, busy.cpu, busy.summary, waited)
         }

@@ -35,11 +35,11 @@ final class LocalUserCollusionTests: XCTestCase {
         rig = nil
     }
 
-    /// `tap-copies` of `copies` apps as `user`, its taps killed after 2 quiet
-    /// seconds (so their prompts are withdrawn); its output lines.
+    /// `tap-copies` of `copies` apps as `user`, its taps killed after a quiet
+    /// second (so their prompts are withdrawn); its output lines.
     private func tapCopies(_ user: ServiceUser, copies: Int, round: Int) throws -> [String] {
         let dir = try rig.directory("apps-\(user.name)-\(round)", ownedBy: user)
-        let r = try rig.run(user, ["tap-copies", "--dir", dir, "--copies", "\(copies)", "--quiet", "2"],
+        let r = try rig.run(user, ["tap-copies", "--dir", dir, "--copies", "\(copies)", "--quiet", "1"],
                             log: "copies-\(user.name)-\(round).log", timeout: 90)
         XCTAssertEqual(r.status, 0, tailOf(rig.work.file("copies-\(user.name)-\(round).log")))
         return r.output.split(separator: "\n").map(String.init)
