@@ -15,7 +15,7 @@ extension ConsentCore {
     /// The agent is gone: its prompts count as no answer, and its cap goes with it.
     func dropExternalAgent(_ uid: UInt32) {
         guard let g = externalAgents.removeValue(forKey: uid) else { return }
-        allChanged = true
+        externalChanged.insert(uid)
         dropPrompts(of: Agent(name: g.name, path: "", uid: uid, external: true))
     }
 
@@ -24,7 +24,7 @@ extension ConsentCore {
     func externalAgentLevel(_ name: String, _ maxAccuracy: Accuracy?) {
         guard let (uid, g) = externalAgents.first(where: { $0.value.name == name }), g.maxAccuracy != maxAccuracy else { return }
         externalAgents[uid]?.maxAccuracy = maxAccuracy
-        allChanged = true
+        externalChanged.insert(uid)
     }
 
     /// Why `caller` may not register an agent of either kind, if it may not:
@@ -76,7 +76,7 @@ extension ConsentCore {
             let isNew = externalAgents[caller.uid] == nil
             externalAgents[caller.uid] = ExternalAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy,
                                                        label: label)
-            allChanged = true
+            externalChanged.insert(caller.uid)
             effects.append(.reply(call, .empty))
             // Our own agent answers first: another protocol's is asked only where the uid has none.
             if isNew && agents[caller.uid] == nil { agentArrived(caller.uid, external: true) }

@@ -110,6 +110,11 @@ public final class ConsentCore {
     var endCause = ""
     /// `Enabled` changed in this event: every session may have a new status.
     var allChanged = false
+    /// Uids whose agent of another protocol came, went or changed its cap in
+    /// this event: their client objects' sessions may have a new status (only
+    /// theirs: an agent's arrival and departure, which a caller can repeat at
+    /// will, compare no other session).
+    var externalChanged: Set<UInt32> = []
     var now: UInt64 = 0
 
     public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true) {
@@ -203,6 +208,7 @@ public final class ConsentCore {
         sessions.forgetChanges()
         consents.forgetChanges()
         allChanged = false
+        externalChanged = []
         return effects
     }
 
@@ -382,8 +388,9 @@ public final class ConsentCore {
     /// Unicasts `AuthorizationChanged` to every session whose status changed in
     /// this event, and ends the fixes of sessions that lost their grant. A status
     /// depends on `Enabled`, the config, the app's record and the session itself,
-    /// so the sessions to compare are those the tables noted as written and those
-    /// of apps whose record changed; all of them only when `Enabled` changed.
+    /// so the sessions to compare are those the tables noted as written, those
+    /// of apps whose record changed and the client objects' of uids whose agent
+    /// of another protocol changed; all of them only when `Enabled` changed.
     /// (The config does not change while an event is handled.)
     func announceChanges() {
         var names: [SessionID]
@@ -394,6 +401,12 @@ public final class ConsentCore {
             names = apps.sorted().flatMap { sessions.names(of: $0).sorted() }
             for name in sessions.changed.sorted() {
                 if let app = sessions[name]?.caller.app, !apps.contains(app) { names.append(name) }
+            }
+            if !externalChanged.isEmpty {
+                let listed = Set(names)
+                names += sessions.all.lazy.map(\.caller)
+                    .filter { self.externalChanged.contains($0.uid) && $0.session.busName == nil && !listed.contains($0.session) }
+                    .map(\.session).sorted()
             }
         }
         for name in names {
