@@ -21,7 +21,7 @@ final class LabFrontEnd: FrontEnd {
     init(host: FrontEndHost) { self.host = host }
 
     var busNames: [String] { [Self.busName] }
-    var objectKind: ObjectKind { Self.kind }
+    var objectKind: ObjectKind? { Self.kind }
     var isIdle: Bool { askers.isEmpty }
 
     private static let interface = Interface<LabFrontEnd>(

@@ -15,7 +15,7 @@ public protocol FrontEnd: AnyObject {
     var nameTakenHint: String { get }
     /// What it calls its client objects: the sessions of that kind are its
     /// own, and the effects on them go to it alone (`FrontEnds.owner`).
-    var objectKind: ObjectKind { get }
+    var objectKind: ObjectKind? { get }
     /// Whether connections' own sessions (`SessionID.connection`) are its: our own API's.
     var servesConnectionSessions: Bool { get }
     /// Match rules for the signals it needs, added at start.

@@ -19,7 +19,8 @@ final class LocationService {
     private let loop: EventLoop
     private let connector: GPSDConnector
 
-    private var client: GPSDClient?
+    /// The connection to gpsd, while there is one.
+    private var gpsd: GPSDClient?
     private var clientWatch: EventLoop.Token?
     private var timers: [LocationTimer: EventLoop.Token] = [:]
     /// Calls the core has not answered yet, by the consent core's ids, with their session.
@@ -82,8 +83,8 @@ final class LocationService {
     /// Closes gpsd at shutdown.
     func shutdown() {
         if let w = clientWatch { loop.unwatch(w) }
-        client?.close()
-        client = nil
+        gpsd?.close()
+        gpsd = nil
     }
 
     // MARK: Core
@@ -158,8 +159,8 @@ final class LocationService {
             connector.connect { [weak self] result in self?.connected(result) }
         case .disconnect:
             if let w = clientWatch { loop.unwatch(w); clientWatch = nil }
-            client?.close()
-            client = nil
+            gpsd?.close()
+            gpsd = nil
         case .scheduleTimer(let timer, let seconds):
             if let old = timers[timer] { loop.cancelTimer(old) }
             timers[timer] = loop.schedule(after: seconds) { [weak self] in
@@ -183,7 +184,7 @@ final class LocationService {
     private func connected(_ result: Result<GPSDClient, GPSDError>) {
         switch result {
         case .success(let c):
-            client = c
+            gpsd = c
             clientWatch = loop.watch(fd: c.fd, events: .readable) { [weak self] _ in self?.readable() }
             feed(.gpsdConnected)
         case .failure(let e):
@@ -192,11 +193,11 @@ final class LocationService {
     }
 
     private func readable() {
-        guard let c = client else { return }
+        guard let c = gpsd else { return }
         // Each fix goes out as soon as libgps has decoded it, before the read that
-        // finds the socket empty. A fix's effects may close the client (`client`
+        // finds the socket empty. A fix's effects may close the connection (`gpsd`
         // is then another or nil): that is no gpsd going away.
         let closed = c.readAvailable { received($0) }
-        if closed, client === c { feed(.gpsdClosed) }
+        if closed, gpsd === c { feed(.gpsdClosed) }
     }
 }

@@ -20,7 +20,7 @@ final class FixDeliveryTests: XCTestCase {
             self.connections = connections
         }
         var busNames: [String] { [] }
-        var objectKind: ObjectKind { kind }
+        var objectKind: ObjectKind? { kind }
         var servesConnectionSessions: Bool { connections }
         var streamsFixes: Bool { streams }
         func serve() {}

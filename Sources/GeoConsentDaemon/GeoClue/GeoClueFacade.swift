@@ -88,7 +88,7 @@ final class GeoClueFacade: FrontEnd {
 
     var busNames: [String] { [GeoClueAPI.busName] }
     var nameTakenHint: String { "GeoClue runs: only one of them can serve it" }
-    var objectKind: ObjectKind { Self.objectKind }
+    var objectKind: ObjectKind? { Self.objectKind }
 
     /// GeoClue agents' `MaxAccuracyLevel` changes, from any connection's agent
     /// object (the core heeds only registered agents').

@@ -25,7 +25,7 @@ final class OwnAPI: FrontEnd {
     }
 
     var busNames: [String] { [] }   // the daemon owns GeoConsentAPI.busName itself
-    var objectKind: ObjectKind { ObjectKind(word: "") }
+    var objectKind: ObjectKind? { nil }   // no client objects: its sessions are connections' own
     var servesConnectionSessions: Bool { true }
 
     func serve() {
@@ -36,20 +36,20 @@ final class OwnAPI: FrontEnd {
         GeoConsentAPI.client,
         methods: [
             "RequestOneTimeAuthorization": { d, call in
-                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.client(call, .requestOneTime($0)) }
+                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.request(call, .requestOneTime($0)) }
             },
             "RequestWhenInUseAuthorization": { d, call in
-                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.client(call, .requestWhenInUse($0)) }
+                d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.request(call, .requestWhenInUse($0)) }
             },
-            "GetAuthorization": { d, call in d.client(call, .getAuthorization) },
+            "GetAuthorization": { d, call in d.request(call, .getAuthorization) },
             "RequestLocation": { d, call in
-                d.decoded(call, { try OptionDictionary.decodeLocation(call.arguments[0]) }) { d.client(call, .requestLocation($0)) }
+                d.decoded(call, { try OptionDictionary.decodeLocation(call.arguments[0]) }) { d.request(call, .requestLocation($0)) }
             },
             "StartUpdates": { d, call in
-                d.decoded(call, { try OptionDictionary.decodeUpdates(call.arguments[0]) }) { d.client(call, .startUpdates($0)) }
+                d.decoded(call, { try OptionDictionary.decodeUpdates(call.arguments[0]) }) { d.request(call, .startUpdates($0)) }
             },
-            "StopUpdates": { d, call in d.client(call, .stopUpdates) },
-            "Revoke": { d, call in d.client(call, .revoke) },
+            "StopUpdates": { d, call in d.request(call, .stopUpdates) },
+            "Revoke": { d, call in d.request(call, .revoke) },
             "RegisterAgent": { d, call in
                 d.decoded(call, { try OptionDictionary.agentPath(call.arguments[0]) }) { d.management(call, .registerAgent(path: $0)) }
             },
@@ -87,8 +87,8 @@ final class OwnAPI: FrontEnd {
         }
     }
 
-    /// A client request: starts the caller's session if it has none.
-    private func client(_ call: MethodCall, _ request: ClientRequest) {
+    /// An app's request: starts the caller's session if it has none.
+    private func request(_ call: MethodCall, _ request: ClientRequest) {
         // `request` holds what was decoded; a call that waits keeps no more.
         call.releaseArguments()
         host.resolveCaller(call) { [weak self] caller in
