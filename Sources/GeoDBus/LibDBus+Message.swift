@@ -146,6 +146,10 @@ public final class Message {
         set { dbus_message_set_no_reply(raw, newValue ? 1 : 0) }
     }
     public func setDestination(_ name: String) { _ = dbus_message_set_destination(raw, name) }
+    /// Sets who sent it: what the bus does for a message it routes (`MemoryBus`).
+    public func setSender(_ name: String) { _ = dbus_message_set_sender(raw, name) }
+    /// Sets its serial: what sending does (`MemoryBus`); a reply names it.
+    public func setSerial(_ serial: UInt32) { dbus_message_set_serial(raw, serial) }
     /// The serial libdbus gave the message when it was sent (0 before).
     public var serialNumber: UInt32 { dbus_message_get_serial(raw) }
     /// For a reply or error: the serial of the call it answers (0 otherwise).

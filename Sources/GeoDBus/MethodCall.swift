@@ -13,16 +13,16 @@ public final class MethodCall {
     /// Where the reply goes.
     public let replyAddress: ReplyAddress
     let expectedOutSignature: String
-    private weak var connection: Connection?
+    private weak var bus: MessageBus?
     public private(set) var isAnswered = false
 
     /// The caller's unique bus name.
     public var sender: String { replyAddress.sender }
 
-    init(message: Message, arguments: [DBusValue], connection: Connection, outSignature: String) {
+    init(message: Message, arguments: [DBusValue], bus: MessageBus, outSignature: String) {
         self.replyAddress = message.replyAddress
         self.arguments = arguments
-        self.connection = connection
+        self.bus = bus
         self.expectedOutSignature = outSignature
     }
 
@@ -42,7 +42,7 @@ public final class MethodCall {
         guard !replyAddress.noReplyExpected, let r = Message.methodReturn(to: replyAddress) else { return }
         do {
             try r.append(values)
-            connection?.send(r)
+            bus?.send(r)
         } catch let e as DBusError {
             isAnswered = false
             fail(e)
@@ -61,7 +61,7 @@ public final class MethodCall {
         }
         isAnswered = true
         guard !replyAddress.noReplyExpected, let r = Message.methodReturn(to: replyAddress, copying: template) else { return }
-        connection?.send(r)
+        bus?.send(r)
     }
 
     /// Sends an error reply.
@@ -69,6 +69,6 @@ public final class MethodCall {
         guard !isAnswered else { return }
         isAnswered = true
         guard !replyAddress.noReplyExpected, let r = Message.error(error, to: replyAddress) else { return }
-        connection?.send(r)
+        bus?.send(r)
     }
 }

@@ -40,16 +40,19 @@ public final class ObjectServer {
         func visible(to sender: String?) -> Bool { owner == nil || owner == sender }
     }
 
-    public let connection: Connection
+    /// The bus it serves on: a libdbus `Connection`, or a `MemoryBus` in tests.
+    public let bus: MessageBus
     private var objects: [String: Exported] = [:]
 
     /// Messages that are not method calls to exported objects (signals, calls
     /// elsewhere) go here.
     public var onOtherMessage: ((Message) -> Bool)?
 
-    public init(connection: Connection) {
-        self.connection = connection
-        connection.onMessage = { [weak self] msg in self?.handle(msg) ?? false }
+    public convenience init(connection: Connection) { self.init(bus: connection) }
+
+    public init(bus: MessageBus) {
+        self.bus = bus
+        bus.onMessage = { [weak self] msg in self?.handle(msg) ?? false }
     }
 
     /// Exports `object` at `path` with `interfaces`; with `owner`, for that unique name only.
@@ -90,17 +93,17 @@ public final class ObjectServer {
         // Written in one pass where it can be (WireEncoder: a PropertiesChanged then
         // costs some 60 % of what appending its arguments one by one does).
         if let m = Message.signal(wire: path, interface: interface, member: member, destination: destination, args) {
-            return connection.send(m)
+            return bus.send(m)
         }
         guard let m = try? Message.signal(path: path, interface: interface, member: member, destination: destination),
               (try? m.append(args)) != nil else { return false }
-        return connection.send(m)
+        return bus.send(m)
     }
 
     /// A signal to send unicast to destinations one at a time (`UnicastSignal`):
     /// marshalled once, each destination gets its own copy as soon as it is sent.
     public func unicastSignal(path: String, interface: String, member: String, _ args: [DBusValue]) -> UnicastSignal {
-        UnicastSignal(connection: connection, path: path, interface: interface, member: member, args)
+        UnicastSignal(bus: bus, path: path, interface: interface, member: member, args)
     }
 
     /// Sends `PropertiesChanged` for `changed` properties of `interface`: broadcast,
@@ -130,14 +133,14 @@ public final class ObjectServer {
         // libdbus closes the descriptors when the message goes, which is as soon
         // as this returns, instead of holding them for as long as a call waits.
         if msg.containsUnixFDs {
-            MethodCall(message: msg, arguments: [], connection: connection, outSignature: "")
+            MethodCall(message: msg, arguments: [], bus: bus, outSignature: "")
                 .fail(.invalidArgs("\(member) takes no file descriptors"))
             return true
         }
         let iface = msg.interface
 
         func call(_ out: String) -> MethodCall {
-            MethodCall(message: msg, arguments: msg.arguments(), connection: connection, outSignature: out)
+            MethodCall(message: msg, arguments: msg.arguments(), bus: bus, outSignature: out)
         }
         func check(_ expected: String) -> Bool {
             guard msg.signature == expected else {
@@ -193,7 +196,7 @@ public final class ObjectServer {
     private func handleProperties(_ msg: Message, member: String, object: Exported) {
         let args = msg.arguments()
         let sig = msg.signature
-        func fail(_ e: DBusError) { MethodCall(message: msg, arguments: args, connection: connection, outSignature: "").fail(e) }
+        func fail(_ e: DBusError) { MethodCall(message: msg, arguments: args, bus: bus, outSignature: "").fail(e) }
         func find(_ ifaceName: String) -> BoundInterface? {
             object.interfaces.first { $0.description.name == ifaceName }
         }
@@ -206,7 +209,7 @@ public final class ObjectServer {
             else {
                 return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
             }
-            let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "v")
+            let call = MethodCall(message: msg, arguments: args, bus: bus, outSignature: "v")
             if let value = object.constant?.values[p] { return call.reply([.variant(value)]) }
             prop.value(for: msg.sender) { value in
                 guard let value else {
@@ -220,7 +223,7 @@ public final class ObjectServer {
             }
             if let constant = object.constant, find(i) != nil {
                 // A location object's GetAll, the hot path: one reply marshalled per fix, copied.
-                let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}")
+                let call = MethodCall(message: msg, arguments: args, bus: bus, outSignature: "a{sv}")
                 if let template = constant.getAllReply { return call.reply(copying: template) }
                 return call.reply([constant.all])
             }
@@ -228,7 +231,7 @@ public final class ObjectServer {
             if bound == nil && !i.isEmpty && !ObjectServer.standardInterfaces.contains(where: { $0.name == i }) {
                 return fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(i)'"))
             }
-            let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "a{sv}")
+            let call = MethodCall(message: msg, arguments: args, bus: bus, outSignature: "a{sv}")
             guard let bound, bound.hasCallerProperties else {
                 // Every value at hand.
                 var all: [String: DBusValue] = [:]
@@ -265,7 +268,7 @@ public final class ObjectServer {
             guard value.signature == prop.signature else {
                 return fail(.invalidArgs("Property '\(p)' has type '\(prop.signature)', got '\(value.signature)'"))
             }
-            let call = MethodCall(message: msg, arguments: args, connection: connection, outSignature: "")
+            let call = MethodCall(message: msg, arguments: args, bus: bus, outSignature: "")
             set(call, value)
         default:
             _ = unknownMethod(msg, member)
@@ -273,14 +276,14 @@ public final class ObjectServer {
     }
 
     private func unknownMethod(_ msg: Message, _ member: String) -> Bool {
-        MethodCall(message: msg, arguments: [], connection: connection, outSignature: "").fail(
+        MethodCall(message: msg, arguments: [], bus: bus, outSignature: "").fail(
             DBusError(DBusError.unknownMethodName,
                       "Unknown method '\(member)' on interface '\(msg.interface ?? "(none)")' with signature '\(msg.signature)'"))
         return true
     }
 
     private func unknownObject(_ msg: Message, _ path: String) -> Bool {
-        MethodCall(message: msg, arguments: [], connection: connection, outSignature: "").fail(
+        MethodCall(message: msg, arguments: [], bus: bus, outSignature: "").fail(
             DBusError(DBusError.unknownObjectName, "No such object path '\(path)'"))
         return true
     }

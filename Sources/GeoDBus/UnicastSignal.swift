@@ -17,15 +17,15 @@
 /// watch writes that later), so each `send(to:)` has left the process when it
 /// returns, without blocking the event loop.
 public final class UnicastSignal {
-    private let connection: Connection
+    private let bus: MessageBus
     private let path: String, interface: String, member: String
     private let args: [DBusValue]
     /// The message every destination gets a copy of; nil until the first.
     private var template: Message?
     private var failed = false
 
-    public init(connection: Connection, path: String, interface: String, member: String, _ args: [DBusValue]) {
-        self.connection = connection
+    public init(bus: MessageBus, path: String, interface: String, member: String, _ args: [DBusValue]) {
+        self.bus = bus
         (self.path, self.interface, self.member, self.args) = (path, interface, member, args)
     }
 
@@ -36,7 +36,7 @@ public final class UnicastSignal {
         if template == nil { template = build() }
         guard let each = template?.copy() else { return false }
         each.setDestination(destination)
-        return connection.send(each)
+        return bus.send(each)
     }
 
     private func build() -> Message? {
