@@ -43,7 +43,7 @@ final class LabFrontEnd: FrontEnd {
             guard let self else { return }
             let session = caller.clientSession(1, kind: Self.kind)
             self.askers[session.session] = call.sender
-            self.host.feed(.client(self.host.hold(call), session,
+            self.host.feed(.request(self.host.hold(call), session,
                                    .start(AuthOptions(reason: reason, appName: "lab"), UpdateOptions())))
         }
     }

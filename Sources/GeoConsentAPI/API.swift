@@ -21,8 +21,8 @@ public enum GeoConsentAPI {
         public static let sessionInactive = errorPrefix + "SessionInactive"
     }
 
-    /// `org.geoconsent.GeoConsent1`: what clients, the command line and panels call.
-    public static let client = InterfaceDescription(
+    /// `org.geoconsent.GeoConsent1`: what apps, the command line and panels call.
+    public static let interface = InterfaceDescription(
         name: interfaceName,
         methods: [
             .init(name: "RequestOneTimeAuthorization", inArgs: [Arg("options", "a{sv}")], outArgs: [Arg("status", "u")]),
@@ -68,6 +68,6 @@ public enum GeoConsentAPI {
     /// The XML committed as `interfaces/org.geoconsent.GeoConsent1.xml`, installed to
     /// /usr/share/dbus-1/interfaces, and printed by `geoconsentd --introspect`.
     public static var introspectionXML: String {
-        Introspection.xml(interfaces: [client, agent])
+        Introspection.xml(interfaces: [interface, agent])
     }
 }

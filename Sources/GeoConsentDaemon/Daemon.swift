@@ -280,7 +280,7 @@ public final class Daemon {
         // The grant journal (GrantJournal.swift): after the effects, so a line
         // never tells of a grant the app has not been told of yet.
         for n in notes { Log.byCaller(uid: n.uid, .info, n.description) }
-        if case .client(_, let caller, _) = event { watchProcess(of: caller) }
+        if case .request(_, let caller, _) = event { watchProcess(of: caller) }
     }
 
     /// After a crowd of sessions has gone, give the freed heap back to the system.

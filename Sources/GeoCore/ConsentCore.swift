@@ -175,8 +175,8 @@ public final class ConsentCore {
             endCause = "its \(a.label) switched location off"
         }
         switch event {
-        case .client(let call, let caller, let request):
-            client(call, caller, request)
+        case .request(let call, let caller, let appRequest):
+            request(call, caller, appRequest)
         case .management(let call, let caller, let request):
             management(call, caller, request)
         case .agentAnswered(let id, let answer):
@@ -304,7 +304,7 @@ public final class ConsentCore {
         return s
     }
 
-    func client(_ call: CallID, _ caller: Caller, _ request: ClientRequest) {
+    func request(_ call: CallID, _ caller: Caller, _ request: AppRequest) {
         guard var s = session(for: caller, call) else { return }
         let name = caller.session
         switch request {

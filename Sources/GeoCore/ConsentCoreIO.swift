@@ -123,7 +123,7 @@ public enum AgentAnswer: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// A client call the core rules on.
-public enum ClientRequest: Equatable, Sendable {
+public enum AppRequest: Equatable, Sendable {
     case requestOneTime(AuthOptions)
     case requestWhenInUse(AuthOptions)
     case getAuthorization
@@ -160,7 +160,7 @@ public enum ManagementRequest: Equatable, Sendable {
 
 /// An event the daemon feeds the core.
 public enum CoreEvent: Equatable, Sendable {
-    case client(CallID, Caller, ClientRequest)
+    case request(CallID, Caller, AppRequest)
     case management(CallID, Caller, ManagementRequest)
     case agentAnswered(requestID: String, AgentAnswer)
     /// A unique name left the bus: its session and those of its client objects end.

@@ -49,7 +49,7 @@ extension CoreEvent {
     /// session's own pause says more (`ConsentCore.announceChanges`).
     var grantEndCause: String {
         switch self {
-        case .client(_, _, .revoke): return "the app revoked it"
+        case .request(_, _, .revoke): return "the app revoked it"
         case .management(_, _, .resetConsent): return "its consent was reset"
         case .management(_, _, .setEnabled(false)): return "location was switched off"
         case .nameLeft: return "the app left the bus"

@@ -127,7 +127,7 @@ final class WireShapeTests: XCTestCase {
         XCTAssertEqual(LocationErrorSignal.decode(e)?.name, GeoConsentAPI.ErrorName.gpsUnavailable)
         XCTAssertEqual(LocationErrorSignal.decode(e)?.message, "gpsd is gone")
         // The members are the ones the interface table declares, with these signatures.
-        let declared = Dictionary(uniqueKeysWithValues: GeoConsentAPI.client.signals.map { ($0.name, $0.args.map(\.signature).joined()) })
+        let declared = Dictionary(uniqueKeysWithValues: GeoConsentAPI.interface.signals.map { ($0.name, $0.args.map(\.signature).joined()) })
         XCTAssertEqual(declared[AuthorizationChangedSignal.member], "u")
         XCTAssertEqual(declared[LocationErrorSignal.member], "ss")
         XCTAssertEqual(declared[LocationUpdatedSignal.member], "a{sv}")
@@ -138,7 +138,7 @@ final class WireShapeTests: XCTestCase {
         XCTAssertEqual(DaemonProperties.encode(s), ["Version": .string("0.1.0"), "Enabled": .bool(true),
                                                     "GpsdConnected": .bool(false), "InUse": .bool(true)])
         XCTAssertEqual(DaemonProperties.decode(DaemonProperties.encode(s)), s)
-        XCTAssertEqual(Set(GeoConsentAPI.client.properties.map(\.name)),
+        XCTAssertEqual(Set(GeoConsentAPI.interface.properties.map(\.name)),
                        [DaemonProperties.version, DaemonProperties.enabled, DaemonProperties.gpsdConnected,
                         DaemonProperties.inUse])
         let changed: [DBusValue] = [.string(GeoConsentAPI.interfaceName), .vardict(DaemonProperties.changed("Enabled", false)),

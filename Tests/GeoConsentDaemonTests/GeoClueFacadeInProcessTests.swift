@@ -77,7 +77,7 @@ final class GeoClueFacadeInProcessTests: XCTestCase {
 
     private func startID() -> (CallID, SessionID)? {
         for e in host.fed.reversed() {
-            if case .client(let id, let caller, .start) = e { return (id, caller.session) }
+            if case .request(let id, let caller, .start) = e { return (id, caller.session) }
         }
         return nil
     }
@@ -92,7 +92,7 @@ final class GeoClueFacadeInProcessTests: XCTestCase {
         let (id, session) = try XCTUnwrap(startID())
         XCTAssertEqual(session.description, ":1.5/geoclue/\(GeoClueAPI.clientNumber(of: path) ?? 0)")
         XCTAssertEqual(try call(path, GeoClueAPI.clientInterfaceName, "Start", from: ":1.5").count, 0, "joined, not asked again")
-        XCTAssertEqual(host.fed.filter { if case .client = $0 { return true } else { return false } }.count, 1)
+        XCTAssertEqual(host.fed.filter { if case .request = $0 { return true } else { return false } }.count, 1)
 
         // Granted: the joined Start is answered, and Active goes true, to the owner alone.
         facade.updatesStarted(id)

@@ -29,7 +29,7 @@ final class OwnAPIInProcessTests: XCTestCase {
 
     func testACallReachesTheCoreAsItsRequestAndAWrongTypeDoesNot() throws {
         XCTAssertEqual(try call("RequestOneTimeAuthorization", [.vardict(["reason": .string("lunch")])], from: ":1.5").count, 0)
-        guard case .client(_, let caller, .requestOneTime(let o))? = host.fed.last else {
+        guard case .request(_, let caller, .requestOneTime(let o))? = host.fed.last else {
             return XCTFail("\(String(describing: host.fed.last))")
         }
         XCTAssertEqual(caller.session, .connection(":1.5"))

@@ -153,9 +153,9 @@ final class Rig {
     }
 
     @discardableResult
-    func call(_ c: Caller, _ r: ClientRequest) -> Step {
+    func call(_ c: Caller, _ r: AppRequest) -> Step {
         let id = newCall()
-        return Step(call: id, effects: send(.client(id, c, r)))
+        return Step(call: id, effects: send(.request(id, c, r)))
     }
 
     @discardableResult

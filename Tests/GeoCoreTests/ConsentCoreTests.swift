@@ -17,7 +17,7 @@ final class ConsentCoreTests: XCTestCase {
         rig.manage(W.aliceCtl, .resetConsent(appID: W.mapsID, uid: nil))
         XCTAssertEqual(rig.core.sessionCount, 0, "consent-management calls start no session")
 
-        let starters: [(String, ClientRequest)] = [
+        let starters: [(String, AppRequest)] = [
             ("RequestOneTimeAuthorization", .requestOneTime(AuthOptions())),
             ("RequestWhenInUseAuthorization", .requestWhenInUse(AuthOptions())),
             ("GetAuthorization", .getAuthorization), ("StartUpdates", .startUpdates(UpdateOptions())),

@@ -22,7 +22,7 @@ struct DBusFuzzer {
         huge = [String(repeating: "x", count: 1 << 20), String(repeating: "\u{00e9}\u{4e16}", count: 1 << 18) + "\u{1F4CD}"]
     }
 
-    static let clientMethods: [(String, String)] = GeoConsentAPI.client.methods.map { ($0.name, $0.inSignature) }
+    static let clientMethods: [(String, String)] = GeoConsentAPI.interface.methods.map { ($0.name, $0.inSignature) }
     static let optionKeys = ["reason", "accuracy", "app-name", "parent-window", "max-age", "timeout",
                              "distance-filter", "min-interval", "uid", "x-unknown", ""]
 

@@ -47,14 +47,14 @@ final class HostileFairnessTests: AllowingAgentTestCase {
             func caller(_ i: Int) -> Caller { Caller(session: .connection(":1.\(i)"), uid: 1000, pid: 4242, appID: app.appID) }
             for i in 0..<n {
                 id += 1
-                _ = core.handle(.client(id, caller(i), .getAuthorization), now: 1)
+                _ = core.handle(.request(id, caller(i), .getAuthorization), now: 1)
             }
             let t0 = secondsNow()
             for k in 0..<taps {
                 id += 1
-                let fx = core.handle(.client(id, caller(k % n), .requestOneTime(AuthOptions())), now: 2)
+                let fx = core.handle(.request(id, caller(k % n), .requestOneTime(AuthOptions())), now: 2)
                 if !fx.contains(.reply(id, .status(.whenInUse))) { XCTFail("tap \(k): \(fx)"); break }
-                if k % 7 == 6 { id += 1; _ = core.handle(.client(id, caller(k % n), .revoke), now: 2) }
+                if k % 7 == 6 { id += 1; _ = core.handle(.request(id, caller(k % n), .revoke), now: 2) }
             }
             return (secondsNow() - t0) / Double(taps)
         }

@@ -43,7 +43,7 @@ final class SkeletonTests: StackTestCase {
         let p = try stack.peer()
         let all = try p.geo("GetAll", [.string(GeoConsentAPI.interfaceName)], interface: ObjectServer.properties).get()
         let dict = try XCTUnwrap(all.first?.vardictValue)
-        XCTAssertEqual(Set(dict.keys), Set(GeoConsentAPI.client.properties.map(\.name)), "every property")
+        XCTAssertEqual(Set(dict.keys), Set(GeoConsentAPI.interface.properties.map(\.name)), "every property")
         XCTAssertEqual(DaemonProperties.decode(dict),
                        DaemonStatus(version: "0.1.0", enabled: true, gpsdConnected: false, inUse: false),
                        "no session needs gpsd yet")

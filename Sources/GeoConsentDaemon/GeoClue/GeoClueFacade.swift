@@ -10,7 +10,7 @@ import Glibc
 ///
 /// Each client object is a session of its own in the consent core
 /// (`Caller.clientSession`), so each is its own grant, and its `Start` is the
-/// standard prompt (`ClientRequest.start`); its fixes come from the location
+/// standard prompt (`AppRequest.start`); its fixes come from the location
 /// core like any session's, and arrive here (`deliver`) instead of as our
 /// `LocationUpdated`. Client and location objects serve their owner alone, and
 /// every signal about them is unicast to it: no coordinate is ever broadcast.
@@ -216,7 +216,7 @@ final class GeoClueFacade: FrontEnd {
         c.start.asked(id: id, deadline: deadline)
         let options = AuthOptions(accuracy: accuracy, appName: c.desktopID,
                                   externalName: agentName(c.desktopID, of: caller), promptTimeout: Self.promptTimeout)
-        host.feed(.client(id, caller, .start(options, c.updateOptions)))
+        host.feed(.request(id, caller, .start(options, c.updateOptions)))
     }
 
     /// The name a GeoClue agent may be told for the app, never one it chose

@@ -7,7 +7,7 @@ import GeoConsentAPI
 /// end like the GeoClue facade: it reaches the daemon through the host alone,
 /// and the effects on its sessions (a connection's own, `SessionID.connection`)
 /// come to it alone. Its method handlers are bound by name to the table
-/// declared in `GeoConsentAPI.client`; each decodes its options (wrong types:
+/// declared in `GeoConsentAPI.interface`; each decodes its options (wrong types:
 /// `InvalidArgs`), resolves the caller from bus credentials and hands the
 /// request to the core. Its signals are unicast to their session; its
 /// properties are the same for every caller.
@@ -33,7 +33,7 @@ final class OwnAPI: FrontEnd {
     }
 
     static let interface = Interface<OwnAPI>(
-        GeoConsentAPI.client,
+        GeoConsentAPI.interface,
         methods: [
             "RequestOneTimeAuthorization": { d, call in
                 d.decoded(call, { try OptionDictionary.decodeAuth(call.arguments[0]) }) { d.request(call, .requestOneTime($0)) }
@@ -88,12 +88,12 @@ final class OwnAPI: FrontEnd {
     }
 
     /// An app's request: starts the caller's session if it has none.
-    private func request(_ call: MethodCall, _ request: ClientRequest) {
+    private func request(_ call: MethodCall, _ request: AppRequest) {
         // `request` holds what was decoded; a call that waits keeps no more.
         call.releaseArguments()
         host.resolveCaller(call) { [weak self] caller in
             guard let self else { return }
-            self.host.feed(.client(self.host.hold(call), caller, request))
+            self.host.feed(.request(self.host.hold(call), caller, request))
         }
     }
 
