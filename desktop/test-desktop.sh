@@ -394,7 +394,7 @@ pass "Precise off, Allow Once: the agent answers allow-once-reduced and the app 
 # An app can queue a request at any moment: the dialog's "1 more request" line
 # must not push the armed buttons away from where the user aims. A real
 # (XTEST) click where Don't Allow was when it armed lands on it.
-ctl_dialog locate3 3
+ctl_dialog locate_q 3
 REQ_Q=$REQ READY_Q=$READY DLG_Q=$DLG
 start busctl2 "$BUSCTL" --address="$BUS" --timeout=120 call org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 \
     org.geoconsent.GeoConsent1 RequestOneTimeAuthorization 'a{sv}' 1 app-name s "Queued Maps"
@@ -410,8 +410,8 @@ click_rect "$(find_window '^Location request$')" "$(field "$(line agent "^ready 
 wait_for 10 "the queued prompt's answer" has_line agent "^answered $REQ_Q2 deny$"
 busctl2_done() { ! alive busctl2; }
 wait_for 10 "busctl to return" busctl2_done
-locate3_done() { ! alive locate3; }
-wait_for 10 "geoconsentctl to give up" locate3_done
+locate_q_done() { ! alive locate_q; }
+wait_for 10 "geoconsentctl to give up" locate_q_done
 pass "a request that queues behind an open dialog moves none of its armed buttons: the click lands on Don't Allow"
 
 # ---- 4c. the settings window: in use now, live, and Reset --------------------------

@@ -62,7 +62,7 @@ final class ConsentAgentCalls {
             }
             if let refused {
                 // Not asked (its agent leaves earlier calls unanswered, or the budget is spent): this prompt ends unanswered at once.
-                refused.log("Confirm", callee: r.agentName, uid: r.uid, attackLog: attackLog)
+                refused.log("Confirm", callee: r.agentName, uid: r.uid, noteAttack: { attackLog.note($0, uid: $1, $2) })
                 return loop.later { [weak self] in
                     self?.feed(.agentAnswered(requestID: r.requestID, .noAnswer(refused.description)))
                 }

@@ -53,10 +53,6 @@ final class OutgoingCalls {
         self.connection = connection
     }
 
-    /// Calls of `purpose` of `uid` the bus counts now (waiting or given up on);
-    /// without a uid, the purpose's calls still waiting for their answer.
-    func held(_ purpose: Purpose, uid: UInt32? = nil) -> Int { budgets.held(purpose, uid: uid) }
-
     /// Calls may be made for `purpose` from now on (a front end's, at start);
     /// false when the purposes' totals would pass the hard limit.
     func register(_ purpose: Purpose) -> Bool { budgets.register(purpose) }
@@ -130,23 +126,15 @@ final class OutgoingCalls {
 }
 
 extension CallBudgets.Refusal {
-    /// The same, through a front end's host.
-    func log(_ what: String, callee: String, uid: UInt32, host: FrontEndHost) {
-        if byOthers {
-            Log.byCaller(uid: uid, .warning, "\(what) to \(callee) (uid \(uid)) not sent: \(description)")
-        } else {
-            host.noteAttack(callee, uid: uid, "does not answer \(what): \(description)")
-        }
-    }
-
     /// Logs the refusal of a `what` call to `callee` for `uid`: as its
-    /// callee's not answering (once per connection) when the uid's own
-    /// share is spent; else as the holders' doing, never the callee's.
-    func log(_ what: String, callee: String, uid: UInt32, attackLog: AttackLog) {
+    /// callee's not answering (`noteAttack`: the attack log's, once per
+    /// connection) when the uid's own share is spent; else as the holders'
+    /// doing, never the callee's.
+    func log(_ what: String, callee: String, uid: UInt32, noteAttack: (String, UInt32, String) -> Void) {
         if byOthers {
             Log.byCaller(uid: uid, .warning, "\(what) to \(callee) (uid \(uid)) not sent: \(description)")
         } else {
-            attackLog.note(callee, uid: uid, "does not answer \(what): \(description)")
+            noteAttack(callee, uid, "does not answer \(what): \(description)")
         }
     }
 }

@@ -62,18 +62,8 @@ public enum ConfigParser {
         // Work on a copy so that a file with an error leaves `config` untouched.
         var result = config
         var section: Section? = nil
-        var lineNumber = 0
-        var start = 0
-        while start < bytes.count {
-            var end = start
-            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
-            lineNumber += 1
-            var lineBytes = bytes[start..<end]
-            if lineBytes.last == 0x0D { lineBytes = lineBytes.dropLast() }
-            start = end + 1
-            guard let line = String(validating: lineBytes, as: UTF8.self) else {
-                throw ConfigError(file: file, line: lineNumber, reason: "not valid UTF-8")
-            }
+        for (index, line) in try lines(of: bytes, file: file).enumerated() {
+            let lineNumber = index + 1
             func fail(_ reason: String) -> ConfigError {
                 ConfigError(file: file, line: lineNumber, reason: reason)
             }
@@ -128,9 +118,7 @@ public enum ConfigParser {
             case .agents:
                 switch key {
                 case "allow":
-                    result.agentAllow = value.split(separator: ";", omittingEmptySubsequences: true)
-                        .map { String(trim($0)) }
-                        .filter { !$0.isEmpty }
+                    result.agentAllow = list(value)
                 default:
                     throw fail("unknown key '\(key)' in [agents]")
                 }
@@ -284,11 +272,35 @@ public enum ConfigParser {
         return trim(raw)
     }
 
+    /// The lines of a file in this project's text rules: split at `\n`, a
+    /// trailing `\r` dropped, each valid UTF-8 or refused as `FILE:LINE`.
+    static func lines(of bytes: [UInt8], file: String) throws -> [String] {
+        var result: [String] = []
+        var start = 0
+        while start < bytes.count {
+            var end = start
+            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+            var lineBytes = bytes[start..<end]
+            if lineBytes.last == 0x0D { lineBytes = lineBytes.dropLast() }
+            start = end + 1
+            guard let line = String(validating: lineBytes, as: UTF8.self) else {
+                throw ConfigError(file: file, line: result.count + 1, reason: "not valid UTF-8")
+            }
+            result.append(line)
+        }
+        return result
+    }
+
+    /// A `;`-separated list, each item trimmed, empty ones left out.
+    static func list(_ value: String) -> [String] {
+        value.split(separator: ";").map { String(trim($0)) }.filter { !$0.isEmpty }
+    }
+
     private static func isBlank(_ c: Character) -> Bool {
         c == " " || c == "\t" || c == "\u{0B}" || c == "\u{0C}"
     }
 
-    private static func trim(_ s: Substring) -> Substring {
+    static func trim(_ s: Substring) -> Substring {
         var a = s.startIndex
         var b = s.endIndex
         while a < b, isBlank(s[a]) { a = s.index(after: a) }

@@ -71,8 +71,7 @@ extension ConsentCore {
             effects.append(.reply(call, .empty))
             agentArrived(caller.uid)
         case .addExternalAgent(let maxAccuracy, let label):
-            if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
-            if let g = externalAgents[caller.uid], g.name != caller.connection { return effects.append(.fail(call, .agentExists)) }
+            if let refusal = externalAgentRefusal(caller) { return effects.append(.fail(call, refusal)) }
             let isNew = externalAgents[caller.uid] == nil
             externalAgents[caller.uid] = ExternalAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy,
                                                        label: label)

@@ -52,12 +52,8 @@ public enum StaticPositionFile {
             throw ConfigError(file: file, line: 0, reason: "larger than \(maxBytes) bytes; not a position file")
         }
         var values: [Double] = []
-        var lineNumber = 0
-        for rawLine in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
-            lineNumber += 1
-            guard let line = String(validating: rawLine, as: UTF8.self) else {
-                throw ConfigError(file: file, line: lineNumber, reason: "not valid UTF-8")
-            }
+        for (index, line) in try ConfigParser.lines(of: bytes, file: file).enumerated() {
+            let lineNumber = index + 1
             let text = content(of: line)
             if text.isEmpty { continue }
             guard values.count < fields.count else {
@@ -81,10 +77,10 @@ public enum StaticPositionFile {
         return StaticPosition(latitude: values[0], longitude: values[1], altitude: values[2], accuracy: values[3])
     }
 
-    /// The line without its comment, a trailing `\r` and surrounding blanks.
+    /// The line without its comment and surrounding blanks.
     private static func content(of line: String) -> String {
         let beforeComment = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        return String(beforeComment.trimmingBlanks())
+        return String(ConfigParser.trim(beforeComment))
     }
 
     /// A finite decimal number: digits, one optional sign, point and exponent.
@@ -108,14 +104,5 @@ public enum StaticPositionFile {
         default:
             return nil
         }
-    }
-}
-
-private extension Substring {
-    /// Without leading and trailing spaces, tabs and carriage returns.
-    func trimmingBlanks() -> Substring {
-        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
-        guard let first = firstIndex(where: { !blank($0) }), let last = lastIndex(where: { !blank($0) }) else { return "" }
-        return self[first...last]
     }
 }

@@ -178,4 +178,7 @@ public struct ConfigEntry: Equatable, Sendable {
     }
 
     public func fail(_ reason: String) -> ConfigError { ConfigError(file: file, line: line, reason: reason) }
+
+    /// The value as a `;`-separated list, each item trimmed, empty ones left out.
+    public var listValue: [String] { ConfigParser.list(value) }
 }

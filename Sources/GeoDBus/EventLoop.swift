@@ -204,10 +204,16 @@ public final class EventLoop {
         checkIdle()
 
         var wait: Int32 = timeoutMillis ?? -1
-        if !manualTime, let next = timers.nextDeadline() {
+        if let next = timers.nextDeadline() {
             let now = clock()
-            let ms = next <= now ? 0 : Int32(clamping: (next - now + 999_999) / 1_000_000)
-            wait = wait < 0 ? ms : min(wait, ms)
+            // On manual time only a timer already due shortens the wait: a
+            // later one comes when the test moves the clock, not by sleeping.
+            if next <= now {
+                wait = 0
+            } else if !manualTime {
+                let ms = Int32(clamping: (next - now + 999_999) / 1_000_000)
+                wait = wait < 0 ? ms : min(wait, ms)
+            }
         }
         if !deferred.isEmpty { wait = 0 }
 

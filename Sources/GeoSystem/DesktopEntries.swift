@@ -20,7 +20,10 @@ public struct DesktopEntries {
     /// The largest entry read; real ones are a few KiB (translations included).
     public static let maxEntryBytes = 256 * 1024
 
-    public init(directories: [String] = ["/usr/local/share/applications", "/usr/share/applications"],
+    /// XDG's system applications directories, first found first.
+    public static let defaultDirectories = ["/usr/local/share/applications", "/usr/share/applications"]
+
+    public init(directories: [String] = DesktopEntries.defaultDirectories,
                 searchPath: [String] = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]) {
         self.directories = directories
         self.searchPath = searchPath
@@ -148,7 +151,9 @@ public struct DesktopEntries {
     }
 }
 
-private extension String {
+extension String {
+    /// Without leading and trailing spaces, tabs and carriage returns: a line
+    /// of a key file (a desktop entry, `.flatpak-info`) as GLib reads it.
     func trimmingSpaces() -> String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" || f == "\r" { s = s.dropFirst() }

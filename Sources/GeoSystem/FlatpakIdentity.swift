@@ -96,14 +96,14 @@ extension AppIdentityResolver {
     static func keyFileValue(_ bytes: [UInt8], group: String, key: String) -> String? {
         var inGroup = false
         for raw in bytes.split(separator: 0x0A, omittingEmptySubsequences: true) {
-            let line = trim(String(decoding: raw, as: UTF8.self))
+            let line = String(decoding: raw, as: UTF8.self).trimmingSpaces()
             if line.hasPrefix("[") {
                 inGroup = line == "[" + group + "]"
                 continue
             }
             guard inGroup, let eq = line.firstIndex(of: "=") else { continue }
-            if trim(String(line[..<eq])) == key {
-                let value = trim(String(line[line.index(after: eq)...]))
+            if String(line[..<eq]).trimmingSpaces() == key {
+                let value = String(line[line.index(after: eq)...]).trimmingSpaces()
                 return value.isEmpty ? nil : value
             }
         }
@@ -130,12 +130,5 @@ extension AppIdentityResolver {
             }
         }
         return true
-    }
-
-    private static func trim(_ s: String) -> String {
-        var sub = Substring(s)
-        while let c = sub.first, c == " " || c == "\t" || c == "\r" { sub.removeFirst() }
-        while let c = sub.last, c == " " || c == "\t" || c == "\r" { sub.removeLast() }
-        return String(sub)
     }
 }

@@ -1,6 +1,7 @@
 import XCTest
 import GeoCore
 import GeoDBus
+import GeoTestSupport
 import GeoConsentAPI
 @testable import GeoConsentDaemon
 

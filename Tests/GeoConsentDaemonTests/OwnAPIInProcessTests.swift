@@ -1,6 +1,7 @@
 import XCTest
 import GeoCore
 import GeoDBus
+import GeoTestSupport
 import GeoConsentAPI
 @testable import GeoConsentDaemon
 
@@ -41,11 +42,16 @@ final class OwnAPIInProcessTests: XCTestCase {
 
     func testAFixIsStreamedInOrderFirstEightAtOnceTheRestInBatches() throws {
         let fix = Fix(latitude: 52.52, longitude: 13.4, mode: .threeD, horizontalAccuracy: 5)
-        let names = (0..<10).map { ":1.\(100 + $0)" }
-        for name in names.prefix(8) { api.sendFix(to: .connection(name), fix, .full) }
-        XCTAssertEqual(host.bus.sent.count, LocationService.signalsBeforeYield, "the first ones at once")
-        for name in names.dropFirst(8) { api.sendFix(to: .connection(name), fix, .full) }
-        XCTAssertEqual(host.bus.sent.count, 8, "the rest wait for their batch")
+        let first = LocationService.signalsBeforeYield, batch = LocationService.signalBatch
+        let names = (0..<(first + batch + 1)).map { ":1.\(100 + $0)" }
+        for name in names.prefix(first) { api.sendFix(to: .connection(name), fix, .full) }
+        XCTAssertEqual(host.bus.sent.count, first, "the first ones at once")
+        for name in names.dropFirst(first).prefix(batch - 1) { api.sendFix(to: .connection(name), fix, .full) }
+        XCTAssertEqual(host.bus.sent.count, first, "the next wait for their batch")
+        api.sendFix(to: .connection(names[first + batch - 1]), fix, .full)
+        XCTAssertEqual(host.bus.sent.count, first + batch, "a full batch goes at once")
+        api.sendFix(to: .connection(names[first + batch]), fix, .full)
+        XCTAssertEqual(host.bus.sent.count, first + batch, "the last waits for the flush")
         api.flushFixes()
         let sent = host.bus.takeSent()
         XCTAssertEqual(sent.map { $0.destination ?? "" }, names, "each session once, in the order given")

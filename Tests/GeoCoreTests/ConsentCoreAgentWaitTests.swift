@@ -134,6 +134,9 @@ final class ConsentCoreAgentWaitTests: XCTestCase {
             rig.place(c, in: Self.place)
             return rig.tap(c)
         }
+        // The login start moves later: a tap evaluated again now would get a
+        // new deadline, and the wake-up would move with it.
+        XCTAssertEqual(rig.send(.loginSessionBegan(id: Self.place, at: rig.now)), [])
         let shell = Caller(session: ":1.900", uid: W.maps1.uid, pid: 900, appID: "/usr/bin/gnome-shell",
                            executable: "/usr/bin/gnome-shell")
         for i in 0..<50 {

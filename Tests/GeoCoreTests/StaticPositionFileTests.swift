@@ -50,7 +50,8 @@ final class StaticPositionFileTests: XCTestCase {
 
     func testNotANumberInfinityAndHexAreRefused() {
         for word in ["nan", "inf", "-infinity", "0x1p4", "1e400", "1 2", "--5"] {
-            XCTAssertTrue(refusal("\(word)\n13\n34\n50\n").hasPrefix("/etc/geolocation:1: "), word)
+            XCTAssertEqual(refusal("\(word)\n13\n34\n50\n"),
+                           "/etc/geolocation:1: the latitude must be a decimal number, not \"\(word)\"", word)
         }
     }
 

@@ -10,7 +10,7 @@ import GeoTestSupport
 /// signals and properties, each argument with the same name, type and direction.
 final class DesktopAgentXMLTests: XCTestCase {
     static let agentScript = TestPaths.sourceRoot + "/desktop/geoconsent_desktop/agent.py"
-    /// Where the desktop programs' shared names are (`AGENT_IFACE`).
+    /// Where the desktop programs' shared names are (`BUS_NAME`, `OBJECT_PATH`, `IFACE`).
     static let commonModule = TestPaths.sourceRoot + "/desktop/geoconsent_desktop/common.py"
     static let committedXML = TestPaths.sourceRoot + "/interfaces/org.geoconsent.GeoConsent1.xml"
 
@@ -21,7 +21,9 @@ final class DesktopAgentXMLTests: XCTestCase {
 
         let name = GeoConsentAPI.agentInterfaceName
         let common = try String(contentsOfFile: Self.commonModule, encoding: .utf8)
-        XCTAssertEqual(Self.pythonString(named: "AGENT_IFACE", in: common), name, "the agent's AGENT_IFACE")
+        XCTAssertEqual(Self.pythonString(named: "BUS_NAME", in: common), GeoConsentAPI.busName)
+        XCTAssertEqual(Self.pythonString(named: "OBJECT_PATH", in: common), GeoConsentAPI.objectPath)
+        XCTAssertEqual(Self.pythonString(named: "IFACE", in: common), GeoConsentAPI.interfaceName)
         XCTAssertEqual(Self.interfaceNames(in: python), [name], "AGENT_XML declares the agent interface alone")
         let expected = try XCTUnwrap(Self.members(of: name, in: committed), "no \(name) in \(Self.committedXML)")
         XCTAssertFalse(expected.isEmpty)

@@ -91,8 +91,8 @@ gi.require_version("Gtk", "3.0")
 gi.require_version("Gdk", "3.0")
 from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
 
-from .common import (AGENT_IFACE, ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, connect, log, shown,  # noqa: E402
-                     translation, warn as common_warn)
+from .common import (ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, RECONNECT_SECONDS, add_bus_argument,  # noqa: E402
+                     connect, log, shown, translation, warn as common_warn)
 
 try:
     gi.require_foreign("cairo")  # the drawn location arrow
@@ -107,12 +107,9 @@ except (ValueError, ImportError):
 
 # Every string the user sees goes through gettext (domain "geoconsent", po/).
 _, ngettext = translation()
-CLIENT_IFACE = IFACE
 AGENT_PATH = "/org/geoconsent/desktop/Agent"
 WINDOW_TITLE = _("Location request")
 
-# Untrusted strings (app-name, reason) are cut to this many characters.
-MAX_UNTRUSTED = 200
 # Seconds between registration attempts while another agent of this uid holds the slot.
 SLOT_RETRY_SECONDS = 2
 
@@ -523,7 +520,7 @@ class Agent:
 
     def _on_daemon_appeared(self, _conn, _name, owner):
         self.daemon = owner
-        self.conn.call(BUS_NAME, OBJECT_PATH, CLIENT_IFACE, "RegisterAgent",
+        self.conn.call(BUS_NAME, OBJECT_PATH, IFACE, "RegisterAgent",
                        GLib.Variant("(o)", (AGENT_PATH,)), None, Gio.DBusCallFlags.NONE,
                        30000, None, self._on_registered, owner)
 
@@ -641,8 +638,7 @@ def main(argv):
         prog="geoconsent-agent",
         description="Graphical consent agent for geoconsent: shows the daemon's location prompts "
                     "as GTK dialogs for the user running it.")
-    ap.add_argument("--bus", default="system", metavar="system|session|ADDRESS",
-                    help="the bus geoconsentd is on (default: system)")
+    add_bus_argument(ap)
     args = ap.parse_args(argv)
 
     # The name the desktop knows the agent by (its .desktop file, WM_CLASS, the icon).
@@ -673,7 +669,7 @@ def main(argv):
         try:
             conn = connect(args.bus)
         except GLib.Error:
-            return True  # try again in 2 s
+            return True  # try again in RECONNECT_SECONDS
         warn(f"connected to the {args.bus} bus again")
         serve(conn)
         return False
@@ -681,9 +677,9 @@ def main(argv):
     def on_closed(_conn, _remote_peer_vanished, _error):
         # The bus went away (dbus restarted): the prompts go with it; connect
         # again until it is back, and register again.
-        warn(f"lost the bus connection; connecting again every {SLOT_RETRY_SECONDS} s")
+        warn(f"lost the bus connection; connecting again every {RECONNECT_SECONDS} s")
         current.pop("agent").close()
-        GLib.timeout_add_seconds(SLOT_RETRY_SECONDS, reconnect)
+        GLib.timeout_add_seconds(RECONNECT_SECONDS, reconnect)
 
     def serve(conn):
         conn.connect("closed", on_closed)

@@ -10,11 +10,12 @@ import unicodedata
 BUS_NAME = "org.geoconsent.GeoConsent1"
 OBJECT_PATH = "/org/geoconsent/GeoConsent1"
 IFACE = "org.geoconsent.GeoConsent1"
-AGENT_IFACE = "org.geoconsent.GeoConsent1.Agent"
 
 # A control that just appeared or moved takes clicks only this long after:
 # a click meant for the app, or for where a button was, must not land on it.
 ARM_DELAY_MS = 600
+# Seconds between attempts to reach the bus again after it went away.
+RECONNECT_SECONDS = 2
 
 
 def locale_dir():
@@ -45,6 +46,12 @@ def log(*words):
 
 def warn(program, msg):
     print(f"{program}: {msg}", file=sys.stderr, flush=True)
+
+
+def add_bus_argument(parser):
+    """The --bus option both programs take."""
+    parser.add_argument("--bus", default="system", metavar="system|session|ADDRESS",
+                        help="the bus geoconsentd is on (default: system)")
 
 
 def shown(value, limit=200):

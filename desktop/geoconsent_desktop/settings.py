@@ -38,7 +38,8 @@ gi.require_version("Gtk", "3.0")
 gi.require_version("Gdk", "3.0")
 from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
 
-from .common import ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, connect, log, translation  # noqa: E402
+from .common import (ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, RECONNECT_SECONDS, add_bus_argument,  # noqa: E402
+                     connect, log, translation, warn as common_warn)
 
 try:
     gi.require_version("GdkX11", "3.0")
@@ -47,8 +48,12 @@ except (ValueError, ImportError):
     GdkX11 = None
 
 
-_, ngettext = translation()
+_ = translation()[0]
 WINDOW_TITLE = _("Location Settings")
+
+
+def warn(msg):
+    common_warn("geoconsent-settings", msg)
 
 
 def esc(text):
@@ -83,8 +88,6 @@ def last_used_text(record):
     return _("Last used {when}").format(when=time.strftime("%Y-%m-%d %H:%M", time.localtime(t / 1e6)))
 
 
-# Seconds between attempts to reach the bus again after it went away.
-RECONNECT_SECONDS = 2
 
 
 class Settings(Gtk.Window):
@@ -92,7 +95,7 @@ class Settings(Gtk.Window):
     (it restarts), it says so and connects again, as the agent does; when the
     daemon comes back on it, it watches the sessions again."""
 
-    def __init__(self, bus):
+    def __init__(self, bus, conn=None):
         super().__init__(title=WINDOW_TITLE)
         self.bus = bus
         self.conn = None
@@ -150,14 +153,15 @@ class Settings(Gtk.Window):
 
         self.updating = False
         self.connect("map-event", self._on_map)
-        self._connect()
+        self._connect(conn)
 
     # -- the bus and the daemon
 
-    def _connect(self):
-        """Connects to the bus (again); false when it cannot yet (tried again later)."""
+    def _connect(self, conn=None):
+        """Serves on `conn`, else connects to the bus (again); false when it
+        cannot yet (tried again later)."""
         try:
-            conn = connect(self.bus)
+            conn = conn or connect(self.bus)
         except (GLib.Error, ValueError) as e:
             self._say_unreachable(_("The location service cannot be reached: {why}").format(
                 why=getattr(e, "message", str(e))))
@@ -205,7 +209,7 @@ class Settings(Gtk.Window):
             try:
                 reply = conn.call_finish(result)
             except GLib.Error as e:
-                print(f"geoconsent-settings: {method}: {e.message}", file=sys.stderr, flush=True)
+                warn(f"{method}: {e.message}")
                 if conn is self.conn:
                     self._say_unreachable(_("The location service cannot be reached: {why}").format(why=e.message))
                 return
@@ -364,20 +368,19 @@ def main(argv):
     ap = argparse.ArgumentParser(prog="geoconsent-settings",
                                  description="Your location settings: which apps may use your location, "
                                              "which use it now, and resetting them.")
-    ap.add_argument("--bus", default="system", metavar="system|session|ADDRESS",
-                    help="the bus geoconsentd is on (default: system)")
+    add_bus_argument(ap)
     args = ap.parse_args(argv)
     GLib.set_prgname("org.geoconsent.Settings")
     ok, _argv = Gtk.init_check(None)
     if not ok:
-        print("geoconsent-settings: cannot open a display", file=sys.stderr)
+        warn("cannot open a display")
         return 1
     try:
-        connect(args.bus).close_sync(None)   # a first try: a wrong --bus is an error at once
+        conn = connect(args.bus)   # a wrong --bus is an error at once, not a window that retries
     except (GLib.Error, ValueError) as e:
-        print(f"geoconsent-settings: cannot connect to the {args.bus} bus: {getattr(e, 'message', e)}", file=sys.stderr)
+        warn(f"cannot connect to the {args.bus} bus: {getattr(e, 'message', e)}")
         return 1
-    win = Settings(args.bus)
+    win = Settings(args.bus, conn)
     win.connect("destroy", Gtk.main_quit)
     win.show_all()
     for sig in (signal.SIGINT, signal.SIGTERM):

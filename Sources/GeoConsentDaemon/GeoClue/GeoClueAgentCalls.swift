@@ -56,7 +56,7 @@ extension GeoClueFacade {
             }
             if let refused {
                 self.agentReads.remove(call.sender)
-                refused.log("the MaxAccuracyLevel read", callee: call.sender, uid: caller.uid, host: self.host)
+                refused.log("the MaxAccuracyLevel read", callee: call.sender, uid: caller.uid, noteAttack: { self.host.noteAttack($0, uid: $1, $2) })
                 call.fail(DBusError(DBusError.limitsExceededName, "Cannot read the agent's level now: \(refused)"))
             }
         }
@@ -125,7 +125,7 @@ extension GeoClueFacade {
                              "\(Log.field(String(describing: answer))), app \(Log.field(r.appName))")
                 self?.host.feed(.agentAnswered(requestID: r.requestID, answer))
             }
-            refusal?.log("AuthorizeApp", callee: r.agentName, uid: r.uid, host: host)
+            refusal?.log("AuthorizeApp", callee: r.agentName, uid: r.uid, noteAttack: { host.noteAttack($0, uid: $1, $2) })
             refused = refusal?.description
         } catch {
             refused = "\(error)"

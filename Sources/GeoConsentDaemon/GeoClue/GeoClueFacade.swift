@@ -391,7 +391,7 @@ final class GeoClueFacade: FrontEnd {
         guard !delivered.isEmpty else { return }
         // One set of values (and `GetAll` reply) for every client of this fix.
         let values = ConstantValues(LocationProperties.encode(fix, receivedAt: GeoSystem.now()))
-        let now = EventLoop.monotonicNanos()
+        let now = loop.now
         for (c, old) in delivered {
             server.export(constant: values, of: GeoClueLocationObject.interface, at: c.location, owner: c.owner)
             if old != GeoClueAPI.noLocation { retire(c, old, now: now) }

@@ -47,7 +47,7 @@ final class RetiredLocations {
             head = 0
             return
         }
-        let due = queue[head].removeAt, now = EventLoop.monotonicNanos()
+        let due = queue[head].removeAt, now = loop.now
         let wait = (due > now ? Double(due - now) / 1e9 : 0) + RetiredLocations.slack
         timer = loop.schedule(after: wait) { [weak self] in self?.sweep() }
     }
@@ -55,7 +55,7 @@ final class RetiredLocations {
     /// Removes the objects whose time is up, then waits for the next.
     private func sweep() {
         timer = nil
-        let now = EventLoop.monotonicNanos()
+        let now = loop.now
         while head < queue.count, queue[head].removeAt <= now {
             let r = queue[head]
             head += 1

@@ -1,4 +1,5 @@
 import GeoCore
+import GeoSystem
 
 /// The facade's section of the configuration, `[geoclue]` (geoconsent.conf(5)):
 /// read and checked here, by the front end that owns it, from the entries the
@@ -11,7 +12,7 @@ struct GeoClueSettings: Equatable {
     /// Where the desktop entries that name a host app to a GeoClue agent are
     /// looked for (`desktop-entries`), first found first: XDG's system
     /// applications directories.
-    var desktopEntries = ["/usr/local/share/applications", "/usr/share/applications"]
+    var desktopEntries = DesktopEntries.defaultDirectories
 
     init() {}
 
@@ -24,7 +25,7 @@ struct GeoClueSettings: Equatable {
                 guard let v = Bool(e.value) else { throw e.fail("serve must be 'true' or 'false', not '\(e.value)'") }
                 serve = v
             case "desktop-entries":
-                let dirs = e.value.split(separator: ";").map(Self.trimmed).filter { !$0.isEmpty }
+                let dirs = e.listValue
                 if let bad = dirs.first(where: { !$0.hasPrefix("/") }) {
                     throw e.fail("desktop-entries wants absolute directories separated by ';', not '\(bad)'")
                 }
@@ -33,10 +34,5 @@ struct GeoClueSettings: Equatable {
                 throw e.fail("unknown key '\(e.key)' in [\(Self.section)]")
             }
         }
-    }
-
-    private static func trimmed(_ s: Substring) -> String {
-        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        return String(s.drop(while: blank).reversed().drop(while: blank).reversed())
     }
 }
