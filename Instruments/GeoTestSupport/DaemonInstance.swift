@@ -51,7 +51,9 @@ public final class DaemonInstance: @unchecked Sendable {
         logPath = dir.file("geoconsentd.log")
         // A test daemon stays up between calls however long a test waits; a test
         // of idle exit names the key itself (a later [daemon] section wins).
-        let text = configText.contains("idle-exit") ? configText : "[daemon]\nidle-exit = 0\n" + configText
+        var text = configText.contains("idle-exit") ? configText : "[daemon]\nidle-exit = 0\n" + configText
+        // Nor does a test read the machine's own static position file, unless it names one.
+        if !configText.contains("static-file") { text = "[sources]\nstatic-file =\n" + text }
         try text.write(toFile: configPath, atomically: true, encoding: .utf8)
         if let s = stateDir {
             self.stateDir = s

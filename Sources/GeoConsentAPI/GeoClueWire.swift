@@ -65,7 +65,8 @@ public enum LocationProperties {
     /// A fix as a Location object shows it, already reduced for a reduced grant
     /// (`ReducedGrid.reduce`: the cell's centre, `Accuracy` its half-diagonal, no
     /// altitude, speed or heading). `receivedAt` (microseconds since the epoch)
-    /// stands in for a fix without the receiver's time.
+    /// stands in for a fix without the receiver's time. `Description` names
+    /// the source (`gps`, `wifi`, `static`), as the location dictionary does.
     public static func encode(_ f: Fix, receivedAt: UInt64) -> [String: DBusValue] {
         func known(_ v: Double?, else unknown: Double) -> DBusValue { .double(v.flatMap { $0.isFinite ? $0 : nil } ?? unknown) }
         let t = f.timestamp ?? receivedAt
@@ -76,7 +77,7 @@ public enum LocationProperties {
             altitude: known(f.altitude, else: unknownAltitude),
             speed: known(f.speed, else: unknownSpeed),
             heading: known(f.course, else: unknownHeading),
-            description: .string(""),
+            description: .string(f.source.rawValue),
             timestamp: .structure([.uint64(t / 1_000_000), .uint64(t % 1_000_000)]),
         ]
     }

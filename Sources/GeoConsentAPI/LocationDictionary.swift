@@ -10,7 +10,7 @@ public enum LocationDictionary {
         // this runs for every fix, and a Dictionary plus a sort cost more than
         // the rest of preparing the signal.
         var entries: [DBusValue.DictEntry] = []
-        entries.reserveCapacity(13)
+        entries.reserveCapacity(14)
         func put(_ key: String, _ v: DBusValue) { entries.append(.init(.string(key), .variant(v))) }
         func put(_ key: String, _ v: Double?) { if let v, v.isFinite { put(key, .double(v)) } }
         put("accuracy-authorization", .string(accuracy.rawValue))
@@ -22,6 +22,7 @@ public enum LocationDictionary {
         put("horizontal-accuracy", f.horizontalAccuracy)
         put("latitude", .double(f.latitude))
         put("longitude", .double(f.longitude))
+        put("source", .string(f.source.rawValue))
         put("speed", f.speed)
         put("speed-accuracy", f.speedAccuracy)
         if let t = f.timestamp { put("timestamp", .uint64(t)) }
@@ -33,7 +34,8 @@ public enum LocationDictionary {
 extension LocationDictionary {
     /// Decodes a location dictionary (clients); nil unless it is an `a{sv}` with
     /// latitude and longitude. A missing `fix` reads as 2D, a missing
-    /// `accuracy-authorization` as reduced.
+    /// `accuracy-authorization` as reduced, a missing `source` as gps (a
+    /// daemon older than sources).
     public static func decode(_ value: DBusValue) -> Location? {
         guard let d = value.vardictValue, let lat = d["latitude"]?.doubleValue,
               let lon = d["longitude"]?.doubleValue else { return nil }
@@ -44,7 +46,8 @@ extension LocationDictionary {
                       verticalAccuracy: d["vertical-accuracy"]?.doubleValue,
                       speed: d["speed"]?.doubleValue, speedAccuracy: d["speed-accuracy"]?.doubleValue,
                       course: d["course"]?.doubleValue, courseAccuracy: d["course-accuracy"]?.doubleValue,
-                      timestamp: d["timestamp"]?.uint64Value)
+                      timestamp: d["timestamp"]?.uint64Value,
+                      source: PositionSource(rawValue: d["source"]?.stringValue ?? "") ?? .gps)
         return Location(fix: fix, accuracy: Accuracy(rawValue: d["accuracy-authorization"]?.stringValue ?? "") ?? .reduced,
                         raw: value)
     }

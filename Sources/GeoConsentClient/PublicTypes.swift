@@ -32,6 +32,8 @@ public typealias AuthorizationInfo = GeoCore.AuthorizationInfo
 public typealias Fix = GeoCore.Fix
 /// 2D or 3D.
 public typealias FixMode = GeoCore.FixMode
+/// Where a fix came from: `gps`, `wifi` or `static` (the location dictionary's `source`).
+public typealias PositionSource = GeoCore.PositionSource
 /// One app's stored consent.
 public typealias ConsentRecord = GeoCore.ConsentRecord
 /// The stored answer to the standard prompt.

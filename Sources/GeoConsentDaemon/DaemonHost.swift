@@ -43,5 +43,5 @@ final class DaemonHost: FrontEndHost {
     }
 
     var locationInUse: Bool { daemon.location.inUse }
-    var locationReceiverConnected: Bool { daemon.location.gpsdConnected }
+    var locationReceiverConnected: Bool { daemon.location.receiverConnected }
 }

@@ -5,23 +5,21 @@ import GeoConsentAPI
 import Glibc
 
 /// The I/O half of location: feeds `LocationCore` the calls the consent core let
-/// through, gpsd's fixes and connection outcomes and its own timers, and carries
-/// out the effects: replies, fixes and their errors through the front end that
-/// owns each session (FrontEnd.swift: our own API's signals are its), the gpsd
-/// connection and event-loop timers. It names no protocol.
+/// through, its sources' fixes and outcomes (Sources/) and its own timers, and
+/// carries out the effects: replies, fixes and their errors through the front
+/// end that owns each session (FrontEnd.swift: our own API's signals are its),
+/// opening and closing sources, and event-loop timers. It names no protocol and
+/// no source but by its kind.
 ///
 /// Every event asks `consent` for the sessions' grants at delivery time (a
 /// required argument of the core's `handle`), so a fix never reaches a session
 /// whose grant has ended.
-final class LocationService {
+final class LocationService: SourceSink {
     private let core: LocationCore
     private let consent: ConsentCore
     private let loop: EventLoop
-    private let connector: GPSDConnector
-
-    /// The connection to gpsd, while there is one.
-    private var gpsd: GPSDClient?
-    private var clientWatch: EventLoop.Token?
+    /// The sources, by kind (`PositionSourceDriver`).
+    private var sources: [PositionSource: PositionSourceDriver] = [:]
     private var timers: [LocationTimer: EventLoop.Token] = [:]
     /// Calls the core has not answered yet, by the consent core's ids, with their session.
     private var held: [CallID: (call: MethodCall, session: SessionID)] = [:]
@@ -29,17 +27,29 @@ final class LocationService {
     /// `InUse` changes go to them.
     private let frontEnds: FrontEnds
 
-    var gpsdConnected: Bool { core.gpsdConnected }
+    var receiverConnected: Bool { core.receiverConnected }
     var inUse: Bool { core.inUse }
 
+    /// The sources `[sources]` turns on: the receiver at `host:port`, the
+    /// static file. The static file is read before this returns.
     init(loop: EventLoop, consent: ConsentCore, frontEnds: FrontEnds,
          host: String, port: UInt16, linger: Double, gridSize: Double) {
         self.loop = loop
         self.frontEnds = frontEnds
         self.consent = consent
-        self.connector = GPSDConnector(loop: loop, host: host, port: port)
-        self.core = LocationCore(linger: linger, gridSize: gridSize, gpsdLabel: "\(host):\(port)",
-                                 requestsPerSession: consent.config.limits.locationRequestsPerSession)
+        let config = consent.config
+        let receiverName = "gpsd at \(host):\(port)"
+        self.core = LocationCore(linger: linger, gridSize: gridSize, receiverName: receiverName,
+                                 gpsWait: config.sources.gpsWait, gpsEnabled: config.sources.gps,
+                                 requestsPerSession: config.limits.locationRequestsPerSession)
+        if config.sources.gps {
+            sources[.gps] = GPSSource(loop: loop, host: host, port: port, sink: self)
+        }
+        if !config.sources.staticFile.isEmpty {
+            let file = StaticSource(loop: loop, path: config.sources.staticFile, sink: self)
+            sources[.static] = file
+            file.start()
+        }
     }
 
     // MARK: Requests (already past the consent gate)
@@ -80,11 +90,9 @@ final class LocationService {
         feed(.resume(session: session))
     }
 
-    /// Closes gpsd at shutdown.
+    /// Closes the sources at shutdown.
     func shutdown() {
-        if let w = clientWatch { loop.unwatch(w) }
-        gpsd?.close()
-        gpsd = nil
+        for source in sources.values { source.shutdown() }
     }
 
     // MARK: Core
@@ -109,11 +117,11 @@ final class LocationService {
     /// costs more processor time than doing each in a run.
     static let signalBatch = 16
 
-    /// A fix from gpsd, streamed: each reply and the first subscribers' signals
+    /// A fix from a source, streamed: each reply and the first subscribers' signals
     /// leave as soon as the core has checked that session's grant and filters
     /// (in an order that rotates from fix to fix), so the first subscriber hears
     /// it as if it were alone; the others follow in short batches.
-    private func received(_ fix: Fix) {
+    func sourceFix(_ fix: Fix) {
         var delivery = FixDelivery(frontEnds: frontEnds)
         let rest = core.handleFix(fix, now: EventLoop.monotonicNanos(), grants: consent.grantedAccuracy(for:)) { effect in
             perform(effect, &delivery)
@@ -151,16 +159,19 @@ final class LocationService {
             held.removeValue(forKey: id)?.call.fail(DBusError(failure.dbusName, failure.message))
         case .locationError(let session, let failure):
             frontEnds.owner(of: session)?.locationError(session, name: failure.dbusName, message: failure.message)
-        case .gpsdConnectedChanged(let value):
+        case .receiverConnectedChanged(let value):
             for frontEnd in frontEnds.all { frontEnd.receiverChanged(connected: value) }
         case .inUseChanged(let value):
             for frontEnd in frontEnds.all { frontEnd.inUseChanged(value) }
-        case .connect:
-            connector.connect { [weak self] result in self?.connected(result) }
-        case .disconnect:
-            if let w = clientWatch { loop.unwatch(w); clientWatch = nil }
-            gpsd?.close()
-            gpsd = nil
+        case .open(let kind):
+            sources[kind]?.open()
+        case .close(let kind):
+            sources[kind]?.close()
+        case .served(let session, let source):
+            if let caller = consent.caller(of: session) {
+                let note = GrantNote(caller, .served(source))
+                Log.byCaller(uid: note.uid, .info, note.description)
+            }
         case .scheduleTimer(let timer, let seconds):
             if let old = timers[timer] { loop.cancelTimer(old) }
             timers[timer] = loop.schedule(after: seconds) { [weak self] in
@@ -179,25 +190,7 @@ final class LocationService {
         }
     }
 
-    // MARK: gpsd
+    // MARK: Sources
 
-    private func connected(_ result: Result<GPSDClient, GPSDError>) {
-        switch result {
-        case .success(let c):
-            gpsd = c
-            clientWatch = loop.watch(fd: c.fd, events: .readable) { [weak self] _ in self?.readable() }
-            feed(.gpsdConnected)
-        case .failure(let e):
-            feed(.gpsdConnectFailed(reason: "\(e)"))
-        }
-    }
-
-    private func readable() {
-        guard let c = gpsd else { return }
-        // Each fix goes out as soon as libgps has decoded it, before the read that
-        // finds the socket empty. A fix's effects may close the connection (`gpsd`
-        // is then another or nil): that is no gpsd going away.
-        let closed = c.readAvailable { received($0) }
-        if closed, gpsd === c { feed(.gpsdClosed) }
-    }
+    func sourceEvent(_ event: LocationEvent) { feed(event) }
 }

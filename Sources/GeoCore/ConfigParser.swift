@@ -137,6 +137,8 @@ public enum ConfigParser {
                 default:
                     throw fail("unknown key '\(key)' in [limits]")
                 }
+            case .sources:
+                try parseSources(key: key, value: value, into: &result.sources, fail: fail)
             case .frontEnd(let name):
                 result.frontEndEntries[name, default: []].append(ConfigEntry(key: key, value: value, file: file,
                                                                              line: lineNumber))
@@ -159,6 +161,7 @@ public enum ConfigParser {
         case daemon
         case agents
         case limits
+        case sources
         case frontEnd(String)
         case app(String)
     }
@@ -199,7 +202,7 @@ public enum ConfigParser {
             while i < line.endIndex, isBlank(line[i]) { i = line.index(after: i) }
         }
         guard i < line.endIndex, line[i] == "]" else {
-            throw fail("malformed section header: expected [daemon], [agents], [limits], [app \"APP_ID\"]" +
+            throw fail("malformed section header: expected [daemon], [agents], [limits], [sources], [app \"APP_ID\"]" +
                        frontEnds.sorted().map { " or [\($0)]" }.joined())
         }
         let rest = trim(line[line.index(after: i)...])
@@ -210,6 +213,7 @@ public enum ConfigParser {
         case ("daemon", nil): return .daemon
         case ("agents", nil): return .agents
         case ("limits", nil): return .limits
+        case ("sources", nil): return .sources
         case (let other, nil) where frontEnds.contains(String(other)): return .frontEnd(String(other))
         case ("app", let id?):
             if id.isEmpty { throw fail("empty app-id in [app \"\"]") }
@@ -217,6 +221,32 @@ public enum ConfigParser {
         case ("app", nil): throw fail("[app] needs a quoted app-id: [app \"APP_ID\"]")
         case (_, _?): throw fail("unknown section '\(name)' (only [app \"…\"] takes a name)")
         default: throw fail("unknown section [\(name)]")
+        }
+    }
+
+    /// Largest `gps-wait`: a minute is far longer than a receiver that has a
+    /// fix takes to give one.
+    public static let maxGPSWait: Double = 60
+
+    /// One `[sources]` entry.
+    private static func parseSources(key: String, value: String, into sources: inout SourcesConfig,
+                                     fail: (String) -> ConfigError) throws {
+        switch key {
+        case "gps":
+            guard let v = Bool(value) else { throw fail("gps must be 'true' or 'false', not '\(value)'") }
+            sources.gps = v
+        case "gps-wait":
+            guard let v = decimal(value), v <= maxGPSWait else {
+                throw fail("gps-wait must be a number of seconds from 0 up to \(Int(maxGPSWait)), not '\(value)'")
+            }
+            sources.gpsWait = v
+        case "static-file":
+            guard value.isEmpty || value.first == "/" else {
+                throw fail("static-file must be an absolute path, or empty for none, not '\(value)'")
+            }
+            sources.staticFile = value
+        default:
+            throw fail("unknown key '\(key)' in [sources]")
         }
     }
 

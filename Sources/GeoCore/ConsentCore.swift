@@ -152,6 +152,9 @@ public final class ConsentCore {
         return effectiveAccuracy(s)
     }
 
+    /// Who holds `session`, while it exists.
+    public func caller(of session: SessionID) -> Caller? { sessions[session]?.caller }
+
     /// Why `session`'s login session is paused, if it is.
     public func pause(of session: SessionID) -> PauseReason? { sessions[session].flatMap { pause($0.caller) } }
 

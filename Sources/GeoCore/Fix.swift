@@ -28,6 +28,8 @@ public struct Fix: Equatable, Sendable {
     public var timestamp: UInt64?
     /// 2D or 3D (`fix`).
     public var mode: FixMode
+    /// Where the position came from (`source`).
+    public var source: PositionSource
 
     /// A fix at `latitude`, `longitude` (degrees, WGS84); every other value is
     /// optional and absent by default.
@@ -36,7 +38,7 @@ public struct Fix: Equatable, Sendable {
                 horizontalAccuracy: Double? = nil, verticalAccuracy: Double? = nil,
                 speed: Double? = nil, speedAccuracy: Double? = nil,
                 course: Double? = nil, courseAccuracy: Double? = nil,
-                timestamp: UInt64? = nil) {
+                timestamp: UInt64? = nil, source: PositionSource = .gps) {
         self.latitude = latitude
         self.longitude = longitude
         self.mode = mode
@@ -49,6 +51,7 @@ public struct Fix: Equatable, Sendable {
         self.course = course
         self.courseAccuracy = courseAccuracy
         self.timestamp = timestamp
+        self.source = source
     }
 
     /// Great-circle distance in metres to `other` (haversine on a sphere of the
@@ -57,6 +60,32 @@ public struct Fix: Equatable, Sendable {
     public func distance(to other: Fix) -> Double {
         GeoMath.haversine(lat1: latitude, lon1: longitude, lat2: other.latitude, lon2: other.longitude)
     }
+}
+
+/// Where a fix came from (the location dictionary's `source`), best first.
+/// The location core chooses among them (`SourceChoice`); the daemon's sources
+/// produce them; nothing else names one.
+public enum PositionSource: String, Sendable, CaseIterable, Comparable {
+    /// A receiver, through gpsd.
+    case gps
+    /// A lookup of the visible Wi-Fi access points.
+    case wifi
+    /// The admin's static position file.
+    case `static`
+
+    /// Rank in the order above: a GPS fix is better than any other.
+    var rank: Int {
+        switch self {
+        case .gps: return 0
+        case .wifi: return 1
+        case .static: return 2
+        }
+    }
+
+    /// This source's bit in a set of sources kept as a byte.
+    var bit: UInt8 { 1 << UInt8(rank) }
+
+    public static func < (a: PositionSource, b: PositionSource) -> Bool { a.rank < b.rank }
 }
 
 /// The fix's dimension (`fix` key: `2d` or `3d`).

@@ -10,6 +10,8 @@ public struct GrantNote: Equatable, Sendable, CustomStringConvertible {
         case began(Accuracy, temporary: Bool)
         /// It may not any more, for this reason.
         case ended(String)
+        /// It got its first fix from this source.
+        case served(PositionSource)
     }
 
     public var session: SessionID
@@ -27,7 +29,8 @@ public struct GrantNote: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// `grant began: uid U, KIND, session S, one-time, full: app "APP"` or
-    /// `grant ended: uid U, KIND, session S, WHY: app "APP"`. What the daemon
+    /// `grant ended: uid U, KIND, session S, WHY: app "APP"` or `grant served:
+    /// uid U, KIND, session S, from SOURCE: app "APP"`. What the daemon
     /// proved comes first; the app id, which a caller can choose (an
     /// executable path is any name its owner gives a file), comes last,
     /// quoted and cut (`DisplayText.quotedField`), so that no app id can make a line read
@@ -40,6 +43,8 @@ public struct GrantNote: Equatable, Sendable, CustomStringConvertible {
             return "grant began: \(who), \(temporary ? "one-time" : "lasting"), \(a.rawValue): \(app)"
         case .ended(let why):
             return "grant ended: \(who), \(why): \(app)"
+        case .served(let source):
+            return "grant served: \(who), from \(source.rawValue): \(app)"
         }
     }
 }

@@ -1,7 +1,9 @@
 /// Fixes to granted sessions, as a pure state machine: one-shot requests,
-/// streaming updates with per-session filters, reduced accuracy, and gpsd's
-/// connection life cycle (connected only while some session needs a fix,
-/// lingering a little, reconnecting with backoff while gpsd is away).
+/// streaming updates with per-session filters, reduced accuracy, the choice
+/// among sources (`SourceChoice`: GPS first, another source when GPS is
+/// silent), and the receiver's connection life cycle (connected only while
+/// some session needs a fix, lingering a little, reconnecting with backoff
+/// while it is away).
 ///
 /// No I/O and no clock of its own: each event brings `now` (monotonic
 /// nanoseconds) and the consent core's `grants`, asked at every delivery so a
@@ -12,6 +14,8 @@ public final class LocationCore {
         var options: UpdateOptions
         var lastSent: Fix?
         var lastSentAt: UInt64 = 0
+        /// The sources this session has had fixes from (`PositionSource.bit`).
+        var served: UInt8 = 0
     }
 
     /// Seconds gpsd stays open after the last session stops needing fixes.
@@ -19,10 +23,10 @@ public final class LocationCore {
     public let grid: ReducedGrid
     /// `RequestLocation` calls one session may have waiting (`Limits`).
     public let requestsPerSession: Int
-    /// `host:port`, for messages.
-    let gpsdLabel: String
+    /// The receiver as messages name it ("gpsd at HOST:PORT").
+    let receiverName: String
 
-    public private(set) var gpsdConnected = false
+    public private(set) var receiverConnected = false
     public private(set) var inUse = false
     private var connecting = false
     private var lingerScheduled = false
@@ -31,7 +35,12 @@ public final class LocationCore {
     private var backoff = 0.1
     /// A LocationError episode is under way: log and signal once.
     private var outage = false
-    private var lastFix: (fix: Fix, at: UInt64)?
+    /// The sources' latest fixes, and which of them a session gets.
+    private var choice: SourceChoice
+    private var gpsWaitScheduled = false
+    /// Sources each session without updates has had fixes from (with updates:
+    /// `Subscriber.served`), so the journal names each source once per session.
+    private var servedOnce: [SessionID: UInt8] = [:]
     /// Waiting `RequestLocation` calls, per session in arrival order.
     private var pending: [SessionID: [CallID]] = [:]
     private var pendingSession: [CallID: SessionID] = [:]
@@ -50,12 +59,16 @@ public final class LocationCore {
     /// Fixes older than this are not sent to a new subscriber.
     static let startCacheAge: UInt64 = 5_000_000_000
 
-    public init(linger: Double, gridSize: Double, gpsdLabel: String,
+    /// `gpsWait`: seconds GPS is waited for before another source answers;
+    /// `gpsEnabled`: false, no receiver is ever opened.
+    public init(linger: Double, gridSize: Double, receiverName: String,
+                gpsWait: Double = SourcesConfig().gpsWait, gpsEnabled: Bool = true,
                 requestsPerSession: Int = Limits().locationRequestsPerSession) {
         self.linger = linger
         self.requestsPerSession = requestsPerSession
         self.grid = ReducedGrid(cellSize: gridSize)
-        self.gpsdLabel = gpsdLabel
+        self.receiverName = receiverName
+        choice = SourceChoice(gpsWait: gpsWait, gpsEnabled: gpsEnabled)
     }
 
     /// Some session needs fixes: a waiting request, or updates not paused.
@@ -78,7 +91,7 @@ public final class LocationCore {
         case .setUpdateOptions(let session, let options):
             subscribers[session]?.options = options
         case .stopUpdates(let call, let session):
-            subscribers[session] = nil
+            if let sub = subscribers.removeValue(forKey: session), sub.served != 0 { servedOnce[session] = sub.served }
             if let call { effects.append(.reply(call, .empty)) }
             demandChanged()
         case .drop(let session):
@@ -87,18 +100,24 @@ public final class LocationCore {
             pause(session, reason)
         case .resume(let session):
             resume(session, grants)
-        case .fix(let fix):
+        case .fix(let fix) where fix.source == .gps:
             received(fix, grants)
-        case .gpsdConnected:
+        case .fix(let fix):
+            receivedOther(fix, grants)
+        case .opened(.gps):
             connected()
-        case .gpsdConnectFailed(let reason):
+        case .openFailed(.gps, let reason):
             connecting = false
-            gpsdFailed("cannot connect to gpsd at \(gpsdLabel): \(reason)")
-        case .gpsdClosed:
-            guard gpsdConnected else { break }
-            disconnect(reason: "gpsd at \(gpsdLabel) closed the connection")
+            receiverFailed("cannot connect to \(receiverName): \(reason)", grants)
+        case .lost(.gps, _):
+            guard receiverConnected else { break }
+            disconnect(reason: "\(receiverName) closed the connection", grants)
+        case .lost(let source, _):
+            choice.set(source, nil)   // the source said why in its own words
+        case .opened, .openFailed:
+            break   // only the receiver is opened and closed
         case .timerFired(let timer):
-            fired(timer)
+            fired(timer, grants)
         }
         return effects
     }
@@ -126,12 +145,17 @@ public final class LocationCore {
 
     // MARK: Requests (already past the consent gate)
 
-    /// `RequestLocation`: a cached fix younger than `maxAge`, else the next one.
+    /// `RequestLocation`: a GPS fix younger than `maxAge` or another source's
+    /// position once GPS is silent, else the next fix.
     private func locate(_ call: CallID, _ session: SessionID, _ options: LocationOptions, _ grants: (SessionID) -> Accuracy?) {
         if let p = paused[session] { return effects.append(.fail(call, .sessionPaused(p))) }
-        if let last = lastFix, Double(now &- last.at) / 1e9 < options.maxAge, let acc = grants(session) {
-            var shown = Shown(last.fix, grid: grid)
-            return effects.append(.reply(call, .location(shown.view(acc), acc)))
+        if let fix = choice.gps(youngerThan: options.maxAge, now: now) ?? choice.fallback(now: now),
+           let acc = grants(session) {
+            var shown = Shown(fix, grid: grid)
+            return reply(call, session, &shown, acc)
+        }
+        if !choice.anySourceLeft {
+            return effects.append(.fail(call, .gpsUnavailable(Self.noSource)))
         }
         if pending[session]?.count ?? 0 >= requestsPerSession {
             return effects.append(.fail(call, .tooManyRequests(requestsPerSession)))
@@ -140,7 +164,7 @@ public final class LocationCore {
         pending[session, default: []].append(call)
         pendingSession[call] = session
         demandChanged()
-        if !gpsdConnected && !connecting {
+        if choice.gpsEnabled && !receiverConnected && !connecting {
             // Try now rather than at the next backoff step: the caller is waiting.
             if reconnectScheduled { cancel(.reconnect) }
             connect()
@@ -151,14 +175,17 @@ public final class LocationCore {
         guard let session = pendingSession.removeValue(forKey: call) else { return }
         pending[session]?.removeAll { $0 == call }
         if pending[session]?.isEmpty == true { pending[session] = nil }
-        effects.append(.fail(call, gpsdConnected ? .timeout : .gpsUnavailable("gpsd at \(gpsdLabel) cannot be reached")))
+        let failure: LocationFailure = receiverConnected ? .timeout
+            : .gpsUnavailable(choice.gpsEnabled ? unreachable : Self.noSource)
+        effects.append(.fail(call, failure))
         demandChanged()
     }
 
     /// `StartUpdates`: replaces the session's options and restarts its filters.
     private func startUpdates(_ call: CallID, _ session: SessionID, _ options: UpdateOptions,
                               _ grants: (SessionID) -> Accuracy?) {
-        subscribers[session] = Subscriber(options: options)
+        subscribers[session] = Subscriber(options: options, served: servedOnce.removeValue(forKey: session)
+                                          ?? subscribers[session]?.served ?? 0)
         effects.append(.reply(call, .empty))
         if let p = paused[session] {
             // Accepted (the grant holds), and told at once why no fix comes yet.
@@ -169,18 +196,19 @@ public final class LocationCore {
         demandChanged()
     }
 
-    /// A fix younger than `startCacheAge` goes to a session whose updates just
-    /// started or resumed; during a gpsd outage it is told so.
+    /// A GPS fix younger than `startCacheAge`, or another source's position
+    /// once GPS is silent, goes to a session whose updates just started or
+    /// resumed; during a receiver outage with no other source it is told so.
     private func sendRecent(to session: SessionID, _ grants: (SessionID) -> Accuracy?) {
-        if let last = lastFix, now &- last.at < Self.startCacheAge {
-            var shown = Shown(last.fix, grid: grid)
+        let fallback = choice.fallback(now: now)
+        if let fix = choice.gps(youngerThan: Double(Self.startCacheAge) / 1e9, now: now) ?? fallback {
+            var shown = Shown(fix, grid: grid)
             deliver(&shown, to: [session], grants)
         }
         // During an outage say so, even after a cached fix: no next fix can come,
         // and the episode's LocationError went out before this session subscribed.
-        if !gpsdConnected && outage {
-            effects.append(.locationError(session: session,
-                                          .gpsUnavailable("gpsd at \(gpsdLabel) cannot be reached; retrying")))
+        if !receiverConnected && outage && fallback == nil {
+            effects.append(.locationError(session: session, .gpsUnavailable("\(unreachable); retrying")))
         }
     }
 
@@ -211,6 +239,7 @@ public final class LocationCore {
     /// The session's grant ended (or it left): nothing more reaches it.
     private func drop(_ session: SessionID) {
         subscribers[session] = nil
+        servedOnce[session] = nil
         for call in pending.removeValue(forKey: session) ?? [] {
             pendingSession[call] = nil
             cancel(.timeout(call))
@@ -246,14 +275,41 @@ public final class LocationCore {
         backoff = 0.1
         if outage {
             outage = false
-            effects.append(.log(.notice, "gpsd at \(gpsdLabel) is back"))
+            effects.append(.log(.notice, "\(receiverName) is back"))
         }
         // gpsd may report one receiver epoch twice (seen for 50 s and more with
         // a real receiver: two TPVs with the same time). One fix per epoch
         // reaches the sessions, whatever the API.
-        if let t = fix.timestamp, lastFix?.fix.timestamp == t { return }
-        lastFix = (fix, now)
+        if let t = fix.timestamp, choice.lastGPS?.fix.timestamp == t { return }
+        choice.gpsFix(fix, at: now)
         var shown = Shown(fix, grid: grid)
+        serve(&shown, grants)
+    }
+
+    /// Another source's position: it answers at once if GPS is silent, else
+    /// it waits for GPS's chance to end (`gpsWait`).
+    private func receivedOther(_ fix: Fix, _ grants: (SessionID) -> Accuracy?) {
+        choice.set(fix.source, fix)
+        if let best = choice.fallback(now: now) {
+            var shown = Shown(best, grid: grid)
+            serve(&shown, grants)
+        } else {
+            armGPSWait()
+        }
+    }
+
+    /// GPS had its chance: another source's position goes out, if there is one.
+    private func gpsWaitEnded(_ grants: (SessionID) -> Accuracy?) {
+        choice.gpsWentSilent()
+        guard let best = choice.fallback(now: now) else { return }
+        effects.append(.log(.info, "no fix from \(receiverName) for \(choice.gpsWait) s: " +
+                                   "positions come from the \(best.source.rawValue) source until its next fix"))
+        var shown = Shown(best, grid: grid)
+        serve(&shown, grants)
+    }
+
+    /// Answers every waiting request with `shown` and sends it to the subscribers.
+    private func serve(_ shown: inout Shown, _ grants: (SessionID) -> Accuracy?) {
         if !pending.isEmpty {
             let waiting = pending
             pending = [:]
@@ -263,7 +319,7 @@ public final class LocationCore {
                 for call in calls {
                     cancel(.timeout(call))
                     if let acc {
-                        out(.reply(call, .location(shown.view(acc), acc)))
+                        reply(call, session, &shown, acc)
                     } else {
                         out(.fail(call, .notAuthorized))
                     }
@@ -272,6 +328,22 @@ public final class LocationCore {
         }
         deliver(&shown, to: fanOutOrder(), grants)
         demandChanged()
+    }
+
+    /// A `RequestLocation`'s answer, and the journal's first word of its source.
+    private func reply(_ call: CallID, _ session: SessionID, _ shown: inout Shown, _ acc: Accuracy) {
+        out(.reply(call, .location(shown.view(acc), acc)))
+        let bit = shown.fix.source.bit
+        if var sub = subscribers[session] {
+            guard sub.served & bit == 0 else { return }
+            sub.served |= bit
+            subscribers[session] = sub
+        } else {
+            let served = servedOnce[session] ?? 0
+            guard served & bit == 0 else { return }
+            servedOnce[session] = served | bit
+        }
+        effects.append(.served(session: session, shown.fix.source))
     }
 
     /// The subscribers in the order this fix goes out to them: each fix starts one
@@ -290,6 +362,7 @@ public final class LocationCore {
     /// signal body is built once. A subscriber without a grant is dropped.
     private func deliver(_ shown: inout Shown, to sessions: [SessionID], _ grants: (SessionID) -> Accuracy?) {
         var groups: [Accuracy: [SessionID]] = [:]
+        var firstFromSource: [SessionID] = []
         for session in sessions {
             guard var sub = subscribers[session], paused[session] == nil else { continue }
             guard let acc = grants(session) else {
@@ -298,11 +371,18 @@ public final class LocationCore {
             }
             let view = shown.view(acc)
             if let last = sub.lastSent {
+                // A standing position is sent once, not again at each event that serves it.
+                if view.source != .gps && last == view { continue }
                 if sub.options.minInterval > 0, Double(now &- sub.lastSentAt) / 1e9 < sub.options.minInterval { continue }
                 if sub.options.distanceFilter > 0, last.distance(to: view) < sub.options.distanceFilter { continue }
             }
             sub.lastSent = view
             sub.lastSentAt = now
+            let bit = view.source.bit
+            if sub.served & bit == 0 {
+                sub.served |= bit
+                firstFromSource.append(session)
+            }
             subscribers[session] = sub
             if let sink {
                 sink(.locationUpdated(sessions: [session], acc, view))
@@ -313,9 +393,20 @@ public final class LocationCore {
         for acc in [Accuracy.full, .reduced] {
             if let group = groups[acc] { effects.append(.locationUpdated(sessions: group, acc, shown.view(acc))) }
         }
+        for session in firstFromSource { effects.append(.served(session: session, shown.fix.source)) }
     }
 
-    // MARK: gpsd connection
+    // MARK: The receiver's connection
+
+    /// While someone needs a position, GPS not yet found silent and another
+    /// source has one, a timer checks that GPS still speaks: it goes off
+    /// `gpsWait` after the last GPS fix (`fired`), not at every fix. Pointless
+    /// with no other source, so it is not armed then.
+    private func armGPSWait(after seconds: Double? = nil) {
+        guard demand, !choice.gpsSilent, !choice.others.isEmpty, !gpsWaitScheduled else { return }
+        gpsWaitScheduled = true
+        effects.append(.scheduleTimer(.gpsWait, after: seconds ?? choice.gpsWait))
+    }
 
     private func demandChanged() {
         let use = demand
@@ -325,18 +416,22 @@ public final class LocationCore {
         }
         if use {
             if lingerScheduled { cancel(.linger) }
-            if !gpsdConnected && !connecting && !reconnectScheduled { connect() }
-        } else if gpsdConnected && !lingerScheduled {
-            lingerScheduled = true
-            effects.append(.scheduleTimer(.linger, after: linger))
-        } else if !gpsdConnected && reconnectScheduled {
-            cancel(.reconnect)
+            armGPSWait()
+            if choice.gpsEnabled && !receiverConnected && !connecting && !reconnectScheduled { connect() }
+        } else {
+            if gpsWaitScheduled { cancel(.gpsWait) }
+            if receiverConnected && !lingerScheduled {
+                lingerScheduled = true
+                effects.append(.scheduleTimer(.linger, after: linger))
+            } else if !receiverConnected && reconnectScheduled {
+                cancel(.reconnect)
+            }
         }
     }
 
     private func connect() {
         connecting = true
-        effects.append(.connect)
+        effects.append(.open(.gps))
     }
 
     private func connected() {
@@ -344,54 +439,74 @@ public final class LocationCore {
         // An outage (and the backoff) ends with the first fix, not the first connect:
         // a port that accepts and then hangs up, floods or talks junk must not make the
         // daemon reconnect, log and signal every 0.1 s (see received(_:_:)).
-        if !outage { effects.append(.log(.info, "connected to gpsd at \(gpsdLabel)")) }
+        if !outage { effects.append(.log(.info, "connected to \(receiverName)")) }
         setConnected(true)
         demandChanged()
     }
 
-    private func fired(_ timer: LocationTimer) {
+    private func fired(_ timer: LocationTimer, _ grants: (SessionID) -> Accuracy?) {
         switch timer {
         case .timeout(let call):
             timedOut(call)
         case .linger:
             guard lingerScheduled else { return }
             lingerScheduled = false
-            if !demand { disconnect(reason: nil) }
+            if !demand { disconnect(reason: nil, grants) }
         case .reconnect:
             guard reconnectScheduled else { return }
             reconnectScheduled = false
-            if demand && !gpsdConnected && !connecting { connect() }
+            if demand && !receiverConnected && !connecting { connect() }
+        case .gpsWait:
+            guard gpsWaitScheduled else { return }
+            gpsWaitScheduled = false
+            if let last = choice.lastGPS, case let age = Double(now &- last.at) / 1e9, age < choice.gpsWait {
+                armGPSWait(after: choice.gpsWait - age)
+            } else {
+                gpsWaitEnded(grants)
+            }
         }
     }
 
-    private func disconnect(reason: String?) {
-        effects.append(.disconnect)
+    private func disconnect(reason: String?, _ grants: (SessionID) -> Accuracy?) {
+        effects.append(.close(.gps))
         setConnected(false)
-        if let reason { gpsdFailed(reason) }
-        else { effects.append(.log(.info, "disconnected from gpsd at \(gpsdLabel): no session needs fixes")) }
+        if let reason { receiverFailed(reason, grants) }
+        else { effects.append(.log(.info, "disconnected from \(receiverName): no session needs fixes")) }
     }
 
-    /// A connection attempt failed or gpsd went away: tell the subscribers (once
-    /// per outage) and retry with backoff while anyone still needs fixes.
-    private func gpsdFailed(_ why: String) {
+    /// A connection attempt failed or the receiver went away: GPS is silent.
+    /// Another source's position answers if there is one; else the
+    /// subscribers are told (once per outage) and waiting requests fail. The
+    /// receiver is retried with backoff while anyone still needs fixes.
+    private func receiverFailed(_ why: String, _ grants: (SessionID) -> Accuracy?) {
+        choice.gpsWentSilent()
+        if gpsWaitScheduled { cancel(.gpsWait) }
+        let fallback = choice.fallback(now: now)
         if !outage {
             effects.append(.log(.warning, why))
-            for session in subscribers.keys.sorted() where paused[session] == nil {
-                effects.append(.locationError(session: session, .gpsUnavailable(why)))
+            if fallback == nil {
+                for session in subscribers.keys.sorted() where paused[session] == nil {
+                    effects.append(.locationError(session: session, .gpsUnavailable(why)))
+                }
             }
         }
         outage = true
-        // One-shot requests fail at once: no fix can come from this attempt.
-        let waiting = pending
-        pending = [:]
-        pendingSession = [:]
-        for calls in waiting.values {
-            for call in calls {
-                cancel(.timeout(call))
-                effects.append(.fail(call, .gpsUnavailable(why)))
+        if let fallback {
+            var shown = Shown(fallback, grid: grid)
+            serve(&shown, grants)
+        } else {
+            // One-shot requests fail at once: no fix can come from this attempt.
+            let waiting = pending
+            pending = [:]
+            pendingSession = [:]
+            for calls in waiting.values {
+                for call in calls {
+                    cancel(.timeout(call))
+                    effects.append(.fail(call, .gpsUnavailable(why)))
+                }
             }
+            if !waiting.isEmpty { demandChanged() }
         }
-        if !waiting.isEmpty { demandChanged() }
         guard demand, !reconnectScheduled else { return }
         let delay = backoff
         backoff = min(backoff * 2, 5)
@@ -400,15 +515,21 @@ public final class LocationCore {
     }
 
     private func setConnected(_ value: Bool) {
-        guard value != gpsdConnected else { return }
-        gpsdConnected = value
-        effects.append(.gpsdConnectedChanged(value))
+        guard value != receiverConnected else { return }
+        receiverConnected = value
+        effects.append(.receiverConnectedChanged(value))
     }
+
+    /// The receiver cannot be reached, for messages.
+    private var unreachable: String { "\(receiverName) cannot be reached" }
+
+    static let noSource = "GPS is off ([sources] gps = false) and no other source has a position"
 
     private func cancel(_ timer: LocationTimer) {
         switch timer {
         case .linger: lingerScheduled = false
         case .reconnect: reconnectScheduled = false
+        case .gpsWait: gpsWaitScheduled = false
         case .timeout: break
         }
         effects.append(.cancelTimer(timer))

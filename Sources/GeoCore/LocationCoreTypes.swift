@@ -1,6 +1,7 @@
 /// Inputs and outputs of the location core (`LocationCore`): events in, effects out.
-/// No D-Bus or libgps types: the daemon's location service turns these into
-/// replies, signals, timers and the gpsd connection.
+/// No D-Bus or libgps types, and no source named but by its kind
+/// (`PositionSource`): the daemon's location service turns these into replies,
+/// signals, timers and the work of its sources.
 
 /// An event the location service feeds the core.
 public enum LocationEvent: Equatable, Sendable {
@@ -21,14 +22,16 @@ public enum LocationEvent: Equatable, Sendable {
     case pause(session: SessionID, PauseReason)
     /// The session's pause ended: its updates get fixes again.
     case resume(session: SessionID)
-    /// gpsd reported a fix.
+    /// A source reported a fix (`fix.source` says which). A static position
+    /// stands until the source withdraws it (`lost`) or reports another.
     case fix(Fix)
-    /// A connection attempt to gpsd succeeded.
-    case gpsdConnected
-    /// A connection attempt to gpsd failed; `reason` describes the error.
-    case gpsdConnectFailed(reason: String)
-    /// gpsd closed the connection.
-    case gpsdClosed
+    /// The receiver (`open(.gps)`) is connected.
+    case opened(PositionSource)
+    /// Opening the receiver failed; `reason` describes the error.
+    case openFailed(PositionSource, reason: String)
+    /// The source has no position any more: the receiver's connection closed,
+    /// the static file went away or became unreadable. `reason` says why.
+    case lost(PositionSource, reason: String)
     /// A timer the core scheduled went off.
     case timerFired(LocationTimer)
 }
@@ -41,6 +44,9 @@ public enum LocationTimer: Hashable, Sendable {
     case linger
     /// The next connection attempt after gpsd went away.
     case reconnect
+    /// How long a position waits for the receiver's first fix before another
+    /// source may answer (`SourceChoice.gpsWait`).
+    case gpsWait
 }
 
 /// Why a location call or subscription failed; the daemon maps these to the
@@ -50,7 +56,8 @@ public enum LocationFailure: Equatable, Sendable {
     case notAuthorized
     /// gpsd is connected but no fix came in time.
     case timeout
-    /// gpsd cannot be reached; the message says why.
+    /// gpsd cannot be reached (or GPS is off) and no other source has a
+    /// position; the message says why.
     case gpsUnavailable(String)
     /// The session already has this many requests waiting (its limit).
     case tooManyRequests(Int)
@@ -91,15 +98,17 @@ public enum LocationEffect: Equatable, Sendable {
     case locationUpdated(sessions: [SessionID], Accuracy, Fix)
     /// `LocationError` to one session.
     case locationError(session: SessionID, LocationFailure)
-    /// `PropertiesChanged` for `GpsdConnected`.
-    case gpsdConnectedChanged(Bool)
+    /// `PropertiesChanged` for `GpsdConnected`: the receiver came or went.
+    case receiverConnectedChanged(Bool)
     /// `PropertiesChanged` for `InUse`.
     case inUseChanged(Bool)
-    /// Start one connection attempt to gpsd; its outcome comes back as
-    /// `gpsdConnected` or `gpsdConnectFailed`.
-    case connect
-    /// Close the connection to gpsd.
-    case disconnect
+    /// Start one attempt to open the source (the receiver: connect to gpsd);
+    /// its outcome comes back as `opened` or `openFailed`.
+    case open(PositionSource)
+    /// Close the source.
+    case close(PositionSource)
+    /// `session` got its first fix from `source`: a line for the grant journal.
+    case served(session: SessionID, PositionSource)
     /// Run `timerFired(timer)` after `seconds`.
     case scheduleTimer(LocationTimer, after: Double)
     case cancelTimer(LocationTimer)

@@ -102,6 +102,6 @@ public struct ReducedGrid: Equatable, Sendable {
         let reported = fix.horizontalAccuracy ?? 0
         return Fix(latitude: c.centreLatitude, longitude: c.centreLongitude, mode: fix.mode,
                    horizontalAccuracy: max(reported.isFinite ? reported : 0, radius),
-                   timestamp: fix.timestamp)
+                   timestamp: fix.timestamp, source: fix.source)
     }
 }

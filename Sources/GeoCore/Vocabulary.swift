@@ -124,11 +124,26 @@ public struct Config: Equatable, Sendable {
     public var apps: [String: AppPolicy] = [:]
     /// What one user can make the daemon hold.
     public var limits = Limits()
+    /// Where positions come from (`[sources]`).
+    public var sources = SourcesConfig()
     /// Sections that front ends own: named before parsing (a section of no
     /// front end's is an error), their entries kept as written, in order, for
     /// the front end to read and check itself (`frontEndEntries`).
     public var frontEndSections: Set<String> = []
     public var frontEndEntries: [String: [ConfigEntry]] = [:]
+
+    public init() {}
+}
+
+/// The sources of positions (`[sources]`, docs/dbus-api.md "Sources").
+public struct SourcesConfig: Equatable, Sendable {
+    /// Read a receiver through gpsd.
+    public var gps = true
+    /// Seconds GPS is waited for before another source answers, and that a
+    /// GPS fix stays fresh (`SourceChoice`).
+    public var gpsWait: Double = 3
+    /// The static position file, in GeoClue 2.7's format; empty: none.
+    public var staticFile = "/etc/geolocation"
 
     public init() {}
 }

@@ -109,9 +109,19 @@ func printLocation(_ loc: Location, json: Bool) {
     if let s = f.speed { rows.append((tr("Speed"), format(s, 2) + " m/s")) }
     if let c = f.course { rows.append((tr("Course"), format(c, 1) + "°")) }
     rows.append((tr("Fix"), f.mode.rawValue))
+    rows.append((tr("Source"), sourceName(f.source)))
     if let t = f.timestamp { rows.append((tr("Time"), formatTime(t))) }
     rows.append((tr("Authorization"), loc.accuracy.rawValue))
     printFields(rows)
+}
+
+/// Where a fix came from, as a person reads it.
+func sourceName(_ source: PositionSource) -> String {
+    switch source {
+    case .gps: return tr("GPS receiver")
+    case .wifi: return tr("Wi-Fi access points")
+    case .static: return tr("static position file")
+    }
 }
 
 func format(_ x: Double, _ digits: Int) -> String {

@@ -50,5 +50,6 @@ func oneLine(_ loc: Location) -> String {
     if let s = f.speed { parts.append(format(s, 2) + " m/s") }
     if let c = f.course { parts.append(format(c, 1) + "°") }
     parts.append(f.mode.rawValue)
+    parts.append(f.source.rawValue)
     return parts.joined(separator: "  ")
 }

@@ -62,13 +62,13 @@ final class GeoClueWireTests: XCTestCase {
             XCTAssertEqual(values[name]?.signature, LocationProperties.signature(of: name), name)
         }
         XCTAssertEqual(values[LocationProperties.timestamp], .structure([.uint64(1_700_000_000), .uint64(123_456)]))
-        XCTAssertEqual(values[LocationProperties.description], .string(""))
+        XCTAssertEqual(values[LocationProperties.description], .string("gps"), "the source, as the location dictionary names it")
         XCTAssertEqual(LocationProperties.decode(values),
                        GeoClueLocation(latitude: 52.52, longitude: 13.405, accuracy: 4.5, altitude: 35.8, speed: 1.25,
-                                       heading: 244.8, description: "", timestamp: 1_700_000_000_123_456))
+                                       heading: 244.8, description: "gps", timestamp: 1_700_000_000_123_456))
 
         // What the receiver did not report is GeoClue's "unknown"; no time: when the daemon got it.
-        let bare = LocationProperties.encode(Fix(latitude: 1, longitude: 2, mode: .twoD, altitude: .nan),
+        let bare = LocationProperties.encode(Fix(latitude: 1, longitude: 2, mode: .twoD, altitude: .nan, source: .wifi),
                                              receivedAt: 5_000_001)
         XCTAssertEqual(bare[LocationProperties.altitude], .double(-1.7976931348623157e308))
         XCTAssertEqual(bare[LocationProperties.speed], .double(-1))
@@ -77,7 +77,7 @@ final class GeoClueWireTests: XCTestCase {
         XCTAssertEqual(bare[LocationProperties.timestamp], .structure([.uint64(5), .uint64(1)]))
         XCTAssertEqual(LocationProperties.decode(bare),
                        GeoClueLocation(latitude: 1, longitude: 2, accuracy: nil, altitude: nil, speed: nil, heading: nil,
-                                       description: "", timestamp: 5_000_001))
+                                       description: "wifi", timestamp: 5_000_001))
     }
 
     func testReducedFixShowsTheCellOnly() {

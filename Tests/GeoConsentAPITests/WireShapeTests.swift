@@ -21,15 +21,26 @@ final class WireShapeTests: XCTestCase {
             "accuracy-authorization": .string("full"), "altitude": .double(40), "course": .double(90),
             "course-accuracy": .double(2), "ellipsoidal-altitude": .double(80), "fix": .string("3d"),
             "horizontal-accuracy": .double(5), "latitude": .double(52.52), "longitude": .double(13.405),
-            "speed": .double(3), "speed-accuracy": .double(0.5), "timestamp": .uint64(1_800_000_000_000_000),
+            "source": .string("gps"), "speed": .double(3), "speed-accuracy": .double(0.5), "timestamp": .uint64(1_800_000_000_000_000),
             "vertical-accuracy": .double(7),
         ]))
         // Missing and non-finite values are left out, not sent as NaN.
-        let sparse = Fix(latitude: 1, longitude: 2, mode: .twoD, altitude: .nan, speed: .infinity)
+        let sparse = Fix(latitude: 1, longitude: 2, mode: .twoD, altitude: .nan, speed: .infinity, source: .static)
         XCTAssertEqual(LocationDictionary.encode(sparse, accuracy: .reduced), .vardict([
             "accuracy-authorization": .string("reduced"), "fix": .string("2d"),
-            "latitude": .double(1), "longitude": .double(2),
+            "latitude": .double(1), "longitude": .double(2), "source": .string("static"),
         ]))
+        // Every source by its name, and back.
+        for source in PositionSource.allCases {
+            var fix = sparse
+            fix.altitude = nil
+            fix.speed = nil
+            fix.source = source
+            XCTAssertEqual(LocationDictionary.decode(LocationDictionary.encode(fix, accuracy: .full))?.fix, fix)
+        }
+        // A dictionary of a daemon older than sources reads as GPS.
+        XCTAssertEqual(LocationDictionary.decode(.vardict(["latitude": .double(1), "longitude": .double(2)]))?.fix.source,
+                       .gps)
         XCTAssertEqual(LocationBody.encode(encoded), [encoded], "RequestLocation's reply and LocationUpdated: (a{sv})")
         let decoded = LocationBody.decode([encoded])
         XCTAssertEqual(decoded?.fix, full)

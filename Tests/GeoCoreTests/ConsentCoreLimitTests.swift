@@ -114,7 +114,7 @@ final class ConsentCoreLimitTests: XCTestCase {
     }
 
     func testLocationRequestsPerSessionAreBounded() {
-        let core = LocationCore(linger: 10, gridSize: 5000, gpsdLabel: "gpsd", requestsPerSession: 2)
+        let core = LocationCore(linger: 10, gridSize: 5000, receiverName: "gpsd", requestsPerSession: 2)
         let grants: (SessionID) -> Accuracy? = { _ in .full }
         var failures: [LocationFailure] = []
         for call in 1...3 as ClosedRange<CallID> {

@@ -64,13 +64,13 @@ extension Array where Element == LocationEffect {
         Set(compactMap { if case .cancelTimer(let t) = $0 { return t } else { return nil } })
     }
 
-    var connects: Int { filter { $0 == .connect }.count }
-    var disconnects: Int { filter { $0 == .disconnect }.count }
+    var connects: Int { filter { $0 == .open(.gps) }.count }
+    var disconnects: Int { filter { $0 == .close(.gps) }.count }
 
     var inUse: [Bool] { compactMap { if case .inUseChanged(let v) = $0 { return v } else { return nil } } }
 
     var gpsdConnected: [Bool] {
-        compactMap { if case .gpsdConnectedChanged(let v) = $0 { return v } else { return nil } }
+        compactMap { if case .receiverConnectedChanged(let v) = $0 { return v } else { return nil } }
     }
 
     var logs: [LocationLogLevel] { compactMap { if case .log(let l, _) = $0 { return l } else { return nil } } }
@@ -107,8 +107,9 @@ final class LocationRig {
     private(set) var grantQueries = 0
     private var nextCall: CallID = 0
 
-    init(linger: Double = 10, grid: Double = 5000, grants: [SessionID: Accuracy] = [:]) {
-        core = LocationCore(linger: linger, gridSize: grid, gpsdLabel: Self.gpsdLabel)
+    init(linger: Double = 10, grid: Double = 5000, gpsEnabled: Bool = true, grants: [SessionID: Accuracy] = [:]) {
+        core = LocationCore(linger: linger, gridSize: grid, receiverName: "gpsd at \(Self.gpsdLabel)",
+                            gpsEnabled: gpsEnabled)
         self.grants = grants
     }
 
@@ -146,7 +147,7 @@ final class LocationRig {
                 timers[t] = now + UInt64((after * 1e9).rounded())
             case .cancelTimer(let t):
                 XCTAssertNotNil(timers.removeValue(forKey: t), "\(t) cancelled but not scheduled", file: file, line: line)
-            case .connect:
+            case .open(.gps):
                 XCTAssertFalse(connecting, "a second connection attempt while one is under way", file: file, line: line)
                 connecting = true
             default:
@@ -191,7 +192,7 @@ final class LocationRig {
     func connected(file: StaticString = #filePath, line: UInt = #line) -> [LocationEffect] {
         XCTAssertTrue(connecting, "no connection attempt to succeed", file: file, line: line)
         connecting = false
-        return send(.gpsdConnected, file: file, line: line)
+        return send(.opened(.gps), file: file, line: line)
     }
 
     /// The connection attempt the core asked for fails.
@@ -199,11 +200,11 @@ final class LocationRig {
     func connectFailed(file: StaticString = #filePath, line: UInt = #line) -> [LocationEffect] {
         XCTAssertTrue(connecting, "no connection attempt to fail", file: file, line: line)
         connecting = false
-        return send(.gpsdConnectFailed(reason: "refused"), file: file, line: line)
+        return send(.openFailed(.gps, reason: "refused"), file: file, line: line)
     }
 
     @discardableResult
-    func closed() -> [LocationEffect] { send(.gpsdClosed) }
+    func closed() -> [LocationEffect] { send(.lost(.gps, reason: "closed")) }
 
     /// Moves the clock on by `seconds`, firing the timers that fall due in
     /// deadline order; returns the effects of all of them.

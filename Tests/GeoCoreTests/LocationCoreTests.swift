@@ -120,7 +120,7 @@ final class LocationCoreTests: XCTestCase {
             let step = rig.locate(a, maxAge: maxAge, timeout: 30)
             if cached {
                 let shown = grant == .reduced ? rig.core.grid.reduce(Spot.here) : Spot.here
-                XCTAssertEqual(step.effects, [.reply(step.call, .location(shown, grant))], label)
+                XCTAssertEqual(step.effects, [.reply(step.call, .location(shown, grant)), .served(session: a, .gps)], label)
             } else {
                 XCTAssertEqual(step.effects, [.scheduleTimer(.timeout(step.call), after: 30)], label)
             }
@@ -195,10 +195,10 @@ final class LocationCoreTests: XCTestCase {
         XCTAssertEqual(stop.effects, [.reply(stop.call, .empty), .inUseChanged(false), .scheduleTimer(.linger, after: 10)])
         XCTAssertEqual(rig.advance(9.9), [])
         XCTAssertEqual(rig.advance(0.1), [
-            .disconnect, .gpsdConnectedChanged(false),
+            .close(.gps), .receiverConnectedChanged(false),
             .log(.info, "disconnected from gpsd at \(LocationRig.gpsdLabel): no session needs fixes"),
         ])
-        XCTAssertFalse(rig.core.gpsdConnected)
+        XCTAssertFalse(rig.core.receiverConnected)
         // The next demand connects again.
         XCTAssertEqual(rig.start(a).effects.connects, 1)
     }
@@ -218,7 +218,7 @@ final class LocationCoreTests: XCTestCase {
             XCTAssertNil(rig.timers[.linger], "\(label): linger cancelled")
             XCTAssertFalse(rig.connecting, "\(label): still connected, no new attempt")
             XCTAssertEqual(rig.advance(20).disconnects, 0, label)
-            XCTAssertTrue(rig.core.gpsdConnected, label)
+            XCTAssertTrue(rig.core.receiverConnected, label)
         }
     }
 
@@ -298,7 +298,7 @@ final class LocationCoreTests: XCTestCase {
             let step = rig.start(c)
             let retrying = LocationFailure.gpsUnavailable("gpsd at \(LocationRig.gpsdLabel) cannot be reached; retrying")
             var expected: [LocationEffect] = [.reply(step.call, .empty)]
-            if cachedFix { expected.append(.locationUpdated(sessions: [c], .full, Spot.here)) }
+            if cachedFix { expected += [.locationUpdated(sessions: [c], .full, Spot.here), .served(session: c, .gps)] }
             expected.append(.locationError(session: c, retrying))
             XCTAssertEqual(step.effects, expected, "cached fix: \(cachedFix)")
             // Once gpsd is back (connected), a new subscriber hears nothing of the outage.

@@ -156,7 +156,7 @@ final class GeoClueBusTests: GeoClueTestCase {
         XCTAssertEqual(loc.altitude ?? 0, 123.4, accuracy: 0.01)
         XCTAssertEqual(loc.speed ?? 0, 12.34 * 1852 / 3600, accuracy: 0.01)
         XCTAssertEqual(loc.heading ?? 0, 56.7, accuracy: 0.01)
-        XCTAssertEqual(loc.description, "")
+        XCTAssertEqual(loc.description, "gps", "the source")
         XCTAssertTrue(feed.sentTimestamps.contains(loc.timestamp ?? 0), "the receiver's time of the fix")
         XCTAssertGreaterThan(loc.accuracy ?? 0, 0)
 
