@@ -8,6 +8,7 @@ let package = Package(
     products: [
         .executable(name: "geoconsentd", targets: ["geoconsentd"]),
         .executable(name: "geoconsentctl", targets: ["geoconsentctl"]),
+        .executable(name: "geoconsent-wifi-helper", targets: ["geoconsent-wifi-helper"]),
         /// Typed async Swift calls for apps: the client half of the geoconsent D-Bus API.
         .library(name: "GeoConsentClient", targets: ["GeoConsentClient"]),
     ],
@@ -23,6 +24,8 @@ let package = Package(
         // glibc's <malloc.h> (malloc_trim), not in Swift's Glibc module.
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(name: "CIntl"),
+        // libcurl, for the Wi-Fi network helper alone (the daemon never links it).
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Linux system calls glibc has no wrapper for (openat2, capset) or only a
         // variadic one (prctl), as inline C.
         .systemLibrary(name: "CLinuxSyscalls"),
@@ -43,7 +46,9 @@ let package = Package(
         // The client library apps import: calls, signals and a consent agent; an app
         // needs no other module. geoconsentctl talks to the daemon through it alone.
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
-        .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient", "CIntl"]),
+        .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient", "GeoCore", "CIntl"]),
+        // The one process that reaches the network: Wi-Fi lookups over HTTPS, socket-activated.
+        .executableTarget(name: "geoconsent-wifi-helper", dependencies: ["GeoCore", "GeoSystem", "CCurl"]),
 
         // Instruments, apart from the product (Instruments/): what tests and the bench
         // run beside it. None is installed or packaged.

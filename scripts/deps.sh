@@ -27,8 +27,12 @@
 #                                         facade (its D-Bus activation files
 #                                         are for the session bus; the tests
 #                                         start it on a private one)
-#   python3-dbusmock                      a logind stand-in on the test bus (the
+#   python3-dbusmock                      stand-ins on the test bus for logind (the
 #                                         tests of grants pausing with the session)
+#                                         and NetworkManager (Wi-Fi positioning)
+#   libcurl4-openssl-dev                  the Wi-Fi network helper's HTTPS (CCurl)
+#   openssl                               the Wi-Fi tests' loopback HTTPS server
+#                                         makes its test CA and certificate
 #   make                                  make install test
 #   gettext                               msgfmt, msgcmp, xgettext: the translations
 #                                         (po/) are checked and compiled (po-check.sh)
@@ -75,7 +79,7 @@ set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
       iproute2 libglib2.0-bin groff-base python3-gi make g++ geoclue-2-demo gir1.2-geoclue-2.0
-      xdg-desktop-portal python3-dbusmock gettext)
+      xdg-desktop-portal python3-dbusmock gettext libcurl4-openssl-dev openssl)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace gnuplot-nox) ;;

@@ -16,6 +16,8 @@ public enum GeoConsentAPI {
         public static let agentExists = errorPrefix + "AgentExists"
         public static let promptPending = errorPrefix + "PromptPending"
         public static let gpsUnavailable = errorPrefix + "GpsUnavailable"
+        /// No source has a position: the receiver and Wi-Fi positioning both failed (docs/dbus-api.md "Sources").
+        public static let positionUnavailable = errorPrefix + "PositionUnavailable"
         public static let timeout = errorPrefix + "Timeout"
         /// The user's login session is locked or not in the foreground (docs/dbus-api.md "In use").
         public static let sessionInactive = errorPrefix + "SessionInactive"

@@ -31,6 +31,7 @@ extension LocationFailure {
         case .notAuthorized: return GeoConsentAPI.ErrorName.notAuthorized
         case .timeout: return GeoConsentAPI.ErrorName.timeout
         case .gpsUnavailable: return GeoConsentAPI.ErrorName.gpsUnavailable
+        case .positionUnavailable: return GeoConsentAPI.ErrorName.positionUnavailable
         case .tooManyRequests: return DBusError.limitsExceededName
         case .sessionPaused: return GeoConsentAPI.ErrorName.sessionInactive
         }

@@ -95,7 +95,7 @@ public final class Daemon {
             throw StartupError("cannot follow logind on the \(bus): \(error)")
         }
         callers = CallerResolver(connection: connection, identity: identity, placement: logind)
-        location = LocationService(loop: loop, consent: core, frontEnds: frontEnds,
+        location = LocationService(loop: loop, consent: core, frontEnds: frontEnds, outgoing: outgoing,
                                    host: options.gpsdHost, port: options.gpsdPort,
                                    linger: config.gpsdLinger, gridSize: config.reducedGrid)
         processes = SessionProcessWatch(loop: loop, connection: connection,

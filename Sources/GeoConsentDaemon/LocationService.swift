@@ -31,8 +31,9 @@ final class LocationService: SourceSink {
     var inUse: Bool { core.inUse }
 
     /// The sources `[sources]` turns on: the receiver at `host:port`, the
-    /// static file. The static file is read before this returns.
-    init(loop: EventLoop, consent: ConsentCore, frontEnds: FrontEnds,
+    /// static file, Wi-Fi lookups (NetworkManager through `outgoing`, and the
+    /// network helper). The static file is read before this returns.
+    init(loop: EventLoop, consent: ConsentCore, frontEnds: FrontEnds, outgoing: OutgoingCalls,
          host: String, port: UInt16, linger: Double, gridSize: Double) {
         self.loop = loop
         self.frontEnds = frontEnds
@@ -41,9 +42,17 @@ final class LocationService: SourceSink {
         let receiverName = "gpsd at \(host):\(port)"
         self.core = LocationCore(linger: linger, gridSize: gridSize, receiverName: receiverName,
                                  gpsWait: config.sources.gpsWait, gpsEnabled: config.sources.gps,
+                                 wifiEnabled: !config.sources.wifiURL.isEmpty, wifiInterval: config.sources.wifiInterval,
                                  requestsPerSession: config.limits.locationRequestsPerSession)
         if config.sources.gps {
             sources[.gps] = GPSSource(loop: loop, host: host, port: port, sink: self)
+        }
+        if !config.sources.wifiURL.isEmpty {
+            if outgoing.register(NetworkManagerReader.purpose) {
+                sources[.wifi] = WiFiSource(loop: loop, outgoing: outgoing, helperPath: config.sources.wifiHelper, sink: self)
+            } else {
+                Log.error("Wi-Fi positioning is off: no call budget is left for NetworkManager")
+            }
         }
         if !config.sources.staticFile.isEmpty {
             let file = StaticSource(loop: loop, path: config.sources.staticFile, sink: self)

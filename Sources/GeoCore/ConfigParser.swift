@@ -228,6 +228,19 @@ public enum ConfigParser {
     /// fix takes to give one.
     public static let maxGPSWait: Double = 60
 
+    /// Accepted `wifi-interval`: a lookup every few seconds would hammer the
+    /// server, and one an hour is as good as none for a moving machine.
+    public static let wifiIntervalRange: ClosedRange<Double> = 5...3600
+
+    /// `https://HOST…` with no blank or control character in it: the helper
+    /// speaks HTTPS only, and the URL is given to libcurl as it is.
+    static func isHTTPSURL(_ value: String) -> Bool {
+        guard value.hasPrefix("https://"), value.utf8.count <= 2048,
+              value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return false }
+        let host = value.dropFirst(8).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return !host.isEmpty && !host.contains("@")
+    }
+
     /// One `[sources]` entry.
     private static func parseSources(key: String, value: String, into sources: inout SourcesConfig,
                                      fail: (String) -> ConfigError) throws {
@@ -240,11 +253,24 @@ public enum ConfigParser {
                 throw fail("gps-wait must be a number of seconds from 0 up to \(Int(maxGPSWait)), not '\(value)'")
             }
             sources.gpsWait = v
-        case "static-file":
+        case "static-file", "wifi-ca-file":
             guard value.isEmpty || value.first == "/" else {
-                throw fail("static-file must be an absolute path, or empty for none, not '\(value)'")
+                throw fail("\(key) must be an absolute path, or empty for none, not '\(value)'")
             }
-            sources.staticFile = value
+            if key == "static-file" { sources.staticFile = value } else { sources.wifiCAFile = value }
+        case "wifi-helper":
+            guard value.first == "/" else { throw fail("wifi-helper must be an absolute path, not '\(value)'") }
+            sources.wifiHelper = value
+        case "wifi-url":
+            guard value.isEmpty || isHTTPSURL(value) else {
+                throw fail("wifi-url must be an https:// URL with a host, or empty for no Wi-Fi positioning, not '\(value)'")
+            }
+            sources.wifiURL = value
+        case "wifi-interval":
+            guard let v = decimal(value), wifiIntervalRange.contains(v) else {
+                throw fail("wifi-interval must be a number of seconds from 5 to 3600, not '\(value)'")
+            }
+            sources.wifiInterval = v
         default:
             throw fail("unknown key '\(key)' in [sources]")
         }

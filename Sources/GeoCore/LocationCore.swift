@@ -38,6 +38,22 @@ public final class LocationCore {
     /// The sources' latest fixes, and which of them a session gets.
     private var choice: SourceChoice
     private var gpsWaitScheduled = false
+    /// Wi-Fi lookups are configured (`[sources] wifi-url`).
+    let wifiEnabled: Bool
+    /// Seconds between Wi-Fi lookups while a session streams, and after a
+    /// failed one (`[sources] wifi-interval`).
+    let wifiInterval: Double
+    /// The Wi-Fi source was opened and not closed since.
+    private var wifiOpen = false
+    private var wifiInFlight = false
+    private var wifiTimerScheduled = false
+    /// No Wi-Fi lookup before this time (after a failure).
+    private var wifiNotBefore: UInt64 = 0
+    /// Why the last Wi-Fi lookup failed, while it stays failed: logged once.
+    private var wifiFailure: String?
+    /// No source can give a position: the failure the sessions were told
+    /// (once), until a position is served again.
+    private var unavailable: LocationFailure?
     /// Sources each session without updates has had fixes from (with updates:
     /// `Subscriber.served`), so the journal names each source once per session.
     private var servedOnce: [SessionID: UInt8] = [:]
@@ -61,14 +77,19 @@ public final class LocationCore {
 
     /// `gpsWait`: seconds GPS is waited for before another source answers;
     /// `gpsEnabled`: false, no receiver is ever opened.
+    /// `wifiEnabled`: lookups of the visible access points may be made,
+    /// one every `wifiInterval` seconds at most.
     public init(linger: Double, gridSize: Double, receiverName: String,
                 gpsWait: Double = SourcesConfig().gpsWait, gpsEnabled: Bool = true,
+                wifiEnabled: Bool = false, wifiInterval: Double = SourcesConfig().wifiInterval,
                 requestsPerSession: Int = Limits().locationRequestsPerSession) {
         self.linger = linger
         self.requestsPerSession = requestsPerSession
         self.grid = ReducedGrid(cellSize: gridSize)
         self.receiverName = receiverName
-        choice = SourceChoice(gpsWait: gpsWait, gpsEnabled: gpsEnabled)
+        self.wifiEnabled = wifiEnabled
+        self.wifiInterval = wifiInterval
+        choice = SourceChoice(gpsWait: gpsWait, gpsEnabled: gpsEnabled, wifiLifetime: 2 * wifiInterval)
     }
 
     /// Some session needs fixes: a waiting request, or updates not paused.
@@ -112,8 +133,13 @@ public final class LocationCore {
         case .lost(.gps, _):
             guard receiverConnected else { break }
             disconnect(reason: "\(receiverName) closed the connection", grants)
+        case .openFailed(.wifi, let reason):
+            wifiFailed(reason, grants)
+        case .lost(.wifi, let reason):
+            choice.set(.wifi, nil, at: now)
+            wifiFailed(reason, grants)
         case .lost(let source, _):
-            choice.set(source, nil)   // the source said why in its own words
+            choice.set(source, nil, at: now)   // the source said why in its own words
         case .opened, .openFailed:
             break   // only the receiver is opened and closed
         case .timerFired(let timer):
@@ -154,7 +180,7 @@ public final class LocationCore {
             var shown = Shown(fix, grid: grid)
             return reply(call, session, &shown, acc)
         }
-        if !choice.anySourceLeft {
+        if !choice.anySourceLeft && !wifiEnabled {
             return effects.append(.fail(call, .gpsUnavailable(Self.noSource)))
         }
         if pending[session]?.count ?? 0 >= requestsPerSession {
@@ -169,6 +195,7 @@ public final class LocationCore {
             if reconnectScheduled { cancel(.reconnect) }
             connect()
         }
+        if nothingCanAnswer { announce(currentFailure(nil)) }
     }
 
     private func timedOut(_ call: CallID) {
@@ -207,8 +234,11 @@ public final class LocationCore {
         }
         // During an outage say so, even after a cached fix: no next fix can come,
         // and the episode's LocationError went out before this session subscribed.
-        if !receiverConnected && outage && fallback == nil {
-            effects.append(.locationError(session: session, .gpsUnavailable("\(unreachable); retrying")))
+        if fallback == nil, !receiverConnected, !wifiInFlight, let unavailable {
+            let now: LocationFailure
+            if case .gpsUnavailable = unavailable, choice.gpsEnabled { now = .gpsUnavailable("\(unreachable); retrying") }
+            else { now = unavailable.retrying }
+            effects.append(.locationError(session: session, now))
         }
     }
 
@@ -282,6 +312,7 @@ public final class LocationCore {
         // reaches the sessions, whatever the API.
         if let t = fix.timestamp, choice.lastGPS?.fix.timestamp == t { return }
         choice.gpsFix(fix, at: now)
+        if wifiOpen && !wifiInFlight { closeWiFi() }   // GPS speaks: no lookup is needed
         var shown = Shown(fix, grid: grid)
         serve(&shown, grants)
     }
@@ -289,7 +320,12 @@ public final class LocationCore {
     /// Another source's position: it answers at once if GPS is silent, else
     /// it waits for GPS's chance to end (`gpsWait`).
     private func receivedOther(_ fix: Fix, _ grants: (SessionID) -> Accuracy?) {
-        choice.set(fix.source, fix)
+        choice.set(fix.source, fix, at: now)
+        if fix.source == .wifi {
+            wifiInFlight = false
+            if wifiFailure != nil { effects.append(.log(.notice, "Wi-Fi positioning works again")) }
+            wifiFailure = nil
+        }
         if let best = choice.fallback(now: now) {
             var shown = Shown(best, grid: grid)
             serve(&shown, grants)
@@ -301,6 +337,7 @@ public final class LocationCore {
     /// GPS had its chance: another source's position goes out, if there is one.
     private func gpsWaitEnded(_ grants: (SessionID) -> Accuracy?) {
         choice.gpsWentSilent()
+        wantWiFi()
         guard let best = choice.fallback(now: now) else { return }
         effects.append(.log(.info, "no fix from \(receiverName) for \(choice.gpsWait) s: " +
                                    "positions come from the \(best.source.rawValue) source until its next fix"))
@@ -310,6 +347,7 @@ public final class LocationCore {
 
     /// Answers every waiting request with `shown` and sends it to the subscribers.
     private func serve(_ shown: inout Shown, _ grants: (SessionID) -> Accuracy?) {
+        unavailable = nil
         if !pending.isEmpty {
             let waiting = pending
             pending = [:]
@@ -399,11 +437,11 @@ public final class LocationCore {
     // MARK: The receiver's connection
 
     /// While someone needs a position, GPS not yet found silent and another
-    /// source has one, a timer checks that GPS still speaks: it goes off
+    /// source has one (or Wi-Fi may find one), a timer checks that GPS still speaks: it goes off
     /// `gpsWait` after the last GPS fix (`fired`), not at every fix. Pointless
     /// with no other source, so it is not armed then.
     private func armGPSWait(after seconds: Double? = nil) {
-        guard demand, !choice.gpsSilent, !choice.others.isEmpty, !gpsWaitScheduled else { return }
+        guard demand, !choice.gpsSilent, !choice.others.isEmpty || wifiEnabled, !gpsWaitScheduled else { return }
         gpsWaitScheduled = true
         effects.append(.scheduleTimer(.gpsWait, after: seconds ?? choice.gpsWait))
     }
@@ -418,8 +456,11 @@ public final class LocationCore {
             if lingerScheduled { cancel(.linger) }
             armGPSWait()
             if choice.gpsEnabled && !receiverConnected && !connecting && !reconnectScheduled { connect() }
+            wantWiFi()
         } else {
             if gpsWaitScheduled { cancel(.gpsWait) }
+            if wifiTimerScheduled { cancel(.wifiLookup) }
+            if wifiOpen && !wifiInFlight { closeWiFi() }
             if receiverConnected && !lingerScheduled {
                 lingerScheduled = true
                 effects.append(.scheduleTimer(.linger, after: linger))
@@ -456,6 +497,10 @@ public final class LocationCore {
             guard reconnectScheduled else { return }
             reconnectScheduled = false
             if demand && !receiverConnected && !connecting { connect() }
+        case .wifiLookup:
+            guard wifiTimerScheduled else { return }
+            wifiTimerScheduled = false
+            wantWiFi()
         case .gpsWait:
             guard gpsWaitScheduled else { return }
             gpsWaitScheduled = false
@@ -475,43 +520,114 @@ public final class LocationCore {
     }
 
     /// A connection attempt failed or the receiver went away: GPS is silent.
-    /// Another source's position answers if there is one; else the
-    /// subscribers are told (once per outage) and waiting requests fail. The
-    /// receiver is retried with backoff while anyone still needs fixes.
+    /// Another source's position answers if there is one, or a Wi-Fi lookup
+    /// is made; else the subscribers are told (once) and waiting requests
+    /// fail. The receiver is retried with backoff while anyone still needs fixes.
     private func receiverFailed(_ why: String, _ grants: (SessionID) -> Accuracy?) {
         choice.gpsWentSilent()
         if gpsWaitScheduled { cancel(.gpsWait) }
-        let fallback = choice.fallback(now: now)
-        if !outage {
-            effects.append(.log(.warning, why))
-            if fallback == nil {
-                for session in subscribers.keys.sorted() where paused[session] == nil {
-                    effects.append(.locationError(session: session, .gpsUnavailable(why)))
-                }
-            }
-        }
+        if !outage { effects.append(.log(.warning, why)) }
         outage = true
-        if let fallback {
+        if let fallback = choice.fallback(now: now) {
             var shown = Shown(fallback, grid: grid)
             serve(&shown, grants)
+        } else if wifiEnabled && (wifiInFlight || wantWiFi()) {
+            // A lookup is under way: its outcome answers or fails them.
         } else {
-            // One-shot requests fail at once: no fix can come from this attempt.
-            let waiting = pending
-            pending = [:]
-            pendingSession = [:]
-            for calls in waiting.values {
-                for call in calls {
-                    cancel(.timeout(call))
-                    effects.append(.fail(call, .gpsUnavailable(why)))
-                }
-            }
-            if !waiting.isEmpty { demandChanged() }
+            announce(currentFailure(why))
         }
         guard demand, !reconnectScheduled else { return }
         let delay = backoff
         backoff = min(backoff * 2, 5)
         reconnectScheduled = true
         effects.append(.scheduleTimer(.reconnect, after: delay))
+    }
+
+    /// Nothing can answer a waiting request now: no other source's position,
+    /// the receiver away or off and no attempt to reach it under way, and no
+    /// Wi-Fi lookup running.
+    private var nothingCanAnswer: Bool {
+        !pending.isEmpty && choice.fallback(now: now) == nil && !receiverConnected && !connecting
+            && (outage || !choice.gpsEnabled) && !wifiInFlight
+    }
+
+    /// Why no position can be had, naming each source's cause: `gpsWhy`, or
+    /// the receiver unreachable (or off), and Wi-Fi's last failure.
+    private func currentFailure(_ gpsWhy: String?) -> LocationFailure {
+        let gps = choice.gpsEnabled ? gpsWhy ?? unreachable : "GPS is off"
+        guard wifiEnabled else { return .gpsUnavailable(choice.gpsEnabled ? gps : Self.noSource) }
+        return .positionUnavailable("\(gps); Wi-Fi: \(wifiFailure ?? "no lookup was possible")")
+    }
+
+    /// No source can give a position now: the subscribers hear it once (until
+    /// a position is served again), and every waiting request fails with it.
+    private func announce(_ failure: LocationFailure) {
+        if unavailable == nil {
+            for session in subscribers.keys.sorted() where paused[session] == nil {
+                effects.append(.locationError(session: session, failure))
+            }
+        }
+        unavailable = failure
+        let waiting = pending
+        pending = [:]
+        pendingSession = [:]
+        for calls in waiting.values {
+            for call in calls {
+                cancel(.timeout(call))
+                effects.append(.fail(call, failure))
+            }
+        }
+        if !waiting.isEmpty { demandChanged() }
+    }
+
+    // MARK: Wi-Fi
+
+    /// Opens a Wi-Fi lookup if one is wanted now: Wi-Fi is on, someone needs
+    /// a position, GPS is silent, and no lookup runs. A Wi-Fi position younger
+    /// than `wifiInterval` is not looked up again, nor is a lookup made within
+    /// `wifiInterval` of a failed one: the wait is a timer instead (only while
+    /// updates run: a waiting request was answered by that position already).
+    /// True when a lookup was opened.
+    @discardableResult
+    private func wantWiFi() -> Bool {
+        guard wifiEnabled, demand, choice.gpsSilent, !wifiInFlight, !wifiTimerScheduled else { return false }
+        var wait = 0.0
+        if let age = choice.age(of: .wifi, now: now), age < wifiInterval {
+            wait = wifiInterval - age
+            guard subscribers.keys.contains(where: { paused[$0] == nil }) else { return false }
+        }
+        if now < wifiNotBefore { wait = max(wait, Double(wifiNotBefore - now) / 1e9) }
+        if wait > 0 {
+            wifiTimerScheduled = true
+            effects.append(.scheduleTimer(.wifiLookup, after: wait))
+            return false
+        }
+        wifiInFlight = true
+        wifiOpen = true
+        effects.append(.open(.wifi))
+        return true
+    }
+
+    private func closeWiFi() {
+        wifiOpen = false
+        effects.append(.close(.wifi))
+    }
+
+    /// A lookup failed (or found nothing): logged once per reason, tried
+    /// again `wifiInterval` later while needed. Requests fail with the cause
+    /// when no other source can answer: the receiver is away or off (a
+    /// receiver that is connected may still give a fix before they time out).
+    private func wifiFailed(_ reason: String, _ grants: (SessionID) -> Accuracy?) {
+        wifiInFlight = false
+        if reason != wifiFailure { effects.append(.log(.warning, "Wi-Fi positioning: \(reason)")) }
+        wifiFailure = reason
+        wifiNotBefore = now &+ UInt64(wifiInterval * 1e9)
+        if let fallback = choice.fallback(now: now) {
+            var shown = Shown(fallback, grid: grid)
+            return serve(&shown, grants)
+        }
+        if nothingCanAnswer { announce(currentFailure(nil)) }
+        demandChanged()
     }
 
     private func setConnected(_ value: Bool) {
@@ -530,6 +646,7 @@ public final class LocationCore {
         case .linger: lingerScheduled = false
         case .reconnect: reconnectScheduled = false
         case .gpsWait: gpsWaitScheduled = false
+        case .wifiLookup: wifiTimerScheduled = false
         case .timeout: break
         }
         effects.append(.cancelTimer(timer))

@@ -47,6 +47,8 @@ public enum LocationTimer: Hashable, Sendable {
     /// How long a position waits for the receiver's first fix before another
     /// source may answer (`SourceChoice.gpsWait`).
     case gpsWait
+    /// The next Wi-Fi lookup while updates run, or after a failed one.
+    case wifiLookup
 }
 
 /// Why a location call or subscription failed; the daemon maps these to the
@@ -63,6 +65,9 @@ public enum LocationFailure: Equatable, Sendable {
     case tooManyRequests(Int)
     /// The session's login session is paused (locked, or another in the foreground).
     case sessionPaused(PauseReason)
+    /// No source has a position: the receiver and Wi-Fi positioning both
+    /// failed (the message says how), and there is no static one.
+    case positionUnavailable(String)
 
     public var message: String {
         switch self {
@@ -72,6 +77,15 @@ public enum LocationFailure: Equatable, Sendable {
         case .tooManyRequests(let n):
             return "This session has \(n) RequestLocation calls waiting, its limit (location-requests-per-session)"
         case .sessionPaused(let r): return r.message
+        case .positionUnavailable(let m): return m
+        }
+    }
+
+    /// The failure as a late subscriber hears it: the sources are still retried.
+    var retrying: LocationFailure {
+        switch self {
+        case .positionUnavailable(let m): return .positionUnavailable(m.hasSuffix("; retrying") ? m : m + "; retrying")
+        default: return self
         }
     }
 }

@@ -21,14 +21,18 @@ struct SourceChoice {
 
     /// The receiver's latest fix and when it came.
     private(set) var lastGPS: (fix: Fix, at: UInt64)?
-    /// Each other source's position: it stands until withdrawn or replaced.
-    private(set) var others: [PositionSource: Fix] = [:]
+    /// Each other source's position and when it came: a static one stands
+    /// until withdrawn or replaced, a Wi-Fi one for `wifiLifetime`.
+    private(set) var others: [PositionSource: (fix: Fix, at: UInt64)] = [:]
+    /// Seconds a Wi-Fi position is served after its lookup (the machine may move).
+    let wifiLifetime: Double
     /// GPS had its chance and gave nothing; cleared by a GPS fix.
     private(set) var gpsSilent: Bool
 
-    init(gpsWait: Double, gpsEnabled: Bool) {
+    init(gpsWait: Double, gpsEnabled: Bool, wifiLifetime: Double = 60) {
         self.gpsWait = gpsWait
         self.gpsEnabled = gpsEnabled
+        self.wifiLifetime = wifiLifetime
         gpsSilent = !gpsEnabled
     }
 
@@ -41,9 +45,14 @@ struct SourceChoice {
     /// GPS was waited for in vain, or cannot be reached.
     mutating func gpsWentSilent() { gpsSilent = true }
 
-    /// Another source's position, or nil when it withdrew it.
-    mutating func set(_ source: PositionSource, _ fix: Fix?) {
-        others[source] = fix
+    /// Another source's position at `now`, or nil when it withdrew it.
+    mutating func set(_ source: PositionSource, _ fix: Fix?, at now: UInt64) {
+        others[source] = fix.map { ($0, now) }
+    }
+
+    /// Seconds since `source`'s position came, if it has one.
+    func age(of source: PositionSource, now: UInt64) -> Double? {
+        others[source].map { Double(now &- $0.at) / 1e9 }
     }
 
     /// A GPS fix younger than `seconds`.
@@ -56,7 +65,8 @@ struct SourceChoice {
     /// is there or GPS has not had its chance.
     func fallback(now: UInt64) -> Fix? {
         guard gpsSilent, gps(youngerThan: gpsWait, now: now) == nil else { return nil }
-        return others.values.min(by: Self.better)
+        return others.values.lazy.filter { $0.fix.source != .wifi || Double(now &- $0.at) / 1e9 < self.wifiLifetime }
+            .map(\.fix).min(by: Self.better)
     }
 
     /// Whether a waiting request can still hope for anything: GPS may yet

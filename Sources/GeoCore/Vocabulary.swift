@@ -144,6 +144,16 @@ public struct SourcesConfig: Equatable, Sendable {
     public var gpsWait: Double = 3
     /// The static position file, in GeoClue 2.7's format; empty: none.
     public var staticFile = "/etc/geolocation"
+    /// The ichnaea geolocate URL Wi-Fi lookups go to (https only); empty:
+    /// Wi-Fi positioning off.
+    public var wifiURL = ""
+    /// A CA file the helper verifies the server with instead of the
+    /// system's; empty: the system's.
+    public var wifiCAFile = ""
+    /// The network helper's socket (socket-activated).
+    public var wifiHelper = "/run/geoconsent/wifi.sock"
+    /// Seconds between lookups while updates run, and after a failed one.
+    public var wifiInterval: Double = 30
 
     public init() {}
 }

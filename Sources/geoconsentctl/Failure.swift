@@ -18,6 +18,8 @@ func explain(_ e: DBusError) -> String {
         return tr("not authorized: {message}", ["message": e.message])
     case GeoConsentAPI.ErrorName.gpsUnavailable:
         return tr("no GPS: {message}", ["message": e.message])
+    case GeoConsentAPI.ErrorName.positionUnavailable:
+        return tr("no position from any source: {message}", ["message": e.message])
     case GeoConsentAPI.ErrorName.timeout:
         return tr("no fix in time: {message}", ["message": e.message])
     default:

@@ -1,5 +1,6 @@
 import Glibc
 import GeoConsentClient
+import GeoCore
 
 /// Minimal JSON output (no Foundation: the tool starts fast and stays small).
 indirect enum JSON {
@@ -20,26 +21,7 @@ indirect enum JSON {
         }
     }
 
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 {
-                    let hex = String(u.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(u)
-                }
-            }
-        }
-        return out + "\""
-    }
+    static func quote(_ s: String) -> String { JSONValue.quoted(s) }
 
     /// A D-Bus value as JSON (variants unwrapped, a{sv} as objects).
     init(_ v: DBusValue) {

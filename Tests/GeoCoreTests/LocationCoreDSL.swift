@@ -21,6 +21,21 @@ enum Spot {
     }
 
     static let here = north(0)
+
+    /// A position of another source than GPS, `metresNorth` of the point: no
+    /// speed or course (no receiver measured them), the source's own radius.
+    static func from(_ source: PositionSource, accuracy: Double, metresNorth: Double) -> Fix {
+        var f = north(metresNorth)
+        f.source = source
+        f.speed = nil
+        f.course = nil
+        f.horizontalAccuracy = accuracy
+        if source == .wifi {
+            f.mode = .twoD
+            f.altitude = nil
+        }
+        return f
+    }
 }
 
 // MARK: - Effect lookups
@@ -103,13 +118,17 @@ final class LocationRig {
     private(set) var timers: [LocationTimer: UInt64] = [:]
     /// A connection attempt is under way.
     private(set) var connecting = false
+    /// A Wi-Fi lookup runs, and how many were opened.
+    private(set) var lookingUp = false
+    private(set) var wifiLookups = 0
     /// How many times the core asked `grants`.
     private(set) var grantQueries = 0
     private var nextCall: CallID = 0
 
-    init(linger: Double = 10, grid: Double = 5000, gpsEnabled: Bool = true, grants: [SessionID: Accuracy] = [:]) {
+    init(linger: Double = 10, grid: Double = 5000, gpsEnabled: Bool = true, wifiEnabled: Bool = false,
+         grants: [SessionID: Accuracy] = [:]) {
         core = LocationCore(linger: linger, gridSize: grid, receiverName: "gpsd at \(Self.gpsdLabel)",
-                            gpsEnabled: gpsEnabled)
+                            gpsEnabled: gpsEnabled, wifiEnabled: wifiEnabled, wifiInterval: 30)
         self.grants = grants
     }
 
@@ -150,6 +169,10 @@ final class LocationRig {
             case .open(.gps):
                 XCTAssertFalse(connecting, "a second connection attempt while one is under way", file: file, line: line)
                 connecting = true
+            case .open(.wifi):
+                XCTAssertFalse(lookingUp, "a second Wi-Fi lookup while one runs", file: file, line: line)
+                lookingUp = true
+                wifiLookups += 1
             default:
                 break
             }
@@ -201,6 +224,23 @@ final class LocationRig {
         XCTAssertTrue(connecting, "no connection attempt to fail", file: file, line: line)
         connecting = false
         return send(.openFailed(.gps, reason: "refused"), file: file, line: line)
+    }
+
+    /// The running Wi-Fi lookup finds `fix`.
+    @discardableResult
+    func wifiFound(_ fix: Fix, file: StaticString = #filePath, line: UInt = #line) -> [LocationEffect] {
+        XCTAssertTrue(lookingUp, "no Wi-Fi lookup runs", file: file, line: line)
+        lookingUp = false
+        return send(.fix(fix), file: file, line: line)
+    }
+
+    /// The running Wi-Fi lookup fails.
+    @discardableResult
+    func wifiFailed(_ reason: String = "the server answered 503", file: StaticString = #filePath,
+                    line: UInt = #line) -> [LocationEffect] {
+        XCTAssertTrue(lookingUp, "no Wi-Fi lookup runs", file: file, line: line)
+        lookingUp = false
+        return send(.openFailed(.wifi, reason: reason), file: file, line: line)
     }
 
     @discardableResult

@@ -10,23 +10,10 @@ final class LocationCoreSourceTests: XCTestCase {
 
     /// The office, 2 km from `Spot.here`, as an admin's static file gives it.
     static func office(accuracy: Double = 100, metresNorth: Double = 2_000) -> Fix {
-        var f = Spot.north(metresNorth)
-        f.source = .static
-        f.speed = nil
-        f.course = nil
-        f.horizontalAccuracy = accuracy
-        return f
+        Spot.from(.static, accuracy: accuracy, metresNorth: metresNorth)
     }
 
-    static func wifi(accuracy: Double) -> Fix {
-        var f = Spot.north(500)
-        f.source = .wifi
-        f.altitude = nil
-        f.speed = nil
-        f.course = nil
-        f.horizontalAccuracy = accuracy
-        return f
-    }
+    static func wifi(accuracy: Double) -> Fix { Spot.from(.wifi, accuracy: accuracy, metresNorth: 500) }
 
     func testASilentReceiverIsWaitedForOnceThenTheStaticPositionAnswersAtOnce() {
         let rig = LocationRig(grants: [a: .full])

@@ -1,0 +1,168 @@
+import Glibc
+import GeoCore
+import GeoDBus
+
+/// Reads the visible Wi-Fi access points from NetworkManager on the daemon's
+/// bus: `GetDevices`, each device's `DeviceType`, a Wi-Fi device's
+/// `GetAllAccessPoints`, and each access point's `HwAddress`, `Strength`,
+/// `LastSeen` and `Ssid` (read only to honour a `_nomap` or `_optout` name;
+/// never sent on). A scan is asked for (`RequestScan`) at most once each
+/// `scanInterval`, and only here, while a lookup needs the list. One call at
+/// a time, within the `NetworkManager` call budget.
+final class NetworkManagerReader {
+    static let busName = "org.freedesktop.NetworkManager"
+    static let path = "/org/freedesktop/NetworkManager"
+    static let deviceInterface = "org.freedesktop.NetworkManager.Device"
+    static let wirelessInterface = "org.freedesktop.NetworkManager.Device.Wireless"
+    static let accessPointInterface = "org.freedesktop.NetworkManager.AccessPoint"
+    /// NetworkManager's `NM_DEVICE_TYPE_WIFI`.
+    static let wifiDeviceType: UInt32 = 2
+
+    /// Calls to NetworkManager: one at a time, as the daemon's own (no
+    /// user's): a NetworkManager that does not answer holds 4 slots at most.
+    static let purpose = CallBudgets.Purpose("NetworkManager", .init(perUID: 4, total: 4, guaranteed: 1))
+    /// The uid the calls count against: none of a user's.
+    static let daemonUID = UInt32.max
+    static let callTimeout = 2.0
+    /// Seconds between two scan requests, at least.
+    static let scanInterval = 60.0
+    /// Bounds on what NetworkManager's answers can make the daemon do.
+    static let maxDevices = 8
+    static let maxAccessPoints = 128
+    /// Access points not seen in a scan for longer are left out.
+    static let maxAgeSeconds = 300
+
+    private let outgoing: OutgoingCalls
+    private var lastScan: Double?
+
+    init(outgoing: OutgoingCalls) {
+        self.outgoing = outgoing
+    }
+
+    /// The access points, strongest first, or why there are none.
+    func read(_ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
+        call(Self.path, Self.busName, "GetDevices", []) { [self] result in
+            switch result {
+            case .failure(let e): done(.failure(e))
+            case .success(let args):
+                guard let paths = args.first?.arrayValue?.compactMap({ $0.objectPathValue }), args.count == 1 else {
+                    return done(.failure(.garbage("GetDevices answered \(Self.shape(args))")))
+                }
+                devices(Array(paths.prefix(Self.maxDevices)), [], done)
+            }
+        }
+    }
+
+    /// Reads each device in turn; Wi-Fi devices give access points.
+    private func devices(_ paths: [String], _ found: [AccessPoint],
+                         _ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
+        guard let device = paths.first else {
+            let strongest = found.sorted { $0.signal > $1.signal }.prefix(WiFiLookupWire.maxAccessPoints)
+            return done(.success(Array(strongest)))
+        }
+        let rest = Array(paths.dropFirst())
+        call(device, ObjectServer.properties, "Get", [.string(Self.deviceInterface), .string("DeviceType")]) { [self] result in
+            guard case .success(let args) = result, args.first?.unwrapped.uint32Value == Self.wifiDeviceType else {
+                return devices(rest, found, done)   // not Wi-Fi, or gone meanwhile
+            }
+            scanIfDue(device)
+            call(device, Self.wirelessInterface, "GetAllAccessPoints", []) { [self] result in
+                guard case .success(let args) = result,
+                      let aps = args.first?.arrayValue?.compactMap({ $0.objectPathValue }) else {
+                    return devices(rest, found, done)
+                }
+                accessPoints(Array(aps.prefix(Self.maxAccessPoints)), found) { [self] more in
+                    devices(rest, more, done)
+                }
+            }
+        }
+    }
+
+    private func accessPoints(_ paths: [String], _ found: [AccessPoint], _ done: @escaping ([AccessPoint]) -> Void) {
+        guard let ap = paths.first else { return done(found) }
+        call(ap, ObjectServer.properties, "GetAll", [.string(Self.accessPointInterface)]) { [self] result in
+            var found = found
+            if case .success(let args) = result, let props = args.first?.vardictValue, let a = Self.accessPoint(props) {
+                found.append(a)
+            }
+            accessPoints(Array(paths.dropFirst()), found, done)
+        }
+    }
+
+    /// An access point worth looking up, from its properties.
+    static func accessPoint(_ props: [String: DBusValue]) -> AccessPoint? {
+        guard let hw = props["HwAddress"]?.stringValue, let bssid = AccessPoint.bssid(hw),
+              case .byte(let strength)? = props["Strength"], let lastSeen = props["LastSeen"]?.int32Value,
+              lastSeen >= 0 else { return nil }
+        if case .array("y", let bytes)? = props["Ssid"] {
+            let ssid = String(decoding: bytes.compactMap { if case .byte(let b) = $0 { return b } else { return nil } },
+                              as: UTF8.self)
+            // The owner's opt-out of positioning (ichnaea's and Google's conventions).
+            if ssid.hasSuffix("_nomap") || ssid.hasSuffix("_optout") { return nil }
+        }
+        let age = max(0, bootSeconds() - Int(lastSeen))
+        guard age <= maxAgeSeconds else { return nil }
+        return AccessPoint(bssid: bssid, signal: dBm(percent: strength), ageMilliseconds: UInt32(age * 1000))
+    }
+
+    /// NetworkManager's percentage back to dBm: it maps -90…-20 dBm linearly
+    /// onto 30…100 % (`nl80211_xbm_to_percent`), so dBm = % - 120.
+    static func dBm(percent: UInt8) -> Int { min(0, max(-120, Int(percent) - 120)) }
+
+    /// `LastSeen` is in CLOCK_BOOTTIME seconds.
+    static func bootSeconds() -> Int {
+        var ts = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        return ts.tv_sec
+    }
+
+    private func scanIfDue(_ device: String) {
+        let now = Double(EventLoop.monotonicNanos()) / 1e9
+        if let last = lastScan, now - last < Self.scanInterval { return }
+        lastScan = now
+        call(device, Self.wirelessInterface, "RequestScan", [.vardict([:])]) { result in
+            // NetworkManager refuses a scan while one runs, or too soon after one: the list it has is read all the same.
+            if case .failure(let e) = result { Log.debug("RequestScan: \(e)") }
+        }
+    }
+
+    private func call(_ path: String, _ interface: String, _ member: String, _ args: [DBusValue],
+                      _ done: @escaping (Result<[DBusValue], WiFiReadError>) -> Void) {
+        guard let m = try? Message.methodCall(destination: Self.busName, path: path, interface: interface, member: member),
+              (try? m.append(args)) != nil else { return done(.failure(.garbage("cannot build \(member)"))) }
+        let refused = outgoing.call(m, purpose: Self.purpose, uid: Self.daemonUID, callee: Self.busName,
+                                    timeout: Self.callTimeout) { result in
+            switch result {
+            case .success(let reply): done(.success(reply.arguments()))
+            case .failure(let e) where e.name == "org.freedesktop.DBus.Error.ServiceUnknown"
+                || e.name == "org.freedesktop.DBus.Error.NameHasNoOwner":
+                done(.failure(.absent))
+            case .failure(let e): done(.failure(.failed("\(member): \(e.message)")))
+            }
+        }
+        if let refused { done(.failure(.failed("\(member) not sent: \(refused)"))) }
+    }
+
+    static func shape(_ args: [DBusValue]) -> String { "(" + args.map(\.signature).joined() + ")" }
+}
+
+/// Why no access points could be read.
+enum WiFiReadError: Error, Equatable, CustomStringConvertible {
+    /// NetworkManager is not on the bus.
+    case absent
+    /// It answered something that is not its API.
+    case garbage(String)
+    case failed(String)
+
+    var description: String {
+        switch self {
+        case .absent: return "NetworkManager is not running, so no access points can be read"
+        case .garbage(let what): return "NetworkManager answered garbage: \(what)"
+        case .failed(let why): return "NetworkManager: \(why)"
+        }
+    }
+}
+
+extension DBusValue {
+    var objectPathValue: String? { if case .objectPath(let p) = self { return p } else { return nil } }
+}

@@ -1,0 +1,182 @@
+import XCTest
+import Foundation
+import GeoCore
+import GeoDBus
+import GeoConsentAPI
+import GeoTestSupport
+
+/// Wi-Fi positioning end to end (docs/dbus-api.md "Sources", "Wi-Fi"): the
+/// real daemon reads NetworkManager (python-dbusmock) on its bus only after a
+/// tap, the real helper posts BSSIDs and signals only to the loopback HTTPS
+/// server, and the app gets a position marked wifi.
+final class WiFiSourceBusTests: XCTestCase {
+    var rig: WiFiRig!
+
+    override func tearDown() {
+        if let rig, let t = testRun, t.failureCount > 0 {
+            print("---- geoconsentd log ----\n\(rig.stack.daemon.log().suffix(6000))")
+            print("---- helper log ----\n\(tailOf(rig.dir.file("helper.log")))")
+        }
+        rig?.stop()
+        rig = nil
+    }
+
+    func seeAccessPoints() throws {
+        try rig.startNetworkManager()
+        try rig.addAccessPoint("office", ssid: "office", bssid: "00:1A:2B:3C:4D:5E", strength: 70)
+        try rig.addAccessPoint("hall", ssid: "hall", bssid: "00:1a:2b:3c:4d:60", strength: 40)
+        try rig.addAccessPoint("optout", ssid: "neighbour_nomap", bssid: "00:1a:2b:3c:4d:61", strength: 90)
+        try rig.addAccessPoint("phone", ssid: "my phone", bssid: "02:1a:2b:3c:4d:62", strength: 95)
+        try rig.addAccessPoint("stale", ssid: "gone", bssid: "00:1a:2b:3c:4d:63", strength: 60, lastSeen: 1)
+    }
+
+    func testWithNoReceiverTheAppGetsTheWiFiPositionAndTheServerSeesBSSIDsAndSignalsOnly() throws {
+        rig = try WiFiRig()
+        try seeAccessPoints()
+        try rig.serve("ok 52.5163 13.3777 55")
+        let (app, _) = try rig.tappedApp()
+        XCTAssertTrue(rig.requests().isEmpty, "nothing is sent before a position is asked for")
+        XCTAssertFalse(rig.networkManagerCalls().contains("GetAllAccessPoints"), "nor are access points read")
+
+        let here = try XCTUnwrap(LocationBody.decode(rig.locate(app).get()))
+        XCTAssertEqual(here.fix.source, .wifi)
+        XCTAssertEqual(here.latitude, 52.5163)
+        XCTAssertEqual(here.longitude, 13.3777)
+        XCTAssertEqual(here.fix.horizontalAccuracy, 55, "the server's own radius")
+        XCTAssertEqual(here.fix.mode, .twoD)
+
+        let requests = rig.requests()
+        XCTAssertEqual(requests.count, 1)
+        let request = try XCTUnwrap(requests.first)
+        XCTAssertEqual(request["path"] as? String, "/v1/geolocate")
+        let headers = try XCTUnwrap(request["headers"] as? [String: String])
+        XCTAssertTrue(headers["User-Agent"]?.hasPrefix("geoconsent/") ?? false, "\(headers)")
+        let body = try XCTUnwrap(request["body"] as? [String: Any])
+        XCTAssertEqual(Set(body.keys), ["considerIp", "fallbacks", "wifiAccessPoints"])
+        XCTAssertEqual(body["considerIp"] as? Bool, false)
+        XCTAssertEqual(body["fallbacks"] as? [String: Bool], ["ipf": false, "lacf": false])
+        let aps = try XCTUnwrap(body["wifiAccessPoints"] as? [[String: Any]])
+        XCTAssertEqual(aps.map { $0["macAddress"] as? String }, ["00:1a:2b:3c:4d:5e", "00:1a:2b:3c:4d:60"],
+                       "strongest first; no _nomap, no phone hotspot, nothing stale")
+        XCTAssertEqual(aps.map { Set($0.keys) }, [["macAddress", "signalStrength", "age"], ["macAddress", "signalStrength", "age"]])
+        XCTAssertEqual(aps.map { $0["signalStrength"] as? Int }, [-50, -80], "NetworkManager's percentage as dBm")
+        for ssid in ["office", "hall", "neighbour", "phone"] {
+            XCTAssertFalse(rig.rawRequests().contains(ssid), "no SSID reaches the server: \(ssid)")
+        }
+        let calls = rig.networkManagerCalls()
+        XCTAssertTrue(calls.contains("RequestScan"), "a scan is asked for while a position is needed")
+        XCTAssertTrue(stack.daemon.log().contains("from wifi: app"), "the journal names the source")
+        XCTAssertFalse(stack.daemon.log().contains("52.5163"), "never a coordinate in the log")
+
+        // Nobody needs a position now: the helper's connection closes and it exits.
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperProcesses().isEmpty },
+                      "no helper process while no grant needs a position: \(rig.helperProcesses())")
+    }
+
+    var stack: Stack { rig.stack }
+
+    /// Each fault of the server, the helper or NetworkManager fails the
+    /// request with `PositionUnavailable` naming the cause, and the daemon
+    /// goes on (each on a daemon of its own: a failure holds Wi-Fi off for
+    /// `wifi-interval`).
+    func testEachFaultFailsTheRequestNamingItsCause() throws {
+        rig = try WiFiRig()
+        try seeAccessPoints()
+        let faults: [(String, String)] = [
+            ("notfound", "the server knows none of the visible access points"),
+            ("429 120", "the server answered 429 (too many requests)"),
+            ("503", "the server answered 503"),
+            ("notjson", "the reply is not JSON"),
+            ("huge", "the reply is larger than 65536 bytes"),
+            ("hang", "timed out"),
+            ("drip", "timed out"),
+        ]
+        for (mode, cause) in faults {
+            try rig.serve(mode)
+            try stack.restartDaemon()
+            let (app, _) = try rig.tappedApp()
+            let r = rig.locate(app)
+            XCTAssertEqual(r.errorName, GeoConsentAPI.ErrorName.positionUnavailable, "\(mode): \(r)")
+            XCTAssertTrue(r.errorMessage?.contains(cause) ?? false, "\(mode): \(r)")
+            XCTAssertTrue(r.errorMessage?.contains("GPS is off") ?? false, "both sources named: \(r)")
+            XCTAssertTrue(stack.daemon.isRunning, mode)
+        }
+    }
+
+    func testATLSFailureAnUnreachableServerAndAMissingOrCrashingHelper() throws {
+        // The helper does not trust the test CA: the system's CAs do not know it.
+        rig = try WiFiRig(trustCA: false)
+        try seeAccessPoints()
+        var (app, _) = try rig.tappedApp()
+        var r = rig.locate(app)
+        XCTAssertEqual(r.errorName, GeoConsentAPI.ErrorName.positionUnavailable)
+        XCTAssertTrue(r.errorMessage?.contains("TLS failed") ?? false, "\(r)")
+        XCTAssertTrue(rig.requests().isEmpty, "nothing reached an unverified server")
+
+        // The server gone.
+        rig.server.stop()
+        try stack.restartDaemon()
+        (app, _) = try rig.tappedApp()
+        r = rig.locate(app)
+        XCTAssertTrue(r.errorMessage?.contains("cannot reach the server") ?? false, "\(r)")
+
+        // No helper behind the socket.
+        rig.stopHelperSocket()
+        try stack.restartDaemon()
+        (app, _) = try rig.tappedApp()
+        r = rig.locate(app)
+        XCTAssertTrue(r.errorMessage?.contains("the network helper cannot be reached") ?? false, "\(r)")
+        XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    func testAHelperThatCrashesBeforeAnswering() throws {
+        rig = try WiFiRig(helper: ["/bin/sh", "-c", "read line; kill -SEGV $$"])
+        try seeAccessPoints()
+        let (app, _) = try rig.tappedApp()
+        let r = rig.locate(app)
+        XCTAssertTrue(r.errorMessage?.contains("the network helper closed the connection without an answer") ?? false, "\(r)")
+        XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    func testNetworkManagerAbsentOrAnsweringGarbage() throws {
+        rig = try WiFiRig()
+        var (app, _) = try rig.tappedApp()
+        var r = rig.locate(app)
+        XCTAssertTrue(r.errorMessage?.contains("NetworkManager is not running") ?? false, "\(r)")
+
+        try rig.startNetworkManager()
+        _ = try rig.peer.call(WiFiRig.nmBus, "/org/freedesktop/NetworkManager", WiFiRig.mockInterface, "AddMethod",
+                              [.string("org.freedesktop.NetworkManager"), .string("GetDevices"), .string(""),
+                               .string("s"), .string("ret = 'not a list of devices'")]).get()
+        try stack.restartDaemon()
+        (app, _) = try rig.tappedApp()
+        r = rig.locate(app)
+        XCTAssertTrue(r.errorMessage?.contains("NetworkManager answered garbage") ?? false, "\(r)")
+        XCTAssertTrue(rig.requests().isEmpty)
+        XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    func testAFreshGPSFixWinsOverWiFiAndGPSGoesOnWhenWiFiFails() throws {
+        rig = try WiFiRig(gps: true)
+        try seeAccessPoints()
+        try rig.serve("503")
+        let (app, _) = try rig.tappedApp()
+        let feed = LocationFeed()
+        let ticker = LoopTicker(loop: stack.peers.loop, interval: 0.05) { [gpsd = stack.gpsd] in feed.send(to: gpsd) }
+        ticker.start()
+        let r = rig.locate(app)
+        ticker.stop()
+        let fix = try XCTUnwrap(LocationBody.decode(r.get()))
+        XCTAssertEqual(fix.fix.source, .gps)
+        XCTAssertTrue(rig.requests().isEmpty, "GPS answered: no lookup was made")
+        // The receiver silent: after gps-wait Wi-Fi is asked, fails, and the
+        // receiver (connected) still answers the request when it speaks.
+        let call = app.requestLocation(maxAge: 0, timeout: 10)
+        XCTAssertTrue(stack.peers.pump(timeout: 10) { !self.rig.requests().isEmpty }, "Wi-Fi asked once GPS was silent")
+        XCTAssertFalse(call.isDone, "a connected receiver may still answer")
+        ticker.start()
+        stack.peers.pump(timeout: 10) { call.isDone }
+        ticker.stop()
+        XCTAssertEqual(call.result.flatMap { try? $0.get() }.flatMap(LocationBody.decode)?.fix.source, .gps)
+    }
+}
