@@ -164,6 +164,7 @@ PREFIX ?= /usr/local
 GEOCLUE ?=
 SYSCONFDIR ?= /etc
 BINDIR ?= $(PREFIX)/bin
+LIBEXECDIR ?= $(PREFIX)/libexec
 MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
@@ -186,14 +187,21 @@ endif
 .PHONY: install install-geoclue install-agent uninstall
 
 install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
-	@test -x "$(INSTALL_FROM)/geoconsentd" -a -x "$(INSTALL_FROM)/geoconsentctl" || \
-	  { echo "install: no geoconsentd/geoconsentctl in '$(INSTALL_FROM)'" >&2; exit 1; }
+	@test -x "$(INSTALL_FROM)/geoconsentd" -a -x "$(INSTALL_FROM)/geoconsentctl" -a -x "$(INSTALL_FROM)/geoconsent-wifi-helper" || \
+	  { echo "install: no geoconsentd/geoconsentctl/geoconsent-wifi-helper in '$(INSTALL_FROM)'" >&2; exit 1; }
 	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)/gpsd.service.d" \
 	  "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(DBUSPOLICYDIR)" \
 	  "$(DESTDIR)$(DBUSDATADIR)/system-services" "$(DESTDIR)$(DBUSDATADIR)/interfaces" \
 	  "$(DESTDIR)$(SYSCONFDIR)/geoconsent/conf.d" \
 	  "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" "$(DESTDIR)$(MANDIR)/man8"
 	$(INSTALL) -m 0755 "$(INSTALL_FROM)/geoconsentd" "$(INSTALL_FROM)/geoconsentctl" "$(DESTDIR)$(BINDIR)/"
+	$(INSTALL) -d "$(DESTDIR)$(LIBEXECDIR)/geoconsent"
+	$(INSTALL) -m 0755 "$(INSTALL_FROM)/geoconsent-wifi-helper" "$(DESTDIR)$(LIBEXECDIR)/geoconsent/"
+	sed 's|^ExecStart=/usr/libexec/geoconsent/geoconsent-wifi-helper|ExecStart=$(LIBEXECDIR)/geoconsent/geoconsent-wifi-helper|' \
+	  systemd/geoconsent-wifi@.service > "$(DESTDIR)$(UNITDIR)/geoconsent-wifi@.service.tmp"
+	$(INSTALL) -m 0644 "$(DESTDIR)$(UNITDIR)/geoconsent-wifi@.service.tmp" "$(DESTDIR)$(UNITDIR)/geoconsent-wifi@.service"
+	rm -f "$(DESTDIR)$(UNITDIR)/geoconsent-wifi@.service.tmp"
+	$(INSTALL) -m 0644 systemd/geoconsent-wifi.socket "$(DESTDIR)$(UNITDIR)/"
 	sed 's|^ExecStart=/usr/bin/geoconsentd|ExecStart=$(BINDIR)/geoconsentd|' systemd/geoconsentd.service \
 	  > "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp"
 	$(INSTALL) -m 0644 "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp" "$(DESTDIR)$(UNITDIR)/geoconsentd.service"
@@ -206,7 +214,7 @@ install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 	$(INSTALL) -m 0644 interfaces/org.geoconsent.GeoConsent1.xml "$(DESTDIR)$(DBUSDATADIR)/interfaces/"
 	$(INSTALL) -m 0644 man/geoconsentctl.1 "$(DESTDIR)$(MANDIR)/man1/"
 	$(INSTALL) -m 0644 man/geoconsent.conf.5 "$(DESTDIR)$(MANDIR)/man5/"
-	$(INSTALL) -m 0644 man/geoconsentd.8 "$(DESTDIR)$(MANDIR)/man8/"
+	$(INSTALL) -m 0644 man/geoconsentd.8 man/geoconsent-wifi-helper.8 "$(DESTDIR)$(MANDIR)/man8/"
 	@# The translations (po/) of geoconsentctl and the desktop programs, checked and compiled
 	@# into a temporary directory (the source tree may be read-only), then installed.
 	mo=$$(mktemp -d) && trap 'rm -rf "$$mo"' EXIT && bash scripts/po-check.sh "$$mo" >/dev/null && \
@@ -274,6 +282,8 @@ install-agent:
 # Removes what install put there, except the config (yours) and the state.
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/geoconsentd" "$(DESTDIR)$(BINDIR)/geoconsentctl" \
+	  "$(DESTDIR)$(LIBEXECDIR)/geoconsent/geoconsent-wifi-helper" "$(DESTDIR)$(MANDIR)/man8/geoconsent-wifi-helper.8" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsent-wifi.socket" "$(DESTDIR)$(UNITDIR)/geoconsent-wifi@.service" \
 	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service" \
 	  "$(DESTDIR)$(UNITDIR)/gpsd.service.d/geoconsent.conf" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d/geoconsent.conf" \
 	  "$(DESTDIR)$(SYSUSERSDIR)/geoconsent.conf" \
@@ -296,5 +306,6 @@ uninstall:
 	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/geoclue.conf"
 	@f="$(DESTDIR)$(DBUSDATADIR)/system-services/org.freedesktop.GeoClue2.service"; \
 	  if grep -qx 'SystemdService=geoconsentd.service' "$$f" 2>/dev/null; then echo "rm -f $$f"; rm -f "$$f"; fi
+	-rmdir "$(DESTDIR)$(LIBEXECDIR)/geoconsent" 2>/dev/null
 	-rmdir "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" \
 	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d" 2>/dev/null

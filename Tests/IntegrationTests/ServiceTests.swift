@@ -444,13 +444,16 @@ final class ServiceTests: XCTestCase {
             "/etc/geoconsent/geoconsent.conf",
             "/usr/share/man/man8/geoconsentd.8", "/usr/share/man/man1/geoconsentctl.1",
             "/usr/share/man/man5/geoconsent.conf.5",
+            "/usr/libexec/geoconsent/geoconsent-wifi-helper",
+            "/usr/lib/systemd/system/geoconsent-wifi.socket", "/usr/lib/systemd/system/geoconsent-wifi@.service",
+            "/usr/share/man/man8/geoconsent-wifi-helper.8",
             "/usr/share/locale/ko/LC_MESSAGES/geoconsent.mo", "/usr/share/locale/de/LC_MESSAGES/geoconsent.mo",
         ]
         for f in expected {
             XCTAssertTrue(FileManager.default.fileExists(atPath: dest + f), "missing \(f)")
         }
         let fm = FileManager.default
-        for exe in ["/usr/bin/geoconsentd", "/usr/bin/geoconsentctl"] {
+        for exe in ["/usr/bin/geoconsentd", "/usr/bin/geoconsentctl", "/usr/libexec/geoconsent/geoconsent-wifi-helper"] {
             XCTAssertEqual(access(dest + exe, X_OK), 0, "\(exe) not executable")
         }
         // Shipped files are installed unchanged, except the unit's ExecStart=.
@@ -458,6 +461,8 @@ final class ServiceTests: XCTestCase {
                     ("dbus-policy/org.geoconsent.GeoConsent1.service", "/usr/share/dbus-1/system-services/org.geoconsent.GeoConsent1.service"),
                     ("interfaces/org.geoconsent.GeoConsent1.xml", "/usr/share/dbus-1/interfaces/org.geoconsent.GeoConsent1.xml"),
                     ("systemd/geoconsent.sysusers", "/usr/lib/sysusers.d/geoconsent.conf"),
+                    ("systemd/geoconsent-wifi.socket", "/usr/lib/systemd/system/geoconsent-wifi.socket"),
+                    ("systemd/geoconsent-wifi@.service", "/usr/lib/systemd/system/geoconsent-wifi@.service"),
                     ("config/geoconsent.conf", "/etc/geoconsent/geoconsent.conf")]
         for (src, dst) in same {
             XCTAssertTrue(fm.contentsEqual(atPath: ServiceTests.root + "/" + src, andPath: dest + dst), "\(dst) differs from \(src)")
@@ -476,9 +481,11 @@ final class ServiceTests: XCTestCase {
         XCTAssertEqual(version.status, 0)
         XCTAssertEqual(version.output, "geoconsentd 0.1.0\n")
         XCTAssertEqual(try ChildProcess.run(dest + "/usr/bin/geoconsentctl", ["--help"]).status, 0)
+        XCTAssertEqual(try ChildProcess.run(dest + "/usr/libexec/geoconsent/geoconsent-wifi-helper", ["--version"]).output,
+                       "geoconsent-wifi-helper 0.1.0\n")
 
         // The man pages render without warnings and have a NAME line mandb can index.
-        for page in ["man8/geoconsentd.8", "man1/geoconsentctl.1", "man5/geoconsent.conf.5"] {
+        for page in ["man8/geoconsentd.8", "man1/geoconsentctl.1", "man5/geoconsent.conf.5", "man8/geoconsent-wifi-helper.8"] {
             try checkManPage(dest + "/usr/share/man/" + page)
         }
         // sysusers.d entry: systemd-sysusers would create the user.
@@ -537,6 +544,10 @@ final class ServiceTests: XCTestCase {
         for option in options(in: daemonHelp) {
             XCTAssertTrue(d8.contains(option), "geoconsentd(8) does not document \(option)")
         }
+        let helper8 = try page("geoconsent-wifi-helper.8")
+        for option in options(in: try ChildProcess.run(TestPaths.binDir + "/geoconsent-wifi-helper", ["--help"]).output) {
+            XCTAssertTrue(helper8.contains(option), "geoconsent-wifi-helper(8) does not document \(option)")
+        }
         let ctlHelp = try ChildProcess.run(TestPaths.binDir + "/geoconsentctl", ["--help"]).output
         for option in options(in: ctlHelp) {
             XCTAssertTrue(ctl1.contains(option), "geoconsentctl(1) does not document \(option)")
@@ -557,7 +568,7 @@ final class ServiceTests: XCTestCase {
         for key in ["prompt-timeout", "gpsd-linger", "idle-exit", "reduced-grid", "state-dir", "system-uid-max", "allow",
                     "policy", "sessions-per-user",
                     "waiting-per-user", "prompts-per-user", "consents-per-user", "location-requests-per-session",
-                    "serve"] {
+                    "serve", "gps", "gps-wait", "static-file", "wifi-url", "wifi-ca-file", "wifi-interval"] {
             XCTAssertTrue(conf5.contains(key), "geoconsent.conf(5) does not document \(key)")
             XCTAssertTrue(config.contains("#\(key) ="), "config/geoconsent.conf does not list \(key)")
         }
