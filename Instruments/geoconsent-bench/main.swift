@@ -110,7 +110,8 @@ if let f = ProcessInfo.processInfo.environment["BENCH_SCALING_SESSIONS"] {
 // phase), BENCH_ONLY=startup only starts and stops the daemon (profiling one
 // path, e.g. with BENCH_DAEMON running callgrind), BENCH_ONLY=marshal only the
 // marshallers' rows, BENCH_ONLY=logind only the logind rows (LogindRows.swift),
-// BENCH_ONLY=scaling only the scaling rows and their plot, BENCH_ONLY=facadechurn
+// BENCH_ONLY=scaling only the scaling rows and their plot, BENCH_ONLY=wifi only the
+// Wi-Fi rows (WiFiRows.swift), BENCH_ONLY=facadechurn
 // only the facade's churn against GeoClue 2.6's and our own API's (BENCH_CHURN=N
 // clients a round, BENCH_CHURN_TRACE=DIR writes each cycle's time there).
 let only = ProcessInfo.processInfo.environment["BENCH_ONLY"]
@@ -151,6 +152,14 @@ func facadeChurn() throws -> [Row] {
 if only == "facadechurn" {
     daemon.stop(); gpsd.stop(); bus.stop()
     printTable(try facadeChurn())
+    exit(0)
+}
+if only == "wifi" {
+    // Wi-Fi positioning alone, on a bus of its own (WiFiRows.swift).
+    daemon.stop(); gpsd.stop(); bus.stop()
+    let wifi = try wifiRows(samples: quick ? 2 : 15, idleSeconds: counts.idleSeconds)
+    printTable(wifi)
+    save(wifi)
     exit(0)
 }
 if only == "activation" {
@@ -781,6 +790,10 @@ rows += try facadeChurn()
 // MARK: 8. Activation (exit when idle)
 
 rows += try activationRows(rounds: counts.activations, quick: quick)
+
+// MARK: 9. Wi-Fi positioning (WiFiRows.swift)
+
+rows += try wifiRows(samples: quick ? 2 : 15, idleSeconds: counts.idleSeconds)
 
 print("")
 printTable(rows)

@@ -15,7 +15,7 @@ final class WiFiSourceBusTests: XCTestCase {
     override func tearDown() {
         if let rig, let t = testRun, t.failureCount > 0 {
             print("---- geoconsentd log ----\n\(rig.stack.daemon.log().suffix(6000))")
-            print("---- helper log ----\n\(tailOf(rig.dir.file("helper.log")))")
+            print("---- helper log ----\n\(tailOf(rig.dir.file("helper.log")))\n---- NetworkManager ----\n\(rig.networkManager?.calls() ?? "")")
         }
         rig?.stop()
         rig = nil
@@ -33,10 +33,10 @@ final class WiFiSourceBusTests: XCTestCase {
     func testWithNoReceiverTheAppGetsTheWiFiPositionAndTheServerSeesBSSIDsAndSignalsOnly() throws {
         rig = try WiFiRig()
         try seeAccessPoints()
-        try rig.serve("ok 52.5163 13.3777 55")
+        try rig.server.serve("ok 52.5163 13.3777 55")
         let (app, _) = try rig.tappedApp()
-        XCTAssertTrue(rig.requests().isEmpty, "nothing is sent before a position is asked for")
-        XCTAssertFalse(rig.networkManagerCalls().contains("GetAllAccessPoints"), "nor are access points read")
+        XCTAssertTrue(rig.server.requests().isEmpty, "nothing is sent before a position is asked for")
+        XCTAssertFalse((rig.networkManager?.calls() ?? "").contains("GetAllAccessPoints"), "nor are access points read")
 
         let here = try XCTUnwrap(LocationBody.decode(rig.locate(app).get()))
         XCTAssertEqual(here.fix.source, .wifi)
@@ -45,7 +45,7 @@ final class WiFiSourceBusTests: XCTestCase {
         XCTAssertEqual(here.fix.horizontalAccuracy, 55, "the server's own radius")
         XCTAssertEqual(here.fix.mode, .twoD)
 
-        let requests = rig.requests()
+        let requests = rig.server.requests()
         XCTAssertEqual(requests.count, 1)
         let request = try XCTUnwrap(requests.first)
         XCTAssertEqual(request["path"] as? String, "/v1/geolocate")
@@ -61,16 +61,16 @@ final class WiFiSourceBusTests: XCTestCase {
         XCTAssertEqual(aps.map { Set($0.keys) }, [["macAddress", "signalStrength", "age"], ["macAddress", "signalStrength", "age"]])
         XCTAssertEqual(aps.map { $0["signalStrength"] as? Int }, [-50, -80], "NetworkManager's percentage as dBm")
         for ssid in ["office", "hall", "neighbour", "phone"] {
-            XCTAssertFalse(rig.rawRequests().contains(ssid), "no SSID reaches the server: \(ssid)")
+            XCTAssertFalse(rig.server.rawRequests().contains(ssid), "no SSID reaches the server: \(ssid)")
         }
-        let calls = rig.networkManagerCalls()
+        let calls = (rig.networkManager?.calls() ?? "")
         XCTAssertTrue(calls.contains("RequestScan"), "a scan is asked for while a position is needed")
         XCTAssertTrue(stack.daemon.log().contains("from wifi: app"), "the journal names the source")
         XCTAssertFalse(stack.daemon.log().contains("52.5163"), "never a coordinate in the log")
 
         // Nobody needs a position now: the helper's connection closes and it exits.
-        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperProcesses().isEmpty },
-                      "no helper process while no grant needs a position: \(rig.helperProcesses())")
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperSocket.helperProcesses().isEmpty },
+                      "no helper process while no grant needs a position: \(rig.helperSocket.helperProcesses())")
     }
 
     var stack: Stack { rig.stack }
@@ -92,7 +92,7 @@ final class WiFiSourceBusTests: XCTestCase {
             ("drip", "timed out"),
         ]
         for (mode, cause) in faults {
-            try rig.serve(mode)
+            try rig.server.serve(mode)
             try stack.restartDaemon()
             let (app, _) = try rig.tappedApp()
             let r = rig.locate(app)
@@ -111,17 +111,17 @@ final class WiFiSourceBusTests: XCTestCase {
         var r = rig.locate(app)
         XCTAssertEqual(r.errorName, GeoConsentAPI.ErrorName.positionUnavailable)
         XCTAssertTrue(r.errorMessage?.contains("TLS failed") ?? false, "\(r)")
-        XCTAssertTrue(rig.requests().isEmpty, "nothing reached an unverified server")
+        XCTAssertTrue(rig.server.requests().isEmpty, "nothing reached an unverified server")
 
         // The server gone.
-        rig.server.stop()
+        rig.server.process.stop()
         try stack.restartDaemon()
         (app, _) = try rig.tappedApp()
         r = rig.locate(app)
         XCTAssertTrue(r.errorMessage?.contains("cannot reach the server") ?? false, "\(r)")
 
         // No helper behind the socket.
-        rig.stopHelperSocket()
+        rig.helperSocket.stop()
         try stack.restartDaemon()
         (app, _) = try rig.tappedApp()
         r = rig.locate(app)
@@ -145,21 +145,20 @@ final class WiFiSourceBusTests: XCTestCase {
         XCTAssertTrue(r.errorMessage?.contains("NetworkManager is not running") ?? false, "\(r)")
 
         try rig.startNetworkManager()
-        _ = try rig.peer.call(WiFiRig.nmBus, "/org/freedesktop/NetworkManager", WiFiRig.mockInterface, "AddMethod",
-                              [.string("org.freedesktop.NetworkManager"), .string("GetDevices"), .string(""),
-                               .string("s"), .string("ret = 'not a list of devices'")]).get()
+        try rig.networkManager!.replace("org.freedesktop.NetworkManager", "GetDevices", out: "s",
+                                        code: "ret = 'not a list of devices'", at: "/org/freedesktop/NetworkManager")
         try stack.restartDaemon()
         (app, _) = try rig.tappedApp()
         r = rig.locate(app)
         XCTAssertTrue(r.errorMessage?.contains("NetworkManager answered garbage") ?? false, "\(r)")
-        XCTAssertTrue(rig.requests().isEmpty)
+        XCTAssertTrue(rig.server.requests().isEmpty)
         XCTAssertTrue(stack.daemon.isRunning)
     }
 
     func testAFreshGPSFixWinsOverWiFiAndGPSGoesOnWhenWiFiFails() throws {
         rig = try WiFiRig(gps: true)
         try seeAccessPoints()
-        try rig.serve("503")
+        try rig.server.serve("503")
         let (app, _) = try rig.tappedApp()
         let feed = LocationFeed()
         let ticker = LoopTicker(loop: stack.peers.loop, interval: 0.05) { [gpsd = stack.gpsd] in feed.send(to: gpsd) }
@@ -168,11 +167,11 @@ final class WiFiSourceBusTests: XCTestCase {
         ticker.stop()
         let fix = try XCTUnwrap(LocationBody.decode(r.get()))
         XCTAssertEqual(fix.fix.source, .gps)
-        XCTAssertTrue(rig.requests().isEmpty, "GPS answered: no lookup was made")
+        XCTAssertTrue(rig.server.requests().isEmpty, "GPS answered: no lookup was made")
         // The receiver silent: after gps-wait Wi-Fi is asked, fails, and the
         // receiver (connected) still answers the request when it speaks.
         let call = app.requestLocation(maxAge: 0, timeout: 10)
-        XCTAssertTrue(stack.peers.pump(timeout: 10) { !self.rig.requests().isEmpty }, "Wi-Fi asked once GPS was silent")
+        XCTAssertTrue(stack.peers.pump(timeout: 10) { !self.rig.server.requests().isEmpty }, "Wi-Fi asked once GPS was silent")
         XCTAssertFalse(call.isDone, "a connected receiver may still answer")
         ticker.start()
         stack.peers.pump(timeout: 10) { call.isDone }

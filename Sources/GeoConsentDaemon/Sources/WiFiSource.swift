@@ -49,6 +49,10 @@ final class WiFiSource: PositionSourceDriver {
             }
         }
         busy = true
+        // The helper starts (systemd starts it on the connection) while
+        // NetworkManager is read: its start-up and libcurl's overlap that.
+        // A failure here is said when the request would go (ask).
+        if helper < 0 { try? connect() }
         let generation = self.generation
         reader.read { [weak self] result in
             guard let self, self.generation == generation else { return }
