@@ -331,6 +331,8 @@ public final class LocationCore {
             serve(&shown, grants)
         } else {
             armGPSWait()
+            // GPS spoke while the lookup ran: no other is needed.
+            if fix.source == .wifi && wifiOpen { closeWiFi() }
         }
     }
 

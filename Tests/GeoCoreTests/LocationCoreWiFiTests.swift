@@ -71,6 +71,17 @@ final class LocationCoreWiFiTests: XCTestCase {
         XCTAssertTrue(rig.advance(3.5).contains(.open(.wifi)), "and one again once it is silent")
     }
 
+    func testALookupThatEndsAfterGPSSpokeIsNotSentAndClosesWiFi() {
+        let rig = LocationRig(wifiEnabled: true, grants: [a: .full])
+        rig.start(a)
+        rig.connected()
+        XCTAssertTrue(rig.advance(3).contains(.open(.wifi)))
+        XCTAssertEqual(rig.fix(Spot.here).updates[a], Spot.here, "GPS speaks while the lookup runs")
+        let late = rig.wifiFound(Self.wifi())
+        XCTAssertTrue(late.updates.isEmpty, "never a worse fix while a fresh one is there")
+        XCTAssertTrue(late.contains(.close(.wifi)))
+    }
+
     func testAFailedLookupWithNoReceiverFailsTheRequestWithBothCauses() {
         let rig = LocationRig(wifiEnabled: true, grants: [a: .full, b: .full])
         rig.start(b)
