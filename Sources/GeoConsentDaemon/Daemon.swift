@@ -262,6 +262,22 @@ public final class Daemon {
                         isFirstProcess: { [callers] in callers.isFirstProcess(caller.connection) })
     }
 
+    /// Sessions holding a grant, counted from the grant journal's notes: the
+    /// location side readies its sources while one does.
+    private var grantsHeld = 0
+
+    private func countGrants(_ notes: [GrantNote]) {
+        let before = grantsHeld
+        for n in notes {
+            switch n.change {
+            case .began: grantsHeld += 1
+            case .ended: grantsHeld -= 1
+            case .served: break
+            }
+        }
+        if (before > 0) != (grantsHeld > 0) { location.grantsHeld(grantsHeld > 0) }
+    }
+
     func releaseProcessWatch(of connection: String) {
         if !core.hasSessions(connection: connection) { processes.forget(connection) }
     }
@@ -280,6 +296,7 @@ public final class Daemon {
         // The grant journal (GrantJournal.swift): after the effects, so a line
         // never tells of a grant the app has not been told of yet.
         for n in notes { Log.byCaller(uid: n.uid, .info, n.description) }
+        countGrants(notes)
         if case .request(_, let caller, _) = event { watchProcess(of: caller) }
     }
 

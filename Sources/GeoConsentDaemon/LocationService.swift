@@ -90,6 +90,11 @@ final class LocationService: SourceSink {
         feed(.drop(session: session))
     }
 
+    /// Whether any session holds a grant (the grant journal's count).
+    func grantsHeld(_ held: Bool) {
+        feed(.grantsHeld(held))
+    }
+
     /// The session's login session is paused: no fix reaches it until `resume`.
     func pause(session: SessionID, _ reason: PauseReason) {
         feed(.pause(session: session, reason))
@@ -174,6 +179,8 @@ final class LocationService: SourceSink {
             for frontEnd in frontEnds.all { frontEnd.inUseChanged(value) }
         case .open(let kind):
             sources[kind]?.open()
+        case .warm(let kind):
+            sources[kind]?.warm()
         case .close(let kind):
             sources[kind]?.close()
         case .served(let session, let source):

@@ -54,6 +54,8 @@ public final class LocationCore {
     /// No source can give a position: the failure the sessions were told
     /// (once), until a position is served again.
     private var unavailable: LocationFailure?
+    /// Some session holds a grant (`grantsHeld`).
+    private var grantsHeld = false
     /// Sources each session without updates has had fixes from (with updates:
     /// `Subscriber.served`), so the journal names each source once per session.
     private var servedOnce: [SessionID: UInt8] = [:]
@@ -142,6 +144,9 @@ public final class LocationCore {
             choice.set(source, nil, at: now)   // the source said why in its own words
         case .opened, .openFailed:
             break   // only the receiver is opened and closed
+        case .grantsHeld(let held):
+            grantsHeld = held
+            if held { warmWiFi() } else if !demand && wifiOpen && !wifiInFlight { closeWiFi() }
         case .timerFired(let timer):
             fired(timer, grants)
         }
@@ -339,6 +344,7 @@ public final class LocationCore {
     /// GPS had its chance: another source's position goes out, if there is one.
     private func gpsWaitEnded(_ grants: (SessionID) -> Accuracy?) {
         choice.gpsWentSilent()
+        if grantsHeld { warmWiFi() }
         wantWiFi()
         guard let best = choice.fallback(now: now) else { return }
         effects.append(.log(.info, "no fix from \(receiverName) for \(choice.gpsWait) s: " +
@@ -462,7 +468,7 @@ public final class LocationCore {
         } else {
             if gpsWaitScheduled { cancel(.gpsWait) }
             if wifiTimerScheduled { cancel(.wifiLookup) }
-            if wifiOpen && !wifiInFlight { closeWiFi() }
+            if wifiOpen && !wifiInFlight && !grantsHeld { closeWiFi() }
             if receiverConnected && !lingerScheduled {
                 lingerScheduled = true
                 effects.append(.scheduleTimer(.linger, after: linger))
@@ -608,6 +614,16 @@ public final class LocationCore {
         wifiOpen = true
         effects.append(.open(.wifi))
         return true
+    }
+
+    /// While a grant holds and GPS is silent, the helper is started before
+    /// its first lookup is needed: no network is touched until then, and its
+    /// start-up (an exec and libcurl's libraries, docs/performance.md) is off
+    /// the path of the app's first request. Closed when no grant holds.
+    private func warmWiFi() {
+        guard wifiEnabled, choice.gpsSilent, !wifiOpen else { return }
+        wifiOpen = true
+        effects.append(.warm(.wifi))
     }
 
     private func closeWiFi() {

@@ -32,6 +32,9 @@ public enum LocationEvent: Equatable, Sendable {
     /// The source has no position any more: the receiver's connection closed,
     /// the static file went away or became unreadable. `reason` says why.
     case lost(PositionSource, reason: String)
+    /// Whether any session holds a grant now (the consent core's journal
+    /// counts them): while one does, a source may be readied (`warm`).
+    case grantsHeld(Bool)
     /// A timer the core scheduled went off.
     case timerFired(LocationTimer)
 }
@@ -119,6 +122,10 @@ public enum LocationEffect: Equatable, Sendable {
     /// Start one attempt to open the source (the receiver: connect to gpsd);
     /// its outcome comes back as `opened` or `openFailed`.
     case open(PositionSource)
+    /// Make the source ready without asking it for a position (Wi-Fi: start
+    /// the network helper, which touches no network until asked), so that
+    /// the first lookup of a grant does not wait for it.
+    case warm(PositionSource)
     /// Close the source.
     case close(PositionSource)
     /// `session` got its first fix from `source`: a line for the grant journal.

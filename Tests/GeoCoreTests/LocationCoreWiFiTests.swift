@@ -71,6 +71,24 @@ final class LocationCoreWiFiTests: XCTestCase {
         XCTAssertTrue(rig.advance(3.5).contains(.open(.wifi)), "and one again once it is silent")
     }
 
+    func testTheHelperIsReadiedWhileAGrantHoldsAndClosedWhenNoneDoes() {
+        let rig = LocationRig(gpsEnabled: false, wifiEnabled: true, grants: [a: .full])
+        XCTAssertEqual(rig.send(.grantsHeld(true)), [.warm(.wifi)], "a grant began: the helper starts, nothing is asked")
+        let step = rig.locate(a)
+        XCTAssertTrue(step.effects.contains(.open(.wifi)))
+        let found = rig.wifiFound(Self.wifi())
+        XCTAssertEqual(found.reply(to: step.call), .location(Self.wifi(), .full))
+        XCTAssertFalse(found.contains(.close(.wifi)), "the grant still holds: the helper stays for the next request")
+        XCTAssertEqual(rig.send(.grantsHeld(false)), [.close(.wifi)], "no grant: no helper")
+        XCTAssertTrue(rig.send(.grantsHeld(false)).isEmpty)
+
+        // GPS not (yet) found silent: nothing is readied for a grant.
+        let gps = LocationRig(wifiEnabled: true, grants: [a: .full])
+        XCTAssertTrue(gps.send(.grantsHeld(true)).isEmpty)
+        // Wi-Fi off: nothing either.
+        XCTAssertTrue(LocationRig(gpsEnabled: false).send(.grantsHeld(true)).isEmpty)
+    }
+
     func testALookupThatEndsAfterGPSSpokeIsNotSentAndClosesWiFi() {
         let rig = LocationRig(wifiEnabled: true, grants: [a: .full])
         rig.start(a)

@@ -35,6 +35,8 @@ final class WiFiSourceBusTests: XCTestCase {
         try seeAccessPoints()
         try rig.server.serve("ok 52.5163 13.3777 55")
         let (app, _) = try rig.tappedApp()
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperSocket.helperProcesses().count == 1 },
+                      "a grant holds and GPS is off: the helper is started ahead of the first request")
         XCTAssertTrue(rig.server.requests().isEmpty, "nothing is sent before a position is asked for")
         XCTAssertFalse((rig.networkManager?.calls() ?? "").contains("GetAllAccessPoints"), "nor are access points read")
 
@@ -68,9 +70,10 @@ final class WiFiSourceBusTests: XCTestCase {
         XCTAssertTrue(stack.daemon.log().contains("from wifi: app"), "the journal names the source")
         XCTAssertFalse(stack.daemon.log().contains("52.5163"), "never a coordinate in the log")
 
-        // Nobody needs a position now: the helper's connection closes and it exits.
+        // The grant ends with the app: the helper's connection closes and it exits.
+        app.connection.close()
         XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperSocket.helperProcesses().isEmpty },
-                      "no helper process while no grant needs a position: \(rig.helperSocket.helperProcesses())")
+                      "no helper process while no grant holds: \(rig.helperSocket.helperProcesses())")
     }
 
     var stack: Stack { rig.stack }

@@ -34,6 +34,10 @@ final class NetworkManagerReader {
 
     private let outgoing: OutgoingCalls
     private var lastScan: Double?
+    /// The Wi-Fi devices found by the last read, kept while the source is
+    /// open (`forgetDevices` when it closes): a lookup's refresh reads their
+    /// access points without asking for the devices again.
+    private var wifiDevices: [String]?
 
     init(outgoing: OutgoingCalls) {
         self.outgoing = outgoing
@@ -41,6 +45,7 @@ final class NetworkManagerReader {
 
     /// The access points, strongest first, or why there are none.
     func read(_ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
+        if let known = wifiDevices { return wireless(known, found: [], done) }
         call(Self.path, Self.busName, "GetDevices", []) { [self] result in
             switch result {
             case .failure(let e): done(.failure(e))
@@ -53,40 +58,70 @@ final class NetworkManagerReader {
         }
     }
 
-    /// Reads each device in turn; Wi-Fi devices give access points.
-    private func devices(_ paths: [String], _ found: [AccessPoint],
+    /// Finds the Wi-Fi devices among `paths`, one at a time, then reads them.
+    private func devices(_ paths: [String], _ wifi: [String],
                          _ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
         guard let device = paths.first else {
-            let strongest = found.sorted { $0.signal > $1.signal }.prefix(WiFiLookupWire.maxAccessPoints)
-            return done(.success(Array(strongest)))
+            wifiDevices = wifi
+            return wireless(wifi, found: [], done)
         }
         let rest = Array(paths.dropFirst())
         call(device, ObjectServer.properties, "Get", [.string(Self.deviceInterface), .string("DeviceType")]) { [self] result in
             guard case .success(let args) = result, args.first?.unwrapped.uint32Value == Self.wifiDeviceType else {
-                return devices(rest, found, done)   // not Wi-Fi, or gone meanwhile
+                return devices(rest, wifi, done)   // not Wi-Fi, or gone meanwhile
             }
-            scanIfDue(device)
-            call(device, Self.wirelessInterface, "GetAllAccessPoints", []) { [self] result in
-                guard case .success(let args) = result,
-                      let aps = args.first?.arrayValue?.compactMap({ $0.objectPathValue }) else {
-                    return devices(rest, found, done)
-                }
-                accessPoints(Array(aps.prefix(Self.maxAccessPoints)), found) { [self] more in
-                    devices(rest, more, done)
-                }
+            devices(rest, wifi + [device], done)
+        }
+    }
+
+    /// Reads each Wi-Fi device's access points in turn.
+    private func wireless(_ devices: [String], found: [AccessPoint],
+                          _ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
+        guard let device = devices.first else {
+            let strongest = found.sorted { $0.signal > $1.signal }.prefix(WiFiLookupWire.maxAccessPoints)
+            return done(.success(Array(strongest)))
+        }
+        let rest = Array(devices.dropFirst())
+        scanIfDue(device)
+        call(device, Self.wirelessInterface, "GetAllAccessPoints", []) { [self] result in
+            guard case .success(let args) = result,
+                  let aps = args.first?.arrayValue?.compactMap({ $0.objectPathValue }) else {
+                wifiDevices = nil   // gone: look for the devices again next time
+                return wireless(rest, found: found, done)
+            }
+            accessPoints(Array(aps.prefix(Self.maxAccessPoints)), found) { [self] more in
+                wireless(rest, found: more, done)
             }
         }
     }
 
+    /// The source closed: the devices are looked for again at the next read.
+    func forgetDevices() { wifiDevices = nil }
+
+    /// Calls to NetworkManager in flight at once while access points are
+    /// read: within the budget's 4, one left for a scan request.
+    static let readsAtOnce = 3
+
+    /// Reads the access points' properties, `readsAtOnce` at a time.
     private func accessPoints(_ paths: [String], _ found: [AccessPoint], _ done: @escaping ([AccessPoint]) -> Void) {
-        guard let ap = paths.first else { return done(found) }
-        call(ap, ObjectServer.properties, "GetAll", [.string(Self.accessPointInterface)]) { [self] result in
-            var found = found
-            if case .success(let args) = result, let props = args.first?.vardictValue, let a = Self.accessPoint(props) {
-                found.append(a)
+        guard !paths.isEmpty else { return done(found) }
+        var next = 0, answered = 0
+        var collected = found
+        // A refused call answers at once, inside `start`: `next` is checked each time.
+        func start() {
+            guard next < paths.count else { return }
+            let path = paths[next]
+            next += 1
+            call(path, ObjectServer.properties, "GetAll", [.string(Self.accessPointInterface)]) { result in
+                answered += 1
+                if case .success(let args) = result, let props = args.first?.vardictValue, let a = Self.accessPoint(props) {
+                    collected.append(a)
+                }
+                if next < paths.count { start() }
+                if answered == paths.count { done(collected) }
             }
-            accessPoints(Array(paths.dropFirst()), found, done)
         }
+        for _ in 0..<min(Self.readsAtOnce, paths.count) { start() }
     }
 
     /// An access point worth looking up, from its properties.

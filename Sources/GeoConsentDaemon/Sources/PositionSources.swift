@@ -18,8 +18,15 @@ protocol PositionSourceDriver: AnyObject {
     /// The core asked for the source (`LocationEffect.open`): the outcome
     /// comes back as `opened` or `openFailed`.
     func open()
+    /// Make the source ready without asking it anything (`LocationEffect.warm`).
+    func warm()
     /// The core no longer needs the source.
     func close()
     /// The daemon is stopping: release everything.
     func shutdown()
+}
+
+extension PositionSourceDriver {
+    /// Most sources have nothing to ready.
+    func warm() {}
 }

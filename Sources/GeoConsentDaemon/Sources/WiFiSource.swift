@@ -67,9 +67,16 @@ final class WiFiSource: PositionSourceDriver {
         }
     }
 
+    /// Starts the helper (systemd starts it on the connection) ahead of the
+    /// first lookup; a failure is said when that lookup would go (ask).
+    func warm() {
+        if helper < 0 { try? connect() }
+    }
+
     func close() {
         generation += 1
         busy = false
+        reader.forgetDevices()
         disconnect()
     }
 
