@@ -91,7 +91,9 @@ final class StaticSourceBusTests: XCTestCase {
         XCTAssertTrue(feed.sentPosition(latitude: gps.latitude, longitude: gps.longitude))
         XCTAssertFalse(p.locations(from: mark).drop { $0.fix.source != .gps }.contains { $0.fix.source == .static },
                        "no static position while GPS is fresh")
-        // The grant journal names each source once for the session.
+        // The grant journal names each source once for the session (its line
+        // is written after the signal goes out).
+        XCTAssertTrue(waitForLog("from gps: app"))
         let log = stack.daemon.log()
         XCTAssertEqual(log.components(separatedBy: "from static: app").count - 1, 1, log)
         XCTAssertEqual(log.components(separatedBy: "from gps: app").count - 1, 1, log)

@@ -98,8 +98,9 @@ final class TappingProcessFallbackTests: XCTestCase {
     func testPidfdOpenRefusedBySeccompLeavesSessionsAsBefore() throws {
         let root = try peers.connect(bus.address)
         let baseline = Hostile.fdCount(daemon.pid)
-        var (list, during) = try sessions(20)
-        XCTAssertEqual(during, baseline, "no descriptor is kept for a session")
+        var (list, _) = try sessions(20)
+        // Settled: a descriptor open for a moment (a /proc read of a caller) is not kept.
+        XCTAssertEqual(settledFDCount(baseline), baseline, "no descriptor is kept for a session")
         list.removeAll()
         waitUntilNoSessions(root)
         (list, _) = try sessions(5)
