@@ -424,7 +424,8 @@ wait_for 40 "geoconsentctl watch's first fix" has_fix
 alive watch || fail "geoconsentctl watch ended: $(cat "$TMP/watch.err")"
 start settings "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
 wait_for 20 "the settings window" has_line settings '^ready window='
-wait_for 10 "geoconsentctl's row, in use now" has_line settings '^row [^ ]*/geoconsentctl decision=one-time accuracy=reduced in-use=1 '
+# The window opens after the watch's first fix: it says where that came from.
+wait_for 10 "geoconsentctl's row, in use now, from GPS" has_line settings '^row [^ ]*/geoconsentctl decision=one-time accuracy=reduced in-use=1 source=gps '
 SET_WIN=$(field "$(line settings '^ready window=')" window)
 [[ -n $SET_WIN && $SET_WIN == "$(find_window '^Location Settings$')" ]] || fail "no window 'Location Settings' ($SET_WIN)"
 has_line settings '^row [^ ]*python3[^ ]* decision=one-time accuracy=full in-use=0 ' ||

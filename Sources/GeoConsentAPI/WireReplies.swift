@@ -67,16 +67,20 @@ public enum SessionListReply {
 /// `uid` u, `app-id` s, `status` u, `updates` b, `paused` s (`locked`,
 /// `inactive`, or empty while the session is not paused), `receiving` b
 /// (fixes reach it now), `accuracy` s (`full`, `reduced`, or `none` without a
-/// grant). Keys may be added; a client ignores those it does not know.
+/// grant), `source` s (where its last position came from: `gps`, `wifi`,
+/// `static`; absent before its first). Keys may be added; a client ignores
+/// those it does not know.
 public enum SessionDetailsReply {
     /// The daemon's reply (typed even when empty).
     public static func encode(_ sessions: [SessionInfo]) -> [DBusValue] {
         [.array(element: "(sa{sv})", sessions.map {
-            .structure([.string($0.name), .vardict([
+            var details: [String: DBusValue] = [
                 "uid": .uint32($0.uid), "app-id": .string($0.appID), "status": .uint32($0.status.rawValue),
                 "updates": .bool($0.updates), "paused": .string($0.paused?.rawValue ?? ""),
                 "receiving": .bool($0.receiving), "accuracy": .string($0.accuracy?.rawValue ?? "none"),
-            ])])
+            ]
+            if let source = $0.source { details["source"] = .string(source.rawValue) }
+            return .structure([.string($0.name), .vardict(details)])
         })]
     }
 
@@ -89,10 +93,12 @@ public enum SessionDetailsReply {
             guard let f = e.structFields, f.count == 2, let name = f[0].stringValue, let d = f[1].vardictValue,
                   let uid = d["uid"]?.uint32Value, let app = d["app-id"]?.stringValue,
                   let status = d["status"]?.uint32Value.flatMap(AuthorizationStatus.init) else { return nil }
-            return SessionInfo(name: name, uid: uid, appID: app, status: status, updates: d["updates"]?.boolValue ?? false,
-                               paused: PauseReason(rawValue: d["paused"]?.stringValue ?? ""),
-                               receiving: d["receiving"]?.boolValue ?? false,
-                               accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? ""))
+            var info = SessionInfo(name: name, uid: uid, appID: app, status: status, updates: d["updates"]?.boolValue ?? false,
+                                   paused: PauseReason(rawValue: d["paused"]?.stringValue ?? ""),
+                                   receiving: d["receiving"]?.boolValue ?? false,
+                                   accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? ""))
+            info.source = d["source"]?.stringValue.flatMap(PositionSource.init(rawValue:))
+            return info
         }
     }
 }

@@ -44,4 +44,5 @@ final class DaemonHost: FrontEndHost {
 
     var locationInUse: Bool { daemon.location.inUse }
     var locationReceiverConnected: Bool { daemon.location.receiverConnected }
+    var lastSources: [String: PositionSource] { daemon.location.lastSources }
 }

@@ -122,6 +122,8 @@ public protocol FrontEndHost: AnyObject {
     var locationInUse: Bool { get }
     /// Whether the receiver (gpsd) is connected.
     var locationReceiverConnected: Bool { get }
+    /// Where each session's last position came from, by the session's name.
+    var lastSources: [String: PositionSource] { get }
 }
 
 /// What a front end may read of the consent core.

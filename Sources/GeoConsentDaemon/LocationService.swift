@@ -28,6 +28,10 @@ final class LocationService: SourceSink {
     private let frontEnds: FrontEnds
 
     var receiverConnected: Bool { core.receiverConnected }
+    /// Where each session's last position came from, by its name (`ListSessionDetails`).
+    var lastSources: [String: PositionSource] {
+        Dictionary(core.lastSources.map { ($0.key.description, $0.value) }, uniquingKeysWith: { a, _ in a })
+    }
     var inUse: Bool { core.inUse }
 
     /// The sources `[sources]` turns on: the receiver at `host:port`, the

@@ -232,6 +232,9 @@ public struct SessionInfo: Equatable, Sendable {
     /// Fixes reach it now: its updates are on, it holds a grant, and it is
     /// not paused (the settings window's "in use now").
     public var receiving: Bool
+    /// Where the last position it got came from (the location side fills it
+    /// in: the consent core does not see positions); nil before the first.
+    public var source: PositionSource?
     /// The accuracy fixes for it have now (`grantedAccuracy`); nil without a
     /// grant or while paused, as `GetAuthorization` says.
     public var accuracy: Accuracy?

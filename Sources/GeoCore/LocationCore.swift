@@ -59,6 +59,9 @@ public final class LocationCore {
     /// Sources each session without updates has had fixes from (with updates:
     /// `Subscriber.served`), so the journal names each source once per session.
     private var servedOnce: [SessionID: UInt8] = [:]
+    /// The source of the last answer to each session's `RequestLocation`
+    /// (with updates, `Subscriber.lastSent` says it).
+    private var lastReplySource: [SessionID: PositionSource] = [:]
     /// Waiting `RequestLocation` calls, per session in arrival order.
     private var pending: [SessionID: [CallID]] = [:]
     private var pendingSession: [CallID: SessionID] = [:]
@@ -99,6 +102,13 @@ public final class LocationCore {
         if !pending.isEmpty { return true }
         if paused.isEmpty { return !subscribers.isEmpty }
         return subscribers.keys.contains { paused[$0] == nil }
+    }
+
+    /// Where each session's last position came from (`ListSessionDetails`).
+    public var lastSources: [SessionID: PositionSource] {
+        var out = lastReplySource
+        for (session, sub) in subscribers { if let source = sub.lastSent?.source { out[session] = source } }
+        return out
     }
 
     /// Handles one event at monotonic time `now` (ns). `grants` is the accuracy a
@@ -275,6 +285,7 @@ public final class LocationCore {
     private func drop(_ session: SessionID) {
         subscribers[session] = nil
         servedOnce[session] = nil
+        lastReplySource[session] = nil
         for call in pending.removeValue(forKey: session) ?? [] {
             pendingSession[call] = nil
             cancel(.timeout(call))
@@ -379,6 +390,7 @@ public final class LocationCore {
     /// A `RequestLocation`'s answer, and the journal's first word of its source.
     private func reply(_ call: CallID, _ session: SessionID, _ shown: inout Shown, _ acc: Accuracy) {
         out(.reply(call, .location(shown.view(acc), acc)))
+        lastReplySource[session] = shown.fix.source
         let bit = shown.fix.source.bit
         if var sub = subscribers[session] {
             guard sub.served & bit == 0 else { return }

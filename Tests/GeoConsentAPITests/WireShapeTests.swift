@@ -85,8 +85,11 @@ final class WireShapeTests: XCTestCase {
     func testSessionDetailsReply() {
         let paused = SessionInfo(name: ":1.1", uid: 1000, appID: "/usr/bin/x", status: .restricted, updates: true,
                                  paused: .locked)
-        let running = SessionInfo(name: ":1.2/geoclue/1", uid: 0, appID: "/usr/bin/y", status: .whenInUse, updates: true,
+        var running = SessionInfo(name: ":1.2/geoclue/1", uid: 0, appID: "/usr/bin/y", status: .whenInUse, updates: true,
                                   receiving: true, accuracy: .reduced)
+        running.source = .wifi
+        XCTAssertEqual(SessionDetailsReply.encode([running]).first?.arrayValue?.first?.structFields?[1].vardictValue?["source"],
+                       .string("wifi"), "where its last position came from; absent before the first (below)")
         XCTAssertEqual(SessionDetailsReply.encode([paused]),
                        [.array(element: "(sa{sv})", [.structure([.string(":1.1"), .vardict([
                            "uid": .uint32(1000), "app-id": .string("/usr/bin/x"), "status": .uint32(1),

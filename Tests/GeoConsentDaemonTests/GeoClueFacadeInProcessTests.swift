@@ -48,6 +48,7 @@ final class GeoClueFacadeInProcessTests: XCTestCase {
         func setUpdateOptions(session: SessionID, _ options: UpdateOptions) {}
         var locationInUse: Bool { false }
         var locationReceiverConnected: Bool { true }
+        var lastSources: [String: PositionSource] { [:] }
     }
 
     private var host: RecordingHost!

@@ -81,12 +81,17 @@ final class StaticSourceBusTests: XCTestCase {
         // Updates start with the static position; the first GPS fix takes over.
         XCTAssertNoThrow(try p.geo("StartUpdates", [.vardict([:])]).get())
         XCTAssertEqual(p.waitForSignal(LocationUpdatedSignal.member)?.location?.fix.source, .static)
+        func listedSource() throws -> PositionSource? {
+            try SessionDetailsReply.decode(p.geo("ListSessionDetails").get())?.first { $0.name == p.uniqueName }?.source
+        }
+        XCTAssertEqual(try listedSource(), .static, "ListSessionDetails says where its last position came from")
         let feed = LocationFeed(latitude: 48.1173, longitude: 11.516667)
         let mark = p.signals.count
         let ticker = LoopTicker(loop: stack.peers.loop, interval: 0.05) { [gpsd = stack.gpsd] in feed.send(to: gpsd) }
         ticker.start()
         XCTAssertTrue(stack.peers.pump(timeout: 10) { p.locations(from: mark).contains { $0.fix.source == .gps } })
         ticker.stop()
+        XCTAssertEqual(try listedSource(), .gps)
         let gps = try XCTUnwrap(p.locations(from: mark).first { $0.fix.source == .gps })
         XCTAssertTrue(feed.sentPosition(latitude: gps.latitude, longitude: gps.longitude))
         XCTAssertFalse(p.locations(from: mark).drop { $0.fix.source != .gps }.contains { $0.fix.source == .static },

@@ -18,7 +18,7 @@ Shows, for the user running it:
 
 Lines on standard output (for logs and for desktop/test-desktop.sh):
   ready window=XID                         the window is on screen
-  row APP decision=D accuracy=A in-use=0|1 reset=X,Y,W,H
+  row APP decision=D accuracy=A in-use=0|1 source=gps|wifi|static|- reset=X,Y,W,H
                                            one app's row, its Reset armed (after
                                            each refresh or move; the rectangle is
                                            relative to the window)
@@ -79,6 +79,13 @@ def accuracy_text(record):
     if acc == "full":
         return "full", _("Precise")
     return "none", "\u2014"
+
+
+def source_text(source):
+    """Where an app's last position came from (ListSessionDetails' `source`),
+    in words; None when the daemon did not say."""
+    return {"gps": _("from the GPS receiver"), "wifi": _("from nearby Wi-Fi networks"),
+            "static": _("from this computer's fixed position")}.get(source)
 
 
 def last_used_text(record):
@@ -250,7 +257,8 @@ class Settings(Gtk.Window):
     def _fill(self, consents, sessions):
         uid = os.getuid()
         records = {app: rec for (u, app, rec) in consents if u == uid}
-        in_use = {d.get("app-id") for (_name, d) in sessions
+        # The apps receiving now, and where each one's last position came from.
+        in_use = {d.get("app-id"): d.get("source") for (_name, d) in sessions
                   if d.get("uid") == uid and d.get("receiving") is True}
         live = {d.get("app-id") for (_name, d) in sessions if d.get("uid") == uid}
         for child in self.rows.get_children():
@@ -258,12 +266,12 @@ class Settings(Gtk.Window):
         self.resets = {}
         self.laying_out = True
         for app in sorted(set(records) | live):
-            self.rows.add(self._row(app, records.get(app, {}), app in in_use))
+            self.rows.add(self._row(app, records.get(app, {}), app in in_use, in_use.get(app)))
         self.rows.show_all()
         log("refreshed", len(self.resets))
         GLib.idle_add(self._log_rows, records, in_use)
 
-    def _row(self, app, record, using):
+    def _row(self, app, record, using, source):
         row = Gtk.ListBoxRow()
         h = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=10)
         for side in ("top", "bottom", "start", "end"):
@@ -281,7 +289,8 @@ class Settings(Gtk.Window):
         _acc, acc_text = accuracy_text(record)
         parts = [decision_text(record), acc_text, last_used_text(record)]
         if using:
-            parts.insert(0, _("In use now"))
+            where = source_text(source)
+            parts.insert(0, _("In use now") + (" " + where if where else ""))
         line = Gtk.Label(label=" \u00b7 ".join(parts))
         line.set_xalign(0)
         line.set_line_wrap(True)
@@ -338,7 +347,8 @@ class Settings(Gtk.Window):
             rec = records.get(app, {})
             acc, _text = accuracy_text(rec)
             log("row", app, f"decision={rec.get('decision') or ('one-time' if rec.get('one-time-approved') else 'none')}",
-                f"accuracy={acc}", f"in-use={1 if app in in_use else 0}", "reset={},{},{},{}".format(*rect))
+                f"accuracy={acc}", f"in-use={1 if app in in_use else 0}", f"source={in_use.get(app) or '-'}",
+                "reset={},{},{},{}".format(*rect))
         return False
 
     def _check_resets(self):

@@ -120,7 +120,9 @@ final class OwnAPI: FrontEnd {
             return ConsentListReply.encode(list)
         case .sessions(let list):
             return SessionListReply.encode(list)
-        case .sessionDetails(let list):
+        case .sessionDetails(var list):
+            let sources = host.lastSources
+            for i in list.indices { list[i].source = sources[list[i].name] }
             return SessionDetailsReply.encode(list)
         }
     }
