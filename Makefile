@@ -231,6 +231,7 @@ install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 	fi
 	@if [ -z "$(DESTDIR)" ]; then \
 	  echo "install: now run: systemd-sysusers; systemctl daemon-reload; systemctl reload dbus;"; \
+	  echo "         systemctl enable --now geoconsent-wifi.socket;"; \
 	  echo "         systemctl stop gpsd.service gpsd.socket geoconsentd.service; systemctl start gpsd.socket"; \
 	  echo "         (README \"Install\")"; \
 	fi

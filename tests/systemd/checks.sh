@@ -22,6 +22,19 @@ CAP_MASK=0000000000080000
 # gpsd's shared-memory export: SysV key "GPSD".
 GPSD_SHM_KEY=$((0x47505344))
 EXPOSURE_LIMIT=1.5
+# The Wi-Fi helper's unit (geoconsent-wifi@.service) rates 1.1: what remains
+# is the network it exists for (AF_INET/AF_INET6, no PrivateNetwork=, no IP
+# allow list: the server is wherever wifi-url says), AF_UNIX, the host's root
+# and ProtectClock='s read access to the RTC. The limit is just above that.
+WIFI_EXPOSURE_LIMIT=1.2
+# The Wi-Fi helper's socket, a client that talks to it as the daemon does, a
+# valid request, and where the test's geolocate server keeps its files
+# (world-readable: the helper's dynamic user reads the test CA there).
+WIFI_SOCK=/run/geoconsent/wifi.sock
+WIFI_HELPER=/usr/libexec/geoconsent/geoconsent-wifi-helper
+WIFI_CLIENT=$CHECKS_DIR/wifi-client.py
+WIFI_REQUEST='lookup 00:1a:2b:3c:4d:5e,-50,1000 00:1a:2b:3c:4d:60,-80,0'
+WIFI_SERVER_DIR=/run/geoconsent-test-wifi
 # nmea-replay of the release build (test-units.sh sets it; not part of the
 # package), and where in the container the feeder unit finds it and the track.
 FEEDER=${FEEDER:-$REPO/.build/release/nmea-replay}
@@ -37,6 +50,7 @@ expect() { local d=$1; shift; if "$@"; then pass "$d"; else fail "$d"; fi; }
 info() { echo "     [$VARIANT] $*"; }
 
 as_nobody() { ct_exec setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+as_geoconsent() { ct_exec setpriv --reuid=geoconsent --regid=geoconsent --clear-groups "$@"; }
 unit_prop() { ct_exec systemctl show -P "$2" "$1"; }
 daemon_pid() { unit_prop geoconsentd.service MainPID; }
 
@@ -240,7 +254,7 @@ check_login_session() {
         GetSession s "$id" | awk '{ gsub(/"/, "", $2); print $2 }')
     session_out() { ct_exec cat "$log" 2>/dev/null; }
     daemon_log() { ct_sh "journalctl -u geoconsentd --no-pager -o cat"; }
-    expect "the watch in that session gets fixes" wait_for 20 eval 'session_out | grep -qE "  [23]d$"'
+    expect "the watch in that session gets fixes" wait_for 20 eval 'session_out | grep -qE "  [23]d  gps$"'
     expect "the daemon follows the session ($path, in use)" wait_for 5 \
         eval 'daemon_log | grep -qF "login session $path: in use"'
     ct_exec busctl call org.freedesktop.login1 "$path" org.freedesktop.login1.Session SetLockedHint b true
@@ -254,7 +268,7 @@ check_login_session() {
     ct_exec touch /tmp/geoconsent-test-unlocked
     expect "SetLockedHint false: a tap grants again and a fix comes" wait_for 20 \
         eval 'session_out | grep -q " Latitude: " && session_out | tail -1 | grep -q "locate exited 0"'
-    out=$(session_out | grep -v "  [23]d$" | tail -8)
+    out=$(session_out | grep -v "  [23]d  gps$" | tail -8)
     info "the session's output (fixes left out): ${out//$'\n'/ | }"
     ct_exec systemctl stop geoconsent-test-session.service
     ct_exec rm -f "$log" /tmp/geoconsent-test-unlocked
@@ -304,6 +318,119 @@ check_outside() {
         test "$counts" = "0 3 3"
 }
 
+# The Wi-Fi network helper (geoconsent-wifi.socket, geoconsent-wifi@.service;
+# man geoconsent-wifi-helper(8)) under the real systemd: the socket listens
+# from installation on (README "Install"'s block enables it, the package's
+# maintainer scripts do), only the daemon's user may connect, each connection
+# starts a helper of a dynamic user that exits when the connection closes, a
+# real lookup reaches a loopback HTTPS server with BSSIDs, signals and ages
+# alone, and the helper, the one process of ours that reaches the network,
+# is not in gpsd's namespace, while the daemon's holds nothing but lo.
+wifi_instances() {
+    ct_exec systemctl list-units --no-legend --plain 'geoconsent-wifi@*.service' | awk '{ print $1 }'
+}
+wifi_helper_gone() { [[ -z $(wifi_instances) ]] && ! ct_exec pgrep -f "^$WIFI_HELPER" >/dev/null; }
+
+check_wifi_helper() {
+    local state mode out line unit pid uid daemon gpsd nh nd ng n1
+    state=$(ct_exec systemctl is-enabled geoconsent-wifi.socket)/$(unit_prop geoconsent-wifi.socket ActiveState)/$(unit_prop geoconsent-wifi.socket SubState)
+    expect "geoconsent-wifi.socket is enabled and listening after installation ($state)" \
+        test "$state" = enabled/active/listening
+    mode=$(ct_exec stat -c '%F %U %G %a' "$WIFI_SOCK" 2>&1)
+    expect "$WIFI_SOCK is a socket of geoconsent's, mode 0600 ($mode)" test "$mode" = "socket geoconsent geoconsent 600"
+    out=$(as_nobody python3 "$WIFI_CLIENT" </dev/null 2>&1)
+    expect "nobody cannot connect to it ($out)" eval '[[ $out == "refused: Permission denied"* ]]'
+    expect "no helper runs (nobody's attempt started none)" wifi_helper_gone
+
+    # A connection of geoconsent's, held open: the client sends what we write
+    # to the coprocess and prints the answers; its end of input closes it.
+    ct_exec timeout 20 geoconsentctl status >/dev/null   # the daemon runs, for its namespace
+    daemon=$(daemon_pid); gpsd=$(unit_prop gpsd.service MainPID)
+    coproc WIFI_CONN { as_geoconsent python3 "$WIFI_CLIENT" 2>&1; }
+    local rfd=${WIFI_CONN[0]} wfd=${WIFI_CONN[1]} cpid=$WIFI_CONN_PID
+    read -r -t 10 line <&"$rfd"
+    expect "geoconsent connects to $WIFI_SOCK (${line:-no answer})" test "$line" = connected
+    # The unit's MainPID is systemd's child from the fork on: wait for the exec.
+    wait_for 10 eval 'unit=$(wifi_instances | head -n 1); [[ -n $unit ]] && pid=$(unit_prop "$unit" MainPID) &&
+        [[ $pid != 0 && $(ct_exec readlink "/proc/$pid/exe") == "$WIFI_HELPER" ]]'
+    if [[ -z $unit || -z $pid || $pid == 0 ]]; then
+        fail "the connection started no helper: $(wifi_instances; ct_exec systemctl status --no-pager geoconsent-wifi.socket 2>&1 | tail -5)"
+    else
+        expect "the connection started $unit, whose process (pid $pid) is $WIFI_HELPER" \
+            test "$(ct_exec readlink "/proc/$pid/exe")" = "$WIFI_HELPER"
+        uid=$(ct_exec awk '$1 == "Uid:" { print $2 }' "/proc/$pid/status")
+        expect "it runs as a dynamic user: DynamicUser=$(unit_prop "$unit" DynamicUser), uid ${uid:-?} (systemd's range 61184-65519)" \
+            eval '[[ $(unit_prop "$unit" DynamicUser) == yes && ${uid:-0} -ge 61184 && ${uid:-0} -le 65519 && $(unit_prop "$unit" UID) == "$uid" ]]'
+        nh=$(ct_exec readlink "/proc/$pid/ns/net"); ng=$(ct_exec readlink "/proc/$gpsd/ns/net")
+        nd=$(ct_exec readlink "/proc/$daemon/ns/net"); n1=$(ct_exec readlink "/proc/1/ns/net")
+        expect "the helper's network namespace is the machine's ($nh), not the one of gpsd and the daemon ($ng)" \
+            test -n "$nh" -a -n "$ng" -a "$nh" = "$n1" -a "$nh" != "$ng" -a "$ng" = "$nd"
+        expect "from the helper's namespace gpsd's 127.0.0.1:2947 is closed" eval '! tcp_open_in "$pid" 127.0.0.1 2947'
+        echo "$WIFI_REQUEST" >&"$wfd"
+        line=; read -r -t 20 line <&"$rfd"
+        expect "a request on it is answered '${line:-nothing}' ([sources] wifi-url is empty)" \
+            test "$line" = "error Wi-Fi positioning is off: [sources] wifi-url is empty"
+    fi
+    { exec {wfd}>&-; } 2>/dev/null
+    wait "$cpid" 2>/dev/null
+    expect "the connection closed, the helper exited: no instance and no helper process left" wait_for 10 wifi_helper_gone
+    [[ -z $unit ]] || expect "and systemd saw it exit successfully ($unit: 'Deactivated successfully')" wait_for 5 \
+        ct_sh "journalctl -b -u '$unit' --no-pager -o cat | grep -q 'Deactivated successfully'"
+
+    # The daemon's namespace: the loopback alone, no way out.
+    local links routes
+    links=$(ct_exec nsenter -t "$daemon" -n ip -o link show | awk -F': ' '{ print $2 }' | xargs)
+    routes=$(ct_exec nsenter -t "$daemon" -n ip route show table all; ct_exec nsenter -t "$daemon" -n ip -6 route show table all)
+    expect "the daemon's network namespace has no interface but lo ($links)" test "$links" = lo
+    expect "and no route but lo's ($(grep -c . <<<"$routes") routes in all tables, none through another device; the main table is empty)" \
+        eval '! grep -v " dev lo " <<<"$routes" | grep -q . && [[ -z $(ct_exec nsenter -t "$daemon" -n ip route show) ]]'
+
+    # A real lookup: the test's geolocate server (tests/wifi) on the machine's
+    # loopback, which the helper reaches and the daemon does not.
+    local dir=$WIFI_SERVER_DIR port verdict
+    ct_sh "rm -rf $dir && mkdir -m 0755 $dir"
+    ct_exec systemd-run --quiet --unit=geoconsent-test-geolocate \
+        python3 "$REPO/tests/wifi/geolocate-server.py" "$dir"
+    if wait_for 30 ct_exec test -s "$dir/port"; then
+        port=$(ct_exec cat "$dir/port")
+        ct_exec chmod 0644 "$dir/ca.pem"
+        ct_sh "printf '[sources]\nwifi-url = https://127.0.0.1:$port/v1/geolocate\nwifi-ca-file = $dir/ca.pem\n' \
+            >/etc/geoconsent/conf.d/test-wifi.conf"
+        out=$(printf '%s\n' "$WIFI_REQUEST" | as_geoconsent timeout 40 python3 "$WIFI_CLIENT" 2>&1)
+        expect "with wifi-url https://127.0.0.1:$port/v1/geolocate (the test CA in wifi-ca-file) a request gets: ${out//$'\n'/ | }" \
+            test "$out" = $'connected\nposition 52.5163 13.3777 50.0'
+        verdict=$(ct_exec python3 -c '
+import json, sys
+reqs = [json.loads(line) for line in open(sys.argv[1])]
+want = {"considerIp": False, "fallbacks": {"ipf": False, "lacf": False},
+        "wifiAccessPoints": [{"macAddress": "00:1a:2b:3c:4d:5e", "signalStrength": -50, "age": 1000},
+                             {"macAddress": "00:1a:2b:3c:4d:60", "signalStrength": -80, "age": 0}]}
+wrong = [] if len(reqs) == 1 else ["%d requests" % len(reqs)]
+for r in reqs:
+    if (r["method"], r["path"]) != ("POST", "/v1/geolocate"):
+        wrong.append("%s %s" % (r["method"], r["path"]))
+    if r["body"] != want:
+        wrong.append("body " + json.dumps(r["body"]))
+print("; ".join(wrong) or "ok")
+for r in reqs:
+    print("%s %s %s (User-Agent: %s)" % (r["method"], r["path"], json.dumps(r["body"]), r["headers"].get("User-Agent")))
+' "$dir/requests.jsonl" 2>&1)
+        expect "the server got exactly that request: one POST, each access point's macAddress, signalStrength and age alone, considerIp false, no fallbacks (${verdict%%$'\n'*})" \
+            test "${verdict%%$'\n'*}" = ok
+        info "what the server got: ${verdict#*$'\n'}"
+        expect "the daemon's namespace cannot reach the server (127.0.0.1:$port is closed there)" \
+            eval '! tcp_open_in "$daemon" 127.0.0.1 "$port"'
+    else
+        fail "the geolocate server did not start: $(ct_exec journalctl -u geoconsent-test-geolocate --no-pager -o cat | tail -5)"
+    fi
+    ct_exec rm -f /etc/geoconsent/conf.d/test-wifi.conf
+    ct_exec systemctl stop geoconsent-test-geolocate.service
+    ct_exec rm -rf "$dir"
+    expect "that lookup's helper exited too" wait_for 10 wifi_helper_gone
+
+    unit_exposure geoconsent-wifi@x.service "$WIFI_EXPOSURE_LIMIT"
+}
+
 # The namespace belongs to no single unit (docs/gpsd-lockdown.md: each of
 # the three lists the other two): gpsd.socket and gpsd.service restarted while
 # the daemon runs join the daemon's namespace again, and when everything was
@@ -326,15 +453,18 @@ check_namespace_order() {
     expect "and 127.0.0.1:2947 is closed outside" eval '! tcp_open 127.0.0.1 2947'
 }
 
-check_exposure() {
-    local out score
-    out=$(ct_exec systemd-analyze security --no-pager geoconsentd.service 2>&1)
-    score=$(sed -n 's/.*Overall exposure level for geoconsentd.service: \([0-9.]*\).*/\1/p' <<<"$out")
-    info "systemd-analyze security geoconsentd.service (online): ${score:-?}"
-    if [[ -n $score ]] && awk -v s="$score" -v l="$EXPOSURE_LIMIT" 'BEGIN { exit !(s <= l) }'; then
-        pass "online exposure level $score <= $EXPOSURE_LIMIT"
+check_exposure() { unit_exposure geoconsentd.service "$EXPOSURE_LIMIT"; }
+
+# unit_exposure UNIT LIMIT: systemd-analyze security UNIT, online, at most LIMIT.
+unit_exposure() {
+    local unit=$1 limit=$2 out score
+    out=$(ct_exec systemd-analyze security --no-pager "$unit" 2>&1)
+    score=$(sed -n 's/.*Overall exposure level for [^ ]*: \([0-9.]*\).*/\1/p' <<<"$out")
+    info "systemd-analyze security $unit (online): ${score:-?}"
+    if [[ -n $score ]] && awk -v s="$score" -v l="$limit" 'BEGIN { exit !(s <= l) }'; then
+        pass "online exposure level of $unit $score <= $limit"
     else
-        fail "online exposure level '${score:-none}' above $EXPOSURE_LIMIT:"$'\n'"$out"
+        fail "online exposure level of $unit '${score:-none}' above $limit:"$'\n'"$out"
     fi
 }
 
@@ -421,6 +551,8 @@ check_after_reboot() {
     expect "after the reboot gpsd.socket is listening" \
         test "$(unit_prop gpsd.socket ActiveState)" = active
     expect "and outside its namespace 127.0.0.1:2947 is closed" eval '! tcp_open 127.0.0.1 2947'
+    expect "after the reboot geoconsent-wifi.socket is listening (enabled in sockets.target)" \
+        test "$(unit_prop geoconsent-wifi.socket SubState)" = listening
     ct_exec systemctl start geoconsent-test-feeder.service
     local out
     out=$(as_nobody timeout 30 geoconsentctl locate 2>&1)
@@ -487,6 +619,7 @@ run_checks() {
     check_login_session
     check_namespaces
     check_outside
+    check_wifi_helper
     check_namespace_order
     check_exposure
     check_kill

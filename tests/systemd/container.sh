@@ -138,11 +138,12 @@ ct_start() {
     [[ -n $pid ]] || { ct_log "no systemd in the container after 10 s"; return 1; }
     CT_LEADER=$pid
 
-    # Until its manager socket exists, systemctl cannot connect: ask again.
+    # Until its manager socket exists, systemctl cannot connect, and until
+    # /run/systemd/system exists it says "offline" (sd_booted): ask again.
     local state
     for ((i = 0; i < 200; i++)); do
         state=$(timeout 120 nsenter -t "$CT_LEADER" -a systemctl is-system-running --wait 2>&1)
-        [[ $state == *"Failed to connect"* ]] || break
+        [[ $state == *"Failed to connect"* || $state == offline ]] || break
         sleep 0.02
     done
     CT_BOOT_MS=$(( $(ct_now_ms) - t0 ))

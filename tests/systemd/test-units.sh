@@ -292,11 +292,12 @@ check_reinstall() {
     expect "the daemon answers after the upgrade" eval 'ct_exec timeout 10 geoconsentctl status >/dev/null'
 }
 
-# apt purge: every file of the package, the state and the config are gone;
+# apt purge: every file of the package, the state and the config are gone,
+# the Wi-Fi helper's socket unit is stopped and its socket file removed;
 # the system user stays (Debian keeps system users); gpsd is back on the
 # machine's loopback (the drop-ins are gone and postrm restarted its socket).
 check_purge() {
-    local files left
+    local files left state
     # The test's own feeder unit is not the package's: it goes first.
     ct_exec systemctl stop geoconsent-test-feeder.service
     ct_exec rm -rf /etc/systemd/system/geoconsent-test-feeder.service "$FEEDER_DIR"
@@ -305,6 +306,9 @@ check_purge() {
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent
     left=$(ct_sh 'while read -r f; do [[ -d $f || ! -e $f && ! -L $f ]] || echo "$f"; done' <<<"$files")
     expect "no file of the package is left${left:+: $left}" test -z "$left"
+    state=$(unit_prop geoconsent-wifi.socket LoadState)/$(unit_prop geoconsent-wifi.socket ActiveState)
+    expect "the Wi-Fi helper's socket unit is stopped and gone ($state), and $WIFI_SOCK with it (RemoveOnStop=)" \
+        eval '[[ $state == not-found/inactive ]] && ! ct_exec test -e "$WIFI_SOCK"'
     expect "/var/lib/geoconsent (state) and /etc/geoconsent (config) are gone" \
         eval '! ct_exec test -e /var/lib/geoconsent && ! ct_exec test -e /etc/geoconsent'
     # Anything named after us that the container wrote, besides the user's
