@@ -46,7 +46,7 @@ build:
 # The tests that start no process (no bus, no gpsd, no daemon): the pure cores,
 # wire shapes, identity from a fake /proc, the budgets' arithmetic, the loop's
 # timers, fix mapping. Under a minute on a warm build; `make test` runs them too.
-CHECK_TESTS := ^(GeoCoreTests|GeoSystemTests|GeoConsentAPITests|GeoConsentDaemonTests)\.|^GeoDBusTests\.(EventLoopTimerTests|EventLoopIdleTests|ManualClockTests|WireEncoderTests)|^GeoGPSTests\.FixMappingTests
+CHECK_TESTS := ^(GeoCoreTests|GeoGeolocateTests|GeoSystemTests|GeoConsentAPITests|GeoConsentDaemonTests)\.|^GeoDBusTests\.(EventLoopTimerTests|EventLoopIdleTests|ManualClockTests|WireEncoderTests)|^GeoGPSTests\.FixMappingTests
 check:
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-swift-testing --parallel --filter '$(CHECK_TESTS)'

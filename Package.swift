@@ -32,6 +32,9 @@ let package = Package(
 
         // Pure core: consent/session state machine, config parsing. No I/O.
         .target(name: "GeoCore"),
+        // The network helper's side of Wi-Fi positioning: the ichnaea geolocate API
+        // (JSON, request and reply) and its rules around the server (cache, backoff).
+        .target(name: "GeoGeolocate", dependencies: ["GeoCore"]),
         // Typed D-Bus layer and the poll() event loop (the only code that calls libdbus).
         .target(name: "GeoDBus", dependencies: ["CDBus"]),
         // The geoconsent D-Bus API declared once: names, interface tables, option decoding.
@@ -48,7 +51,7 @@ let package = Package(
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
         .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient", "GeoCore", "CIntl"]),
         // The one process that reaches the network: Wi-Fi lookups over HTTPS, socket-activated.
-        .executableTarget(name: "geoconsent-wifi-helper", dependencies: ["GeoCore", "GeoSystem", "CCurl"]),
+        .executableTarget(name: "geoconsent-wifi-helper", dependencies: ["GeoCore", "GeoGeolocate", "GeoSystem", "CCurl"]),
 
         // Instruments, apart from the product (Instruments/): what tests and the bench
         // run beside it. None is installed or packaged.
@@ -60,7 +63,7 @@ let package = Package(
         // of the GeoClue2 protocol (the daemon is measured with the same).
         .target(name: "CBenchFloor", dependencies: ["CDBus"], path: "Instruments/CBenchFloor"),
         // make bench: the real stack against floors measured in the same run.
-        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "CBenchFloor", "CCurl"],
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "GeoGeolocate", "CBenchFloor", "CCurl"],
                           path: "Instruments/geoconsent-bench"),
         // One unprivileged local user for the integration tests: the victim, its
         // agent, and the attacks (run as other uids with setpriv).
@@ -72,6 +75,7 @@ let package = Package(
                           path: "Instruments/geoconsent-frontend-lab"),
 
         .testTarget(name: "GeoCoreTests", dependencies: ["GeoCore"]),
+        .testTarget(name: "GeoGeolocateTests", dependencies: ["GeoGeolocate", "GeoCore"]),
         .testTarget(name: "GeoSystemTests", dependencies: ["GeoSystem", "GeoCore"]),
         .testTarget(name: "GeoDBusTests", dependencies: ["GeoDBus", "GeoTestSupport"]),
         .testTarget(name: "GeoGPSTests", dependencies: ["GeoGPS", "GeoTestSupport"]),

@@ -1,4 +1,5 @@
 import CCurl
+import GeoGeolocate
 import Foundation
 import GeoConsentAPI
 import GeoCore

@@ -1,5 +1,6 @@
 import CCurl
 import GeoCore
+import GeoGeolocate
 
 /// POSTs a JSON body to the geolocate server over HTTPS with libcurl (the
 /// only file that calls it): certificate verification on (libcurl's

@@ -7,6 +7,7 @@
 // when the daemon closes the connection or sends nothing for --idle-exit seconds.
 import Glibc
 import GeoCore
+import GeoGeolocate
 import GeoSystem
 
 let usage = """

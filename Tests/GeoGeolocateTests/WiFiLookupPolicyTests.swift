@@ -1,5 +1,6 @@
 import XCTest
-@testable import GeoCore
+import GeoCore
+@testable import GeoGeolocate
 
 /// The network helper's rules around the server (docs/dbus-api.md "Wi-Fi"):
 /// a cache per set of access points for a bounded time, the server's 429 and

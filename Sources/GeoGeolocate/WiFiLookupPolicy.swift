@@ -1,3 +1,5 @@
+import GeoCore
+
 /// What the network helper does around each request to the geolocate
 /// server (docs/dbus-api.md "Wi-Fi"), without I/O, clock injected: answers
 /// from its cache for the same access points, refuses to ask again while the
