@@ -160,6 +160,8 @@ has_line() { grep -Eq -- "$2" "$TMP/$1.log" 2>/dev/null; }
 line() { grep -E -- "$2" "$TMP/$1.log" 2>/dev/null | tail -n 1; }
 # field LINE KEY: the value of KEY=VALUE in LINE.
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+# has_line_after NAME FIRST THEN: a line matching THEN after one matching FIRST.
+has_line_after() { awk -v a="$2" -v b="$3" '$0 ~ a {seen=1; next} seen && $0 ~ b {found=1} END {exit !found}' "$TMP/$1.log"; }
 
 # Window helpers (xdotool finds windows by name; rectangles are x,y,w,h).
 find_window() { xdotool search --onlyvisible --name "$1" 2>/dev/null | head -n 1; }
@@ -237,8 +239,11 @@ start backdrop "${GUI_ENV[@]}" "$PY" "$DESKTOP/xvfb-helper" backdrop '#4b5563'
 wait_for 20 "the backdrop" has_line backdrop '^backdrop ready'
 
 # ---- bus, gpsd, daemon -------------------------------------------------------
-# No automatic agent: the graphical one under test is the user's agent.
-GEOCONSENT_AGENT=none start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
+# No automatic agent: the graphical one under test is the user's agent. Wi-Fi
+# positioning is configured, so that the settings window shows root its switch
+# (GPS answers here: no lookup is made, and its helper is nowhere).
+printf '[sources]\nwifi-url = https://127.0.0.1:9/v1/geolocate\nwifi-helper = %s\n' "$TMP/no-helper.sock" >"$TMP/sources.conf"
+GEOCONSENT_CONFIG="$TMP/sources.conf" GEOCONSENT_AGENT=none start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
 stack_up() { has_line stack '^geoconsent stack is running' || ! alive stack; }
 wait_for 30 "scripts/run-stack.sh" stack_up
 has_line stack '^geoconsent stack is running' || fail "scripts/run-stack.sh did not start the stack"
@@ -426,6 +431,19 @@ start settings "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
 wait_for 20 "the settings window" has_line settings '^ready window='
 # The window opens after the watch's first fix: it says where that came from.
 wait_for 10 "geoconsentctl's row, in use now, from GPS" has_line settings '^row [^ ]*/geoconsentctl decision=one-time accuracy=reduced in-use=1 source=gps '
+# Where positions come from: the receiver and Wi-Fi (configured, on); root
+# switches Wi-Fi off with a click, and on again.
+has_line settings '^sources gps,wifi wifi=on$' || fail "the sources line: $(grep '^sources' "$TMP/settings.log" | tail -n 2)"
+wait_for 10 "the Wi-Fi switch laid out" has_line settings '^wifi-switch '
+click_rect "$(find_window '^Location Settings$')" "$(field "$(line settings '^wifi-switch ')" at)"
+wait_for 10 "Wi-Fi switched off by the click" has_line settings '^sources gps,wifi wifi=off$'
+[[ $("$BUSCTL" --address="$BUS" get-property org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 \
+    org.geoconsent.GeoConsent1 WiFiEnabled) == "b false" ]] || fail "the daemon's WiFiEnabled after the click"
+"$BIN/geoconsentctl" --bus "$BUS" wifi on || fail "geoconsentctl wifi on"
+wait_for 10 "the window to follow the daemon" has_line_after settings '^sources gps,wifi wifi=off$' '^sources gps,wifi wifi=on$'
+pass "the settings window says where positions come from, and root switches Wi-Fi positioning with a click"
+# The switching made the window read everything again: its rows are armed anew.
+wait_for 10 "the rows armed again" has_line_after settings '^sources gps,wifi wifi=on$' '^row [^ ]*/geoconsentctl '
 SET_WIN=$(field "$(line settings '^ready window=')" window)
 [[ -n $SET_WIN && $SET_WIN == "$(find_window '^Location Settings$')" ]] || fail "no window 'Location Settings' ($SET_WIN)"
 has_line settings '^row [^ ]*python3[^ ]* decision=one-time accuracy=full in-use=0 ' ||

@@ -6,6 +6,9 @@
 #   nmea-replay --loop --now, replaying data/track.nmea (a drive around Berlin)
 #   geoconsentd --bus ADDR --gpsd 127.0.0.1:PORT --config CONF (idle-exit = 0) --state-dir TMP/state
 #
+# GEOCONSENT_CONFIG=FILE: its lines are added to CONF (for example a
+# [sources] section: docs/dbus-api.md "Sources").
+#
 # GEOCONSENT_GEOCLUE=1: the daemon also serves GeoClue2 (CONF gets
 # [geoclue] serve = true, as `make install GEOCLUE=1` does), and the script
 # prints a where-am-i command (geoclue-2-demo) that uses the private bus as
@@ -147,6 +150,9 @@ if [[ ${GEOCONSENT_GEOCLUE:-0} == 1 ]]; then
     GEOCLUE=yes
     printf '[geoclue]\nserve = true\n' >>"$TMP/geoconsent.conf"
     [[ -x $WHERE_AM_I ]] || echo "run-stack: warning: $WHERE_AM_I not found (apt-get install geoclue-2-demo)" >&2
+fi
+if [[ -n ${GEOCONSENT_CONFIG:-} ]]; then
+    cat "$GEOCONSENT_CONFIG" >>"$TMP/geoconsent.conf" || { echo "run-stack: cannot read $GEOCONSENT_CONFIG" >&2; exit 1; }
 fi
 mkdir -m 0700 "$TMP/state"
 start geoconsentd "$TMP/geoconsentd.log" \

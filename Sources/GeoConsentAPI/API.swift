@@ -51,6 +51,8 @@ public enum GeoConsentAPI {
         properties: [
             .init(name: "Version", signature: "s", access: .read, emitsChanged: .const),
             .init(name: "Enabled", signature: "b", access: .readwrite, emitsChanged: .yes),
+            .init(name: "Sources", signature: "as", access: .read, emitsChanged: .yes),
+            .init(name: "WiFiEnabled", signature: "b", access: .readwrite, emitsChanged: .yes),
             .init(name: "GpsdConnected", signature: "b", access: .read, emitsChanged: .yes),
             .init(name: "InUse", signature: "b", access: .read, emitsChanged: .yes),
         ])

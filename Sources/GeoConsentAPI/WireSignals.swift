@@ -50,8 +50,12 @@ public struct DaemonStatus: Equatable, Sendable {
     public var gpsdConnected: Bool
     /// Some session has a location request or updates running (`InUse`).
     public var inUse: Bool
+    /// The sources that can answer now, best first (`Sources`).
+    public var sources: [PositionSource] = []
+    /// Wi-Fi positioning is configured and switched on (`WiFiEnabled`).
+    public var wifiEnabled = false
 
-    /// The four properties' values.
+    /// The first four properties' values (the others as set after).
     public init(version: String, enabled: Bool, gpsdConnected: Bool, inUse: Bool) {
         self.version = version
         self.enabled = enabled
@@ -71,17 +75,27 @@ public enum DaemonProperties {
     public static let gpsdConnected = "GpsdConnected"
     /// `b`, emits changes.
     public static let inUse = "InUse"
+    /// `as`, emits changes.
+    public static let sources = "Sources"
+    /// `b`, read-write (root), emits changes.
+    public static let wifiEnabled = "WiFiEnabled"
+
+    /// `Sources`' value.
+    public static func encode(sources: [PositionSource]) -> DBusValue { .strings(sources.map(\.rawValue)) }
 
     /// `GetAll`'s dictionary (the object server builds it from the getters; this is what they return).
     public static func encode(_ s: DaemonStatus) -> [String: DBusValue] {
         [version: .string(s.version), enabled: .bool(s.enabled), gpsdConnected: .bool(s.gpsdConnected),
-         inUse: .bool(s.inUse)]
+         inUse: .bool(s.inUse), sources: encode(sources: s.sources), wifiEnabled: .bool(s.wifiEnabled)]
     }
 
     /// Reads `GetAll`'s dictionary; missing values read as "" and false.
     public static func decode(_ all: [String: DBusValue]) -> DaemonStatus {
-        DaemonStatus(version: all[version]?.stringValue ?? "", enabled: all[enabled]?.boolValue ?? false,
-                     gpsdConnected: all[gpsdConnected]?.boolValue ?? false, inUse: all[inUse]?.boolValue ?? false)
+        var s = DaemonStatus(version: all[version]?.stringValue ?? "", enabled: all[enabled]?.boolValue ?? false,
+                             gpsdConnected: all[gpsdConnected]?.boolValue ?? false, inUse: all[inUse]?.boolValue ?? false)
+        s.sources = all[sources]?.arrayValue?.compactMap { $0.stringValue.flatMap(PositionSource.init(rawValue:)) } ?? []
+        s.wifiEnabled = all[wifiEnabled]?.boolValue ?? false
+        return s
     }
 
     /// The changed-properties dictionary of `PropertiesChanged` for one boolean property.

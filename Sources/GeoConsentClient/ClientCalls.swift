@@ -64,6 +64,13 @@ extension GeoConsentClient {
                            interface: ObjectServer.properties)
     }
 
+    /// Switches Wi-Fi positioning on or off for everyone (root only; it must be configured).
+    public func setWiFiEnabled(_ value: Bool) async throws {
+        _ = try await call("Set", [.string(GeoConsentAPI.interfaceName), .string(DaemonProperties.wifiEnabled),
+                                   .variant(.bool(value))],
+                           interface: ObjectServer.properties)
+    }
+
     /// The stored consents of the caller's uid (root: of every uid).
     public func listConsents() async throws -> [StoredConsent] {
         ConsentListReply.decode(try await call("ListConsents")) ?? []

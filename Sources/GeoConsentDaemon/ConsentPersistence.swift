@@ -50,6 +50,17 @@ final class ConsentPersistence {
         if lazyTimer != nil { saveConsents() }
     }
 
+    /// Writes `WiFiEnabled`; nil, or why it could not be written.
+    func saveWiFiEnabled(_ on: Bool) -> String? {
+        do {
+            try store.saveWiFiEnabled(on)
+            return nil
+        } catch {
+            Log.error("cannot save WiFiEnabled: \(error)")
+            return "\(error)"
+        }
+    }
+
     /// Writes `Enabled`; nil, or why it could not be written.
     func saveEnabled(_ enabled: Bool) -> String? {
         do {

@@ -95,9 +95,11 @@ public final class Daemon {
             throw StartupError("cannot follow logind on the \(bus): \(error)")
         }
         callers = CallerResolver(connection: connection, identity: identity, placement: logind)
+        let wifi = store.loadWiFiEnabled()
+        if let p = wifi.problem { Log.error(p) }
         location = LocationService(loop: loop, consent: core, frontEnds: frontEnds, outgoing: outgoing,
                                    host: options.gpsdHost, port: options.gpsdPort,
-                                   linger: config.gpsdLinger, gridSize: config.reducedGrid)
+                                   linger: config.gpsdLinger, gridSize: config.reducedGrid, wifiOn: wifi.enabled)
         processes = SessionProcessWatch(loop: loop, connection: connection,
                                         onProcessExited: { [inbox] in inbox.feed(.processExited($0)) })
         connection.attach(to: loop)
@@ -351,6 +353,9 @@ public final class Daemon {
                 }
             case .saveEnabled:
                 if let e = persistence.saveEnabled(core.enabled) { saveFailure = e }
+            case .wifiSwitched(let on):
+                if let e = persistence.saveWiFiEnabled(on) { saveFailure = e }
+                location.wifiSwitched(on)
             case .enabledChanged(let value):
                 Log.notice("location switched \(value ? "on" : "off")")
                 for frontEnd in frontEnds.all { frontEnd.enabledChanged() }

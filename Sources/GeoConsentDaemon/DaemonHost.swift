@@ -45,4 +45,6 @@ final class DaemonHost: FrontEndHost {
     var locationInUse: Bool { daemon.location.inUse }
     var locationReceiverConnected: Bool { daemon.location.receiverConnected }
     var lastSources: [String: PositionSource] { daemon.location.lastSources }
+    var locationSources: [PositionSource] { daemon.location.sourcesOn }
+    var wifiEnabled: Bool { daemon.location.wifiEnabled }
 }

@@ -68,6 +68,13 @@ public protocol FrontEnd: AnyObject {
     func inUseChanged(_ value: Bool)
     /// The receiver (gpsd) came or went.
     func receiverChanged(connected: Bool)
+    /// The sources that can answer changed, or root switched Wi-Fi positioning.
+    func sourcesChanged()
+}
+
+public extension FrontEnd {
+    /// Most protocols have no word for sources.
+    func sourcesChanged() {}
 }
 
 /// What a front end may use of the daemon, and no more: the shell's event
@@ -122,6 +129,10 @@ public protocol FrontEndHost: AnyObject {
     var locationInUse: Bool { get }
     /// Whether the receiver (gpsd) is connected.
     var locationReceiverConnected: Bool { get }
+    /// The sources that can answer now, best first (`Sources`).
+    var locationSources: [PositionSource] { get }
+    /// Wi-Fi positioning is configured and root has it switched on (`WiFiEnabled`).
+    var wifiEnabled: Bool { get }
     /// Where each session's last position came from, by the session's name.
     var lastSources: [String: PositionSource] { get }
 }

@@ -28,6 +28,8 @@ final class LocationService: SourceSink {
     private let frontEnds: FrontEnds
 
     var receiverConnected: Bool { core.receiverConnected }
+    var sourcesOn: [PositionSource] { core.sourcesOn }
+    var wifiEnabled: Bool { core.wifiConfigured && core.wifiOn }
     /// Where each session's last position came from, by its name (`ListSessionDetails`).
     var lastSources: [String: PositionSource] {
         Dictionary(core.lastSources.map { ($0.key.description, $0.value) }, uniquingKeysWith: { a, _ in a })
@@ -37,8 +39,9 @@ final class LocationService: SourceSink {
     /// The sources `[sources]` turns on: the receiver at `host:port`, the
     /// static file, Wi-Fi lookups (NetworkManager through `outgoing`, and the
     /// network helper). The static file is read before this returns.
+    /// `wifiOn`: root's Wi-Fi switch as the state directory keeps it.
     init(loop: EventLoop, consent: ConsentCore, frontEnds: FrontEnds, outgoing: OutgoingCalls,
-         host: String, port: UInt16, linger: Double, gridSize: Double) {
+         host: String, port: UInt16, linger: Double, gridSize: Double, wifiOn: Bool) {
         self.loop = loop
         self.frontEnds = frontEnds
         self.consent = consent
@@ -46,7 +49,8 @@ final class LocationService: SourceSink {
         let receiverName = "gpsd at \(host):\(port)"
         self.core = LocationCore(linger: linger, gridSize: gridSize, receiverName: receiverName,
                                  gpsWait: config.sources.gpsWait, gpsEnabled: config.sources.gps,
-                                 wifiEnabled: !config.sources.wifiURL.isEmpty, wifiInterval: config.sources.wifiInterval,
+                                 wifiEnabled: !config.sources.wifiURL.isEmpty, wifiOn: wifiOn,
+                                 wifiInterval: config.sources.wifiInterval,
                                  requestsPerSession: config.limits.locationRequestsPerSession)
         if config.sources.gps {
             sources[.gps] = GPSSource(loop: loop, host: host, port: port, sink: self)
@@ -92,6 +96,14 @@ final class LocationService: SourceSink {
     /// The session's grant ended (or it left): nothing more reaches it.
     func drop(session: SessionID) {
         feed(.drop(session: session))
+    }
+
+    /// Root switched Wi-Fi positioning; false when it cannot be switched on
+    /// (no `wifi-url`). Front ends hear of it when it changed.
+    func wifiSwitched(_ on: Bool) {
+        let before = wifiEnabled
+        feed(.wifiSwitched(on))
+        if wifiEnabled != before { for frontEnd in frontEnds.all { frontEnd.sourcesChanged() } }
     }
 
     /// Whether any session holds a grant (the grant journal's count).
@@ -187,6 +199,8 @@ final class LocationService: SourceSink {
             sources[kind]?.warm()
         case .close(let kind):
             sources[kind]?.close()
+        case .sourcesChanged:
+            for frontEnd in frontEnds.all { frontEnd.sourcesChanged() }
         case .served(let session, let source):
             if let caller = consent.caller(of: session) {
                 let note = GrantNote(caller, .served(source))

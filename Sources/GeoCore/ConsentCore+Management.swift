@@ -127,6 +127,16 @@ extension ConsentCore {
             w.insert(caller.connection)
             sessionWatchers[caller.uid] = w
             effects.append(.reply(call, .empty))
+        case .setWiFiEnabled(let value):
+            guard caller.isRoot else {
+                return effects.append(.fail(call, .accessDenied("Only root may switch Wi-Fi positioning on or off")))
+            }
+            if value && config.sources.wifiURL.isEmpty {
+                return effects.append(.fail(call, .invalidArgs(
+                    "Wi-Fi positioning is not configured: [sources] wifi-url is empty in geoconsent.conf")))
+            }
+            effects.append(.wifiSwitched(value))
+            effects.append(.reply(call, .empty))
         case .setEnabled(let value):
             guard caller.isRoot else { return effects.append(.fail(call, .accessDenied("Only root may switch location on or off"))) }
             if value != enabled {

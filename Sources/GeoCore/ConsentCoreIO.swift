@@ -152,6 +152,8 @@ public enum ManagementRequest: Equatable, Sendable {
     /// changes what `ListSessionDetails` shows of it.
     case watchSessions
     case setEnabled(Bool)
+    /// `WiFiEnabled` (root only): Wi-Fi positioning on or off for everyone.
+    case setWiFiEnabled(Bool)
     /// The caller's connection becomes its uid's agent of another protocol
     /// (`ExternalAgent`, called `label` in messages), with this cap (nil:
     /// location off for the uid's client objects).
@@ -394,6 +396,8 @@ public enum CoreEffect: Equatable, Sendable {
     case saveEnabled
     /// Broadcast `PropertiesChanged` for `Enabled`.
     case enabledChanged(Bool)
+    /// Root switched Wi-Fi positioning (`WiFiEnabled`): keep it, and tell the location side.
+    case wifiSwitched(Bool)
     /// The session may receive fixes now (`StartUpdates`, `RequestLocation` passed the gate),
     /// with the options the call came with.
     case startUpdates(CallID, session: SessionID, UpdateOptions)

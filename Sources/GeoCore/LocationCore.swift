@@ -39,7 +39,11 @@ public final class LocationCore {
     private var choice: SourceChoice
     private var gpsWaitScheduled = false
     /// Wi-Fi lookups are configured (`[sources] wifi-url`).
-    let wifiEnabled: Bool
+    public let wifiConfigured: Bool
+    /// Root's switch (`WiFiEnabled`), kept in the state directory.
+    public private(set) var wifiOn: Bool
+    /// Lookups may be made: configured and switched on.
+    var wifiEnabled: Bool { wifiConfigured && wifiOn }
     /// Seconds between Wi-Fi lookups while a session streams, and after a
     /// failed one (`[sources] wifi-interval`).
     let wifiInterval: Double
@@ -86,13 +90,14 @@ public final class LocationCore {
     /// one every `wifiInterval` seconds at most.
     public init(linger: Double, gridSize: Double, receiverName: String,
                 gpsWait: Double = SourcesConfig().gpsWait, gpsEnabled: Bool = true,
-                wifiEnabled: Bool = false, wifiInterval: Double = SourcesConfig().wifiInterval,
+                wifiEnabled: Bool = false, wifiOn: Bool = true, wifiInterval: Double = SourcesConfig().wifiInterval,
                 requestsPerSession: Int = Limits().locationRequestsPerSession) {
         self.linger = linger
         self.requestsPerSession = requestsPerSession
         self.grid = ReducedGrid(cellSize: gridSize)
         self.receiverName = receiverName
-        self.wifiEnabled = wifiEnabled
+        self.wifiConfigured = wifiEnabled
+        self.wifiOn = wifiOn
         self.wifiInterval = wifiInterval
         choice = SourceChoice(gpsWait: gpsWait, gpsEnabled: gpsEnabled, wifiLifetime: 2 * wifiInterval)
     }
@@ -102,6 +107,45 @@ public final class LocationCore {
         if !pending.isEmpty { return true }
         if paused.isEmpty { return !subscribers.isEmpty }
         return subscribers.keys.contains { paused[$0] == nil }
+    }
+
+    /// The sources there are, best first (`Sources`): the receiver if GPS is
+    /// on, Wi-Fi if configured (root's switch says whether it is on), the
+    /// static position while the file gives one.
+    public var sourcesOn: [PositionSource] {
+        var out: [PositionSource] = []
+        if choice.gpsEnabled { out.append(.gps) }
+        if wifiConfigured { out.append(.wifi) }
+        if choice.others[.static] != nil { out.append(.static) }
+        return out
+    }
+
+    private func noteSources(_ before: [PositionSource]) {
+        let now = sourcesOn
+        if now != before { effects.append(.sourcesChanged(now)) }
+    }
+
+    /// Root's Wi-Fi switch: off, the helper is closed, its position dropped
+    /// and no lookup made; on, lookups may be made again when needed.
+    private func switchWiFi(_ on: Bool, _ grants: (SessionID) -> Accuracy?) {
+        guard on != wifiOn else { return }
+        wifiOn = on
+        effects.append(.log(.notice, "Wi-Fi positioning switched \(on ? "on" : "off")"))
+        if on {
+            wifiNotBefore = 0
+            wifiFailure = nil
+            if grantsHeld { warmWiFi() }
+            wantWiFi()
+            return
+        }
+        if wifiTimerScheduled { cancel(.wifiLookup) }
+        choice.set(.wifi, nil, at: now)
+        if wifiOpen {
+            wifiOpen = false
+            effects.append(.close(.wifi))
+        }
+        wifiInFlight = false
+        if nothingCanAnswer { announce(currentFailure(nil)) }
     }
 
     /// Where each session's last position came from (`ListSessionDetails`).
@@ -135,8 +179,12 @@ public final class LocationCore {
             resume(session, grants)
         case .fix(let fix) where fix.source == .gps:
             received(fix, grants)
+        case .fix(let fix) where fix.source == .wifi && !wifiEnabled:
+            wifiInFlight = false   // a lookup that ended after Wi-Fi was switched off
         case .fix(let fix):
+            let before = sourcesOn
             receivedOther(fix, grants)
+            noteSources(before)
         case .opened(.gps):
             connected()
         case .openFailed(.gps, let reason):
@@ -151,7 +199,13 @@ public final class LocationCore {
             choice.set(.wifi, nil, at: now)
             wifiFailed(reason, grants)
         case .lost(let source, _):
+            let before = sourcesOn
             choice.set(source, nil, at: now)   // the source said why in its own words
+            noteSources(before)
+        case .wifiSwitched(let on):
+            let before = sourcesOn
+            switchWiFi(on, grants)
+            noteSources(before)
         case .opened, .openFailed:
             break   // only the receiver is opened and closed
         case .grantsHeld(let held):

@@ -32,6 +32,8 @@ public enum LocationEvent: Equatable, Sendable {
     /// The source has no position any more: the receiver's connection closed,
     /// the static file went away or became unreadable. `reason` says why.
     case lost(PositionSource, reason: String)
+    /// Root switched Wi-Fi positioning on or off (`WiFiEnabled`).
+    case wifiSwitched(Bool)
     /// Whether any session holds a grant now (the consent core's journal
     /// counts them): while one does, a source may be readied (`warm`).
     case grantsHeld(Bool)
@@ -128,6 +130,8 @@ public enum LocationEffect: Equatable, Sendable {
     case warm(PositionSource)
     /// Close the source.
     case close(PositionSource)
+    /// `PropertiesChanged` for `Sources`: the sources that can answer now.
+    case sourcesChanged([PositionSource])
     /// `session` got its first fix from `source`: a line for the grant journal.
     case served(session: SessionID, PositionSource)
     /// Run `timerFired(timer)` after `seconds`.

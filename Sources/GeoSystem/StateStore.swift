@@ -30,6 +30,8 @@ public final class StateStore: Sendable {
     public var consentsPath: String { directory + "/consents" }
     /// `DIR/enabled`: the `Enabled` property.
     public var enabledPath: String { directory + "/enabled" }
+    /// `DIR/wifi`: the `WiFiEnabled` property.
+    public var wifiPath: String { directory + "/wifi" }
 
     // MARK: consents
 
@@ -65,9 +67,30 @@ public final class StateStore: Sendable {
 
     /// Writes `Enabled` atomically. Creates the directory (0700) when missing.
     public func saveEnabled(_ enabled: Bool) throws {
+        try saveSwitch(enabledPath, "enabled", enabled)
+    }
+
+    // MARK: wifi
+
+    /// The persisted `WiFiEnabled` switch: on when the file is missing (the
+    /// admin's `wifi-url` decides), off when it was damaged and moved aside.
+    public func loadWiFiEnabled() -> (enabled: Bool, problem: String?) {
+        switch load(wifiPath, parse: { try StateStore.parseSwitch($0, key: "wifi") }) {
+        case .missing: return (true, nil)
+        case .loaded(let on): return (on, nil)
+        case .damaged(let problem): return (false, problem + "; Wi-Fi positioning stays off until root switches it on")
+        }
+    }
+
+    public func saveWiFiEnabled(_ enabled: Bool) throws {
+        try saveSwitch(wifiPath, "wifi", enabled)
+    }
+
+    /// A switch file: the state header, then `KEY=true` or `KEY=false`.
+    private func saveSwitch(_ path: String, _ key: String, _ on: Bool) throws {
         try makeDirectory(directory, mode: 0o700)
-        let text = StateStore.enabledHeader + "\n" + "enabled=" + (enabled ? "true" : "false") + "\n"
-        try writeFileAtomically(path: enabledPath, contents: text, mode: 0o600)
+        let text = StateStore.enabledHeader + "\n" + key + "=" + (on ? "true" : "false") + "\n"
+        try writeFileAtomically(path: path, contents: text, mode: 0o600)
     }
 
     /// Removes the `.NAME.tmp-PID-*` files of writers that are gone (killed between
@@ -77,7 +100,7 @@ public final class StateStore: Sendable {
     private func removeStaleTemporaryFiles() {
         guard let names = try? listDirectory(directory) else { return }
         for name in names {
-            guard let prefix = [".consents.tmp-", ".enabled.tmp-"].first(where: { name.hasPrefix($0) }) else { continue }
+            guard let prefix = [".consents.tmp-", ".enabled.tmp-", ".wifi.tmp-"].first(where: { name.hasPrefix($0) }) else { continue }
             let rest = name.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0, pid != getpid() else { continue }
             if kill(pid, 0) == 0 || errno == EPERM { continue }
@@ -183,18 +206,20 @@ public final class StateStore: Sendable {
 
     // MARK: enabled format
 
-    static func parseEnabled(_ bytes: [UInt8]) throws -> Bool {
+    static func parseEnabled(_ bytes: [UInt8]) throws -> Bool { try parseSwitch(bytes, key: "enabled") }
+
+    static func parseSwitch(_ bytes: [UInt8], key: String) throws -> Bool {
         let lines = try splitLines(bytes)
         guard let header = lines.first, header.elementsEqual(enabledHeader.utf8) else {
             throw ParseFailure(line: 1, reason: "missing header '\(enabledHeader)'")
         }
         guard lines.count == 2 else {
-            throw ParseFailure(line: 0, reason: "expected exactly one 'enabled=' line after the header")
+            throw ParseFailure(line: 0, reason: "expected exactly one '\(key)=' line after the header")
         }
         switch word(lines[1]) {
-        case "enabled=true": return true
-        case "enabled=false": return false
-        default: throw ParseFailure(line: 2, reason: "expected enabled=true or enabled=false")
+        case key + "=true": return true
+        case key + "=false": return false
+        default: throw ParseFailure(line: 2, reason: "expected \(key)=true or \(key)=false")
         }
     }
 

@@ -63,10 +63,15 @@ func statusCommand(_ ctx: inout Context) async throws {
     let version = st.version, enabled = st.enabled, gpsd = st.gpsdConnected, inUse = st.inUse
     if ctx.json {
         print(JSON.object([("version", .string(version)), ("enabled", .bool(enabled)),
-                           ("gpsd_connected", .bool(gpsd)), ("in_use", .bool(inUse))]).text)
+                           ("gpsd_connected", .bool(gpsd)), ("in_use", .bool(inUse)),
+                           ("sources", .array(st.sources.map { .string($0.rawValue) })),
+                           ("wifi_enabled", .bool(st.wifiEnabled))]).text)
     } else {
         printFields([(tr("Version"), version), (tr("Location enabled"), yesNo(enabled)),
-                     (tr("gpsd connected"), yesNo(gpsd)), (tr("In use"), yesNo(inUse))])
+                     (tr("gpsd connected"), yesNo(gpsd)), (tr("In use"), yesNo(inUse)),
+                     (tr("Sources"), st.sources.isEmpty ? tr("none") : st.sources.map { source in
+                         source == .wifi && !st.wifiEnabled ? tr("{source} (off)", ["source": sourceName(source)]) : sourceName(source)
+                     }.joined(separator: ", "))])
     }
 }
 
@@ -194,6 +199,18 @@ func setEnabledCommand(_ ctx: inout Context, _ value: Bool) async throws {
     let client = try connect(ctx)
     defer { client.close() }
     try await client.setEnabled(value)
+}
+
+/// `wifi on|off`: root's switch of Wi-Fi positioning.
+func setWiFiCommand(_ ctx: inout Context) async throws {
+    guard let word = ctx.args.first, word == "on" || word == "off" else {
+        throw UsageError(tr("wifi wants on or off"))
+    }
+    ctx.args.removeFirst()
+    try ctx.noMoreArguments()
+    let client = try connect(ctx)
+    defer { client.close() }
+    try await client.setWiFiEnabled(word == "on")
 }
 
 /// "yes" or "no", in the user's language.

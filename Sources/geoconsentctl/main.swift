@@ -22,6 +22,7 @@ Commands:
   sessions                      list live sessions (root: of every user)
   reset APP_ID [--uid UID]      forget the consent of an app
   enable | disable              switch location on or off for everyone (root)
+  wifi on | off                 switch Wi-Fi positioning on or off for everyone (root)
 
 Options:
   --bus system|session|ADDRESS  bus to use (default: system)
@@ -82,6 +83,7 @@ do {
     case "reset": try await resetCommand(&ctx)
     case "enable": try await setEnabledCommand(&ctx, true)
     case "disable": try await setEnabledCommand(&ctx, false)
+    case "wifi": try await setWiFiCommand(&ctx)
     default: throw UsageError(tr("unknown command '{command}' (see --help)", ["command": command]))
     }
     exit(0)

@@ -148,13 +148,16 @@ final class WireShapeTests: XCTestCase {
     }
 
     func testProperties() {
-        let s = DaemonStatus(version: "0.1.0", enabled: true, gpsdConnected: false, inUse: true)
+        var s = DaemonStatus(version: "0.1.0", enabled: true, gpsdConnected: false, inUse: true)
+        s.sources = [.gps, .wifi]
+        s.wifiEnabled = true
         XCTAssertEqual(DaemonProperties.encode(s), ["Version": .string("0.1.0"), "Enabled": .bool(true),
-                                                    "GpsdConnected": .bool(false), "InUse": .bool(true)])
+                                                    "GpsdConnected": .bool(false), "InUse": .bool(true),
+                                                    "Sources": .strings(["gps", "wifi"]), "WiFiEnabled": .bool(true)])
         XCTAssertEqual(DaemonProperties.decode(DaemonProperties.encode(s)), s)
         XCTAssertEqual(Set(GeoConsentAPI.interface.properties.map(\.name)),
                        [DaemonProperties.version, DaemonProperties.enabled, DaemonProperties.gpsdConnected,
-                        DaemonProperties.inUse])
+                        DaemonProperties.inUse, DaemonProperties.sources, DaemonProperties.wifiEnabled])
         let changed: [DBusValue] = [.string(GeoConsentAPI.interfaceName), .vardict(DaemonProperties.changed("Enabled", false)),
                                     .strings([])]
         XCTAssertEqual(DaemonProperties.decodeChanged(changed), ["Enabled": .bool(false)])

@@ -49,6 +49,8 @@ final class GeoClueFacadeInProcessTests: XCTestCase {
         var locationInUse: Bool { false }
         var locationReceiverConnected: Bool { true }
         var lastSources: [String: PositionSource] { [:] }
+        var locationSources: [PositionSource] { [.gps] }
+        var wifiEnabled: Bool { false }
     }
 
     private var host: RecordingHost!

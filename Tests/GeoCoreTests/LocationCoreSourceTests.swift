@@ -17,7 +17,8 @@ final class LocationCoreSourceTests: XCTestCase {
 
     func testASilentReceiverIsWaitedForOnceThenTheStaticPositionAnswersAtOnce() {
         let rig = LocationRig(grants: [a: .full])
-        XCTAssertTrue(rig.fix(Self.office()).isEmpty, "no session: the position is only kept")
+        XCTAssertEqual(rig.fix(Self.office()), [.sourcesChanged([.gps, .static])],
+                       "no session: the position is only kept, and Sources says there is one")
         let first = rig.locate(a, timeout: 30)
         XCTAssertNil(first.reply, "GPS gets its chance first")
         XCTAssertEqual(first.effects.scheduled[.gpsWait], 3, "the documented default gps-wait")
@@ -137,7 +138,7 @@ final class LocationCoreSourceTests: XCTestCase {
         unknown.horizontalAccuracy = nil
         XCTAssertTrue(SourceChoice.better(Self.office(accuracy: 4_000_000), unknown), "no radius is the worst")
 
-        let rig = LocationRig(gpsEnabled: false, grants: [a: .full])
+        let rig = LocationRig(gpsEnabled: false, wifiEnabled: true, grants: [a: .full])
         rig.fix(Self.office(accuracy: 500))
         rig.fix(Self.wifi(accuracy: 30))
         XCTAssertEqual(rig.locate(a).reply, .location(Self.wifi(accuracy: 30), .full))

@@ -89,6 +89,27 @@ final class LocationCoreWiFiTests: XCTestCase {
         XCTAssertTrue(LocationRig(gpsEnabled: false).send(.grantsHeld(true)).isEmpty)
     }
 
+    func testRootsSwitchClosesTheHelperDropsThePositionAndSaysSo() {
+        let rig = LocationRig(gpsEnabled: false, wifiEnabled: true, grants: [a: .full])
+        XCTAssertEqual(rig.core.sourcesOn, [.wifi])
+        rig.send(.grantsHeld(true))
+        rig.start(a)
+        rig.wifiFound(Self.wifi())
+        let off = rig.send(.wifiSwitched(false))
+        XCTAssertTrue(off.contains(.close(.wifi)))
+        XCTAssertFalse(off.contains { if case .sourcesChanged = $0 { return true } else { return false } },
+                       "still configured: Sources stays, WiFiEnabled says it is off")
+        XCTAssertFalse(rig.core.wifiOn)
+        XCTAssertTrue(off.cancelled.contains(.wifiLookup), "no refresh")
+        XCTAssertEqual(off.locationErrors, [], "updates stay on; nothing new to say until a request")
+        XCTAssertEqual(rig.locate(a).failure, .gpsUnavailable(LocationCore.noSource), "its position is gone with it")
+        XCTAssertTrue(rig.send(.wifiSwitched(false)).isEmpty, "off again: nothing")
+        let on = rig.send(.wifiSwitched(true))
+        XCTAssertTrue(rig.core.wifiOn)
+        XCTAssertTrue(on.contains(.warm(.wifi)), "a grant holds: the helper is readied again")
+        XCTAssertTrue(on.contains(.open(.wifi)), "updates run: a lookup")
+    }
+
     func testALookupThatEndsAfterGPSSpokeIsNotSentAndClosesWiFi() {
         let rig = LocationRig(wifiEnabled: true, grants: [a: .full])
         rig.start(a)

@@ -198,6 +198,24 @@ final class StateStoreTests: XCTestCase {
         XCTAssertNil(store.loadEnabled().problem)
     }
 
+    /// `wifi`, root's Wi-Fi switch: on when missing, kept as written, and off
+    /// (the private value) when damaged, which is moved aside.
+    func testWiFiSwitchRoundTripAndDamage() throws {
+        let dir = TestDirectory()
+        let store = StateStore(directory: dir.path)
+        XCTAssertEqual(store.loadWiFiEnabled().enabled, true, "no file: the admin's wifi-url decides")
+        try store.saveWiFiEnabled(false)
+        XCTAssertEqual(dir.read("wifi"), "# geoconsent state v1\nwifi=false\n")
+        XCTAssertEqual(store.loadWiFiEnabled().enabled, false)
+        try store.saveWiFiEnabled(true)
+        XCTAssertEqual(store.loadWiFiEnabled().enabled, true)
+        dir.write("wifi", "# geoconsent state v1\nenabled=true\n")
+        let damaged = store.loadWiFiEnabled()
+        XCTAssertEqual(damaged.enabled, false)
+        XCTAssertTrue(damaged.problem?.contains("Wi-Fi positioning stays off") ?? false, "\(damaged)")
+        XCTAssertTrue(dir.list().contains { $0.hasPrefix("wifi.corrupt-") }, "\(dir.list())")
+    }
+
     func testEnabledVariants() {
         let h = "# geoconsent state v1\n"
         let cases: [(text: String, enabled: Bool, corrupt: Bool)] = [

@@ -44,9 +44,12 @@ final class SkeletonTests: StackTestCase {
         let all = try p.geo("GetAll", [.string(GeoConsentAPI.interfaceName)], interface: ObjectServer.properties).get()
         let dict = try XCTUnwrap(all.first?.vardictValue)
         XCTAssertEqual(Set(dict.keys), Set(GeoConsentAPI.interface.properties.map(\.name)), "every property")
-        XCTAssertEqual(DaemonProperties.decode(dict),
-                       DaemonStatus(version: "0.1.0", enabled: true, gpsdConnected: false, inUse: false),
-                       "no session needs gpsd yet")
+        var expected = DaemonStatus(version: "0.1.0", enabled: true, gpsdConnected: false, inUse: false)
+        expected.sources = [.gps]
+        XCTAssertEqual(DaemonProperties.decode(dict), expected,
+                       "no session needs gpsd yet; GPS the one source (no static file, no Wi-Fi configured)")
+        XCTAssertDBusError(p.geo("Set", [.string(GeoConsentAPI.interfaceName), .string("WiFiEnabled"), .variant(.bool(true))],
+                                 interface: ObjectServer.properties), DBusError.invalidArgsName)
         XCTAssertEqual(p.property("Version"), .string("0.1.0"))
         XCTAssertDBusError(p.geo("Set", [.string(GeoConsentAPI.interfaceName), .string("GpsdConnected"), .variant(.bool(true))],
                                  interface: ObjectServer.properties), DBusError.propertyReadOnlyName)

@@ -108,6 +108,11 @@ final class StaticSourceBusTests: XCTestCase {
     func testTheFileIsReadAgainWhenItChangesAndAMalformedOneIsRefusedWithItsLine() throws {
         try makeStack(gps: false)
         let p = try tappedClient()
+        func sources() throws -> [PositionSource] {
+            DaemonProperties.decode(try p.geo("GetAll", [.string(GeoConsentAPI.interfaceName)],
+                                              interface: ObjectServer.properties).get().first?.vardictValue ?? [:]).sources
+        }
+        XCTAssertEqual(try sources(), [.static], "GPS off, the file read: the static source alone")
         XCTAssertEqual(try LocationBody.decode(locate(p).get())?.latitude, 52.5163, "no wait with GPS off")
         XCTAssertNoThrow(try p.geo("StartUpdates", [.vardict([:])]).get())
         XCTAssertEqual(p.waitForSignal(LocationUpdatedSignal.member)?.location?.latitude, 52.5163)
@@ -140,6 +145,7 @@ final class StaticSourceBusTests: XCTestCase {
         unlink(file)
         XCTAssertTrue(waitForLog("no static position: \(file) does not exist"))
         XCTAssertEqual(locate(p).errorName, GeoConsentAPI.ErrorName.gpsUnavailable)
+        XCTAssertEqual(try sources(), [], "no file, no static source")
         XCTAssertTrue(stack.daemon.isRunning)
     }
 

@@ -67,7 +67,8 @@ final class WiFiSourceBusTests: XCTestCase {
         }
         let calls = (rig.networkManager?.calls() ?? "")
         XCTAssertTrue(calls.contains("RequestScan"), "a scan is asked for while a position is needed")
-        XCTAssertTrue(stack.daemon.log().contains("from wifi: app"), "the journal names the source")
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.stack.daemon.log().contains("from wifi: app") },
+                      "the journal names the source (its line follows the reply)")
         XCTAssertFalse(stack.daemon.log().contains("52.5163"), "never a coordinate in the log")
 
         // The grant ends with the app: the helper's connection closes and it exits.
@@ -156,6 +157,53 @@ final class WiFiSourceBusTests: XCTestCase {
         XCTAssertTrue(r.errorMessage?.contains("NetworkManager answered garbage") ?? false, "\(r)")
         XCTAssertTrue(rig.server.requests().isEmpty)
         XCTAssertTrue(stack.daemon.isRunning)
+    }
+
+    /// Root's switch: off, nothing is read or sent and the helper is closed,
+    /// the property and Sources say so, and it is kept across a restart;
+    /// another uid may not touch it.
+    func testRootSwitchesWiFiOffAndOnAndItIsKept() throws {
+        rig = try WiFiRig()
+        try seeAccessPoints()
+        func status() throws -> DaemonStatus {
+            DaemonProperties.decode(try rig.peer.geo("GetAll", [.string(GeoConsentAPI.interfaceName)],
+                                                     interface: ObjectServer.properties).get().first?.vardictValue ?? [:])
+        }
+        XCTAssertEqual(try status().sources, [.wifi])
+        XCTAssertTrue(try status().wifiEnabled)
+        let (app, _) = try rig.tappedApp()
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperSocket.helperProcesses().count == 1 })
+
+        // Another user may not switch it.
+        let denied = try stack.ctl(["wifi", "off"], asUID: 65534)
+        XCTAssertEqual(denied.status, 1, denied.output)
+        XCTAssertTrue(try status().wifiEnabled)
+
+        let watcher = try stack.peer()
+        try watcher.addMatch("type='signal',interface='org.freedesktop.DBus.Properties'")
+        XCTAssertEqual(try stack.ctl(["wifi", "off"]).status, 0)
+        XCTAssertFalse(try status().wifiEnabled)
+        XCTAssertEqual(try status().sources, [.wifi], "still configured; switched off")
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperSocket.helperProcesses().isEmpty },
+                      "switched off: the helper is closed though the grant holds")
+        XCTAssertTrue(stack.peers.pump(timeout: 5) {
+            watcher.signals.contains { $0.changedProperties?[DaemonProperties.wifiEnabled] == .bool(false)
+                && $0.changedProperties?[DaemonProperties.sources] == .strings(["wifi"]) }
+        }, "PropertiesChanged for WiFiEnabled and Sources: \(watcher.signals.map { $0.changedProperties ?? [:] })")
+        let off = rig.locate(app)
+        XCTAssertEqual(off.errorName, GeoConsentAPI.ErrorName.gpsUnavailable, "\(off)")
+        XCTAssertTrue(rig.server.requests().isEmpty && !(rig.networkManager?.calls() ?? "").contains("GetAllAccessPoints"),
+                      "off: nothing read, nothing sent")
+
+        // Kept across a restart; on again, a lookup answers.
+        try stack.restartDaemon()
+        XCTAssertFalse(try status().wifiEnabled)
+        XCTAssertEqual(try stack.ctl(["wifi", "on"]).status, 0)
+        XCTAssertTrue(try status().wifiEnabled)
+        let (again, _) = try rig.tappedApp()
+        XCTAssertEqual(try LocationBody.decode(rig.locate(again).get())?.fix.source, .wifi)
+        let shown = try stack.ctl(["status"])
+        XCTAssertTrue(shown.output.contains("Wi-Fi access points"), shown.output)
     }
 
     func testAFreshGPSFixWinsOverWiFiAndGPSGoesOnWhenWiFiFails() throws {

@@ -23,6 +23,9 @@ Lines on standard output (for logs and for desktop/test-desktop.sh):
                                            each refresh or move; the rectangle is
                                            relative to the window)
   refreshed N                              the list was read again (N rows)
+  sources S,S wifi=on|off|-                where positions come from (Sources), and
+                                           root's Wi-Fi switch (- when not configured)
+  wifi-switch at=X,Y,W,H                   where that switch is, for root
   reset APP                                the Reset button was pressed
 """
 
@@ -88,6 +91,12 @@ def source_text(source):
             "static": _("from this computer's fixed position")}.get(source)
 
 
+def source_name(source):
+    """A source of positions (the Sources property) as a person names it."""
+    return {"gps": _("the GPS receiver"), "wifi": _("nearby Wi-Fi networks"),
+            "static": _("this computer's fixed position")}.get(source)
+
+
 def last_used_text(record):
     t = record.get("last-used")
     if not isinstance(t, int) or t <= 0:
@@ -106,7 +115,7 @@ class Settings(Gtk.Window):
         super().__init__(title=WINDOW_TITLE)
         self.bus = bus
         self.conn = None
-        self.set_default_size(560, 360)
+        self.set_default_size(560, 460)
         self.resets = {}
         # Where each app's Reset was when it armed; the rows' data to log then.
         self.armed_at = {}
@@ -143,6 +152,28 @@ class Settings(Gtk.Window):
         self.who_can.set_xalign(0)
         self.who_can.set_line_wrap(True)
         box.pack_start(self.who_can, False, False, 0)
+
+        # Where positions come from (Sources), and root's Wi-Fi switch when
+        # Wi-Fi positioning is configured (WiFiEnabled).
+        self.sources = Gtk.Label()
+        self.sources.set_xalign(0)
+        self.sources.set_line_wrap(True)
+        box.pack_start(self.sources, False, False, 0)
+        self.wifi_row = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=12)
+        wifi_label = Gtk.Label(label=_("Wi-Fi positioning"))
+        wifi_label.set_xalign(0)
+        self.wifi_row.pack_start(wifi_label, True, True, 0)
+        self.wifi = Gtk.Switch()
+        self.wifi.set_valign(Gtk.Align.CENTER)
+        self.wifi.connect("state-set", self._on_wifi)
+        self.wifi_row.pack_end(self.wifi, False, False, 0)
+        self.wifi_row.set_no_show_all(True)
+        box.pack_start(self.wifi_row, False, False, 0)
+        self.wifi_who = Gtk.Label()
+        self.wifi_who.set_xalign(0)
+        self.wifi_who.set_line_wrap(True)
+        self.wifi_who.set_no_show_all(True)
+        box.pack_start(self.wifi_who, False, False, 0)
 
         heading = Gtk.Label()
         heading.set_markup("<b>" + esc(_("Your apps")) + "</b>")
@@ -227,13 +258,57 @@ class Settings(Gtk.Window):
                        10000, None, finish, None)
 
     def refresh(self):
-        self._call("Get", GLib.Variant("(ss)", (IFACE, "Enabled")), self._got_enabled,
+        self._call("GetAll", GLib.Variant("(s)", (IFACE,)), self._got_properties,
                    iface="org.freedesktop.DBus.Properties")
         self._call("ListConsents", None, lambda r: self._call(
             "ListSessionDetails", None, lambda s: self._fill(r.unpack()[0], s.unpack()[0])))
 
-    def _got_enabled(self, reply):
-        on = bool(reply.unpack()[0])
+    def _got_properties(self, reply):
+        props = reply.unpack()[0]
+        self._got_enabled(bool(props.get("Enabled")))
+        self._got_sources(props.get("Sources") or [], props.get("WiFiEnabled") is True)
+
+    def _got_sources(self, sources, wifi_on):
+        names = [source_name(s) for s in sources if not (s == "wifi" and not wifi_on)]
+        names = [n for n in names if n]
+        self.sources.set_text(_("Positions come from: {sources}").format(sources=", ".join(names)) if names
+                              else _("No source of positions is on."))
+        configured = "wifi" in sources
+        root = os.getuid() == 0
+        self.updating = True
+        self.wifi.set_state(wifi_on)
+        self.wifi.set_active(wifi_on)
+        self.updating = False
+        self.wifi.set_sensitive(root)
+        # Hidden from the window's show_all until Wi-Fi is known to be configured.
+        self.wifi_row.set_no_show_all(not configured)
+        if configured:
+            self.wifi_row.show_all()
+        else:
+            self.wifi_row.hide()
+        self.wifi_who.set_visible(configured and not root)
+        self.wifi_who.set_text(_("Only an administrator can switch Wi-Fi positioning on or off "
+                                 "(sudo geoconsentctl wifi on or off)."))
+        log("sources", ",".join(sources) or "-", "wifi=" + (("on" if wifi_on else "off") if configured else "-"))
+        if configured and root:
+            GLib.idle_add(self._log_wifi_switch)
+
+    def _log_wifi_switch(self):
+        # Once laid out on screen: the rectangle is where a click lands.
+        if not self.get_mapped() or self.wifi.get_allocated_width() <= 1:
+            GLib.timeout_add(50, self._log_wifi_switch)
+            return False
+        log("wifi-switch", "at={},{},{},{}".format(*self._reset_rect(self.wifi)))
+        return False
+
+    def _on_wifi(self, _switch, state):
+        if self.updating:
+            return False
+        self._call("Set", GLib.Variant("(ssv)", (IFACE, "WiFiEnabled", GLib.Variant("b", state))),
+                   lambda _r: self.refresh(), iface="org.freedesktop.DBus.Properties")
+        return False
+
+    def _got_enabled(self, on):
         self.updating = True
         self.enabled.set_state(on)
         self.enabled.set_active(on)

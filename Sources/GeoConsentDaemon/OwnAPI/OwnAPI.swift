@@ -71,9 +71,12 @@ final class OwnAPI: FrontEnd {
             DaemonProperties.enabled: { d in .bool(d.host.consent.enabled) },
             DaemonProperties.gpsdConnected: { d in .bool(d.host.locationReceiverConnected) },
             DaemonProperties.inUse: { d in .bool(d.host.locationInUse) },
+            DaemonProperties.sources: { d in DaemonProperties.encode(sources: d.host.locationSources) },
+            DaemonProperties.wifiEnabled: { d in .bool(d.host.wifiEnabled) },
         ],
         setters: [
             DaemonProperties.enabled: { d, call, value in d.management(call, .setEnabled(value.boolValue ?? false)) },
+            DaemonProperties.wifiEnabled: { d, call, value in d.management(call, .setWiFiEnabled(value.boolValue ?? false)) },
         ])
 
     /// Decodes options; a wrong type is answered with `InvalidArgs` before anything else happens.
@@ -149,6 +152,11 @@ final class OwnAPI: FrontEnd {
     func enabledChanged() { propertyChanged(DaemonProperties.enabled, host.consent.enabled) }
     func inUseChanged(_ value: Bool) { propertyChanged(DaemonProperties.inUse, value) }
     func receiverChanged(connected: Bool) { propertyChanged(DaemonProperties.gpsdConnected, connected) }
+    func sourcesChanged() {
+        host.server.propertiesChanged(path: GeoConsentAPI.objectPath, interface: GeoConsentAPI.interfaceName,
+                                      changed: [DaemonProperties.sources: DaemonProperties.encode(sources: host.locationSources),
+                                                DaemonProperties.wifiEnabled: .bool(host.wifiEnabled)])
+    }
 
     // MARK: Fixes
 
