@@ -280,6 +280,8 @@ DEMO_EXE=$(readlink "/proc/$(pid_of demo)/exe")
 PROVEN=$(( $(id -u) <= 999 ? 1 : 0 ))
 IDENT=$(line agent "^identity $REQ ")
 [[ $IDENT == "identity $REQ kind=executable proven=$PROVEN" ]] || fail "identity line: '$IDENT' (expected proven=$PROVEN)"
+# Where the position would come from: the receiver, and Wi-Fi (configured here).
+[[ $(line agent "^sources $REQ ") == "sources $REQ gps,wifi" ]] || fail "sources line: '$(line agent "^sources $REQ ")'"
 [[ -n $(field "$READY" precise) ]] || fail "no Precise switch in a precise request's dialog: '$READY'"
 DLG=$(find_window '^Location request$')
 [[ -n $DLG && $DLG == "$(field "$READY" window)" ]] || fail "no visible 'Location request' window matching '$READY'"

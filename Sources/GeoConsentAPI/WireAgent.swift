@@ -33,6 +33,9 @@ public struct AgentPrompt: Equatable, Sendable {
     public var executable: String
     /// The app's window, for a dialog to attach to (`x11:ID`, `wayland:HANDLE` or empty).
     public var parentWindow: String
+    /// Where the app's position would come from, best first (empty from a
+    /// daemon that does not say).
+    public var sources: [PositionSource] = []
 
     /// A prompt; details left out read as the daemon never sends them (empty, 0, false, full).
     public init(requestID: String, appID: String, kind: PromptKind?, appName: String = "", reason: String = "",
@@ -71,6 +74,7 @@ public enum ConfirmCall {
             "identity-proven": .bool(r.identityProven),
             "executable": .string(r.executable),
             "parent-window": .string(r.parentWindow),
+            "sources": .strings(r.sources.map(\.rawValue)),
         ])]
     }
 
@@ -79,14 +83,16 @@ public enum ConfirmCall {
     public static func decode(_ values: [DBusValue]) -> AgentPrompt? {
         guard values.count == 4, let id = values[0].stringValue, let app = values[1].stringValue,
               let kind = values[2].stringValue, let d = values[3].vardictValue else { return nil }
-        return AgentPrompt(requestID: id, appID: app, kind: PromptKind(rawValue: kind),
-                           appName: d["app-name"]?.stringValue ?? "", reason: d["reason"]?.stringValue ?? "",
-                           accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? "") ?? .full,
-                           pid: d["pid"]?.uint32Value ?? 0, sandboxed: d["sandboxed"]?.boolValue ?? false,
-                           identity: d["identity"]?.stringValue.flatMap(IdentityKind.init(rawValue:)),
-                           identityProven: d["identity-proven"]?.boolValue ?? false,
-                           executable: d["executable"]?.stringValue ?? "",
-                           parentWindow: d["parent-window"]?.stringValue ?? "")
+        var prompt = AgentPrompt(requestID: id, appID: app, kind: PromptKind(rawValue: kind),
+                                 appName: d["app-name"]?.stringValue ?? "", reason: d["reason"]?.stringValue ?? "",
+                                 accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? "") ?? .full,
+                                 pid: d["pid"]?.uint32Value ?? 0, sandboxed: d["sandboxed"]?.boolValue ?? false,
+                                 identity: d["identity"]?.stringValue.flatMap(IdentityKind.init(rawValue:)),
+                                 identityProven: d["identity-proven"]?.boolValue ?? false,
+                                 executable: d["executable"]?.stringValue ?? "",
+                                 parentWindow: d["parent-window"]?.stringValue ?? "")
+        prompt.sources = d["sources"]?.arrayValue?.compactMap { $0.stringValue.flatMap(PositionSource.init(rawValue:)) } ?? []
+        return prompt
     }
 }
 

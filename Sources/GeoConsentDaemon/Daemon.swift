@@ -337,7 +337,8 @@ public final class Daemon {
                 for frontEnd in frontEnds.all { frontEnd.callFailed(id, error.dbusError) }
             case .authorizationChanged(let session, let status):
                 frontEnds.owner(of: session)?.authorizationChanged(session, status)
-            case .confirm(let request):
+            case .confirm(var request):
+                request.sources = location.sourcesOn.filter { $0 != .wifi || location.wifiEnabled }
                 agentCalls.confirm(request)
             case .askExternalAgent(let request):
                 if frontEnds.owner(of: request.session)?.authorize(request) != true {

@@ -355,6 +355,9 @@ public struct ConfirmRequest: Equatable, Sendable {
     public var timeout: Double
     /// The uid whose agent is asked (the app's): the daemon's calls to agents are budgeted per uid.
     public var uid: UInt32
+    /// Where the app's position would come from, best first (`sources`):
+    /// filled in by the location side when the prompt goes out.
+    public var sources: [PositionSource] = []
 
     public init(agentName: String, agentPath: String, requestID: String, appID: String, kind: PromptKind,
                 appName: String, reason: String, accuracy: Accuracy, pid: UInt32, sandboxed: Bool,

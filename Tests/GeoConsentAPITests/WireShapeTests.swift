@@ -167,22 +167,24 @@ final class WireShapeTests: XCTestCase {
     // MARK: Agent
 
     func testConfirmCallReplyAndCancel() {
-        let request = ConfirmRequest(agentName: ":1.9", agentPath: "/agent", requestID: "7", appID: "org.example.Maps",
+        var request = ConfirmRequest(agentName: ":1.9", agentPath: "/agent", requestID: "7", appID: "org.example.Maps",
                                      kind: .oneTime, appName: "Maps", reason: "show the map", accuracy: .reduced,
                                      pid: 4711, sandboxed: true, identity: .flatpak, identityProven: true,
                                      executable: "/app/bin/maps", parentWindow: "x11:42", timeout: 60)
+        request.sources = [.gps, .wifi]
         let args = ConfirmCall.encode(request)
         XCTAssertEqual(args, [.string("7"), .string("org.example.Maps"), .string("one-time"), .vardict([
             "app-name": .string("Maps"), "reason": .string("show the map"), "accuracy": .string("reduced"),
             "pid": .uint32(4711), "sandboxed": .bool(true), "identity": .string("flatpak"),
             "identity-proven": .bool(true), "executable": .string("/app/bin/maps"),
-            "parent-window": .string("x11:42"),
+            "parent-window": .string("x11:42"), "sources": .strings(["gps", "wifi"]),
         ])])
-        XCTAssertEqual(ConfirmCall.decode(args),
-                       AgentPrompt(requestID: "7", appID: "org.example.Maps", kind: .oneTime, appName: "Maps",
+        var expected = AgentPrompt(requestID: "7", appID: "org.example.Maps", kind: .oneTime, appName: "Maps",
                                    reason: "show the map", accuracy: .reduced, pid: 4711, sandboxed: true,
                                    identity: .flatpak, identityProven: true,
-                                   executable: "/app/bin/maps", parentWindow: "x11:42"))
+                                   executable: "/app/bin/maps", parentWindow: "x11:42")
+        expected.sources = [.gps, .wifi]
+        XCTAssertEqual(ConfirmCall.decode(args), expected)
         // From a daemon of the earlier contract: no identity, so nothing is proven.
         guard var older = args.last?.vardictValue else { return XCTFail("no details") }
         older["identity"] = nil
@@ -190,6 +192,8 @@ final class WireShapeTests: XCTestCase {
         let old = ConfirmCall.decode(args.prefix(3) + [.vardict(older)])
         XCTAssertEqual(old?.identity, nil)
         XCTAssertEqual(old?.identityProven, false)
+        older["sources"] = nil
+        XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(older)])?.sources, [], "no sources: not said")
         older["identity"] = DBusValue.string("a-kind-of-tomorrow")
         XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(older)])?.identity, nil, "an unknown kind")
         XCTAssertNil(ConfirmCall.decode(ConfirmCall.encode(request)[...2].map { $0 }))

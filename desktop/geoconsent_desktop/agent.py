@@ -92,7 +92,7 @@ gi.require_version("Gdk", "3.0")
 from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
 
 from .common import (ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, RECONNECT_SECONDS, add_bus_argument,  # noqa: E402
-                     connect, log, shown, translation, warn as common_warn)
+                     connect, log, shown, source_name, translation, warn as common_warn)
 
 try:
     gi.require_foreign("cairo")  # the drawn location arrow
@@ -295,6 +295,13 @@ class PromptWindow(Gtk.Window):
             who.append(_("Running as {facts}.").format(facts=_(", ").join(facts)))
         if who:
             col.pack_start(self._label(" ".join(who)), False, False, 0)
+
+        # Where the position would come from (the daemon's `sources`; an older daemon says nothing).
+        sources = d.get("sources") if isinstance(d.get("sources"), list) else []
+        names = [n for n in (source_name(s) for s in sources if isinstance(s, str)) if n]
+        if names:
+            col.pack_start(self._label(esc(_("Your position would come from: {sources}.").format(
+                sources=", ".join(names)))), False, False, 0)
 
         if reason:
             reason_text = _("The app says why: <i>“{reason}”</i>").format(reason=esc(reason))
@@ -584,6 +591,9 @@ class Agent:
             identity = p.details.get("identity")
             log("identity", shown(request_id), f"kind={shown(identity) if isinstance(identity, str) else 'unknown'}",
                 f"proven={1 if p.details.get('identity-proven') is True else 0}")
+            sources = p.details.get("sources")
+            log("sources", shown(request_id),
+                ",".join(shown(s) for s in sources if isinstance(s, str)) if isinstance(sources, list) and sources else "-")
             self._show_next()
         elif method == "Cancel":
             (request_id,) = params.unpack()

@@ -39,6 +39,14 @@ def translation():
     return catalog.gettext, catalog.ngettext
 
 
+def source_name(source):
+    """A source of positions (the daemon's `Sources`, a prompt's `sources`)
+    as a person names it; None for one this program does not know."""
+    _ = translation()[0]
+    return {"gps": _("the GPS receiver"), "wifi": _("nearby Wi-Fi networks"),
+            "static": _("this computer's fixed position")}.get(source)
+
+
 def log(*words):
     """One line on stdout, flushed: what the tests and the journal read."""
     print(*words, flush=True)

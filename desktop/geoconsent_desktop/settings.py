@@ -42,7 +42,7 @@ gi.require_version("Gdk", "3.0")
 from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
 
 from .common import (ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, RECONNECT_SECONDS, add_bus_argument,  # noqa: E402
-                     connect, log, translation, warn as common_warn)
+                     connect, log, source_name, translation, warn as common_warn)
 
 try:
     gi.require_version("GdkX11", "3.0")
@@ -89,12 +89,6 @@ def source_text(source):
     in words; None when the daemon did not say."""
     return {"gps": _("from the GPS receiver"), "wifi": _("from nearby Wi-Fi networks"),
             "static": _("from this computer's fixed position")}.get(source)
-
-
-def source_name(source):
-    """A source of positions (the Sources property) as a person names it."""
-    return {"gps": _("the GPS receiver"), "wifi": _("nearby Wi-Fi networks"),
-            "static": _("this computer's fixed position")}.get(source)
 
 
 def last_used_text(record):
