@@ -224,6 +224,10 @@ public enum ConfigParser {
         }
     }
 
+    /// Smallest `gps-wait`: a receiver gives a fix a second, and a GPS fix
+    /// must stay fresh until the next one, or another source's position
+    /// would come between two of them.
+    public static let minGPSWait: Double = 1
     /// Largest `gps-wait`: a minute is far longer than a receiver that has a
     /// fix takes to give one.
     public static let maxGPSWait: Double = 60
@@ -249,8 +253,8 @@ public enum ConfigParser {
             guard let v = Bool(value) else { throw fail("gps must be 'true' or 'false', not '\(value)'") }
             sources.gps = v
         case "gps-wait":
-            guard let v = decimal(value), v <= maxGPSWait else {
-                throw fail("gps-wait must be a number of seconds from 0 up to \(Int(maxGPSWait)), not '\(value)'")
+            guard let v = decimal(value), v >= minGPSWait, v <= maxGPSWait else {
+                throw fail("gps-wait must be a number of seconds from \(Int(minGPSWait)) up to \(Int(maxGPSWait)), not '\(value)'")
             }
             sources.gpsWait = v
         case "static-file", "wifi-ca-file":

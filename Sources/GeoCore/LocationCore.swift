@@ -134,6 +134,7 @@ public final class LocationCore {
         if on {
             wifiNotBefore = 0
             wifiFailure = nil
+            armGPSWait()   // GPS not yet found silent: Wi-Fi waits for its chance
             if grantsHeld { warmWiFi() }
             wantWiFi()
             return
@@ -210,7 +211,7 @@ public final class LocationCore {
             break   // only the receiver is opened and closed
         case .grantsHeld(let held):
             grantsHeld = held
-            if held { warmWiFi() } else if !demand && wifiOpen && !wifiInFlight { closeWiFi() }
+            if held { warmWiFi() } else if !demand && wifiOpen { closeWiFi() }
         case .timerFired(let timer):
             fired(timer, grants)
         }
@@ -271,8 +272,8 @@ public final class LocationCore {
         guard let session = pendingSession.removeValue(forKey: call) else { return }
         pending[session]?.removeAll { $0 == call }
         if pending[session]?.isEmpty == true { pending[session] = nil }
-        let failure: LocationFailure = receiverConnected ? .timeout
-            : .gpsUnavailable(choice.gpsEnabled ? unreachable : Self.noSource)
+        // A receiver connected, or a lookup still under way: no fix in time.
+        let failure: LocationFailure = receiverConnected || wifiInFlight ? .timeout : currentFailure(nil)
         effects.append(.fail(call, failure))
         demandChanged()
     }
@@ -290,6 +291,8 @@ public final class LocationCore {
         }
         sendRecent(to: session, grants)
         demandChanged()
+        // Nothing can come (GPS off or away, no other source, no lookup): said at once.
+        if nothingCanAnswer { announce(currentFailure(nil)) }
     }
 
     /// A GPS fix younger than `startCacheAge`, or another source's position
@@ -382,7 +385,7 @@ public final class LocationCore {
         // reaches the sessions, whatever the API.
         if let t = fix.timestamp, choice.lastGPS?.fix.timestamp == t { return }
         choice.gpsFix(fix, at: now)
-        if wifiOpen && !wifiInFlight { closeWiFi() }   // GPS speaks: no lookup is needed
+        if wifiOpen { closeWiFi() }   // GPS speaks: no lookup is needed, not even one under way
         var shown = Shown(fix, grid: grid)
         serve(&shown, grants)
     }
@@ -534,7 +537,9 @@ public final class LocationCore {
         } else {
             if gpsWaitScheduled { cancel(.gpsWait) }
             if wifiTimerScheduled { cancel(.wifiLookup) }
-            if wifiOpen && !wifiInFlight && !grantsHeld { closeWiFi() }
+            // Nobody needs a position and no grant holds: a lookup under way is
+            // dropped too, before it reaches the network if it has not yet.
+            if wifiOpen && !grantsHeld { closeWiFi() }
             if receiverConnected && !lingerScheduled {
                 lingerScheduled = true
                 effects.append(.scheduleTimer(.linger, after: linger))
@@ -621,7 +626,7 @@ public final class LocationCore {
     /// the receiver away or off and no attempt to reach it under way, and no
     /// Wi-Fi lookup running.
     private var nothingCanAnswer: Bool {
-        !pending.isEmpty && choice.fallback(now: now) == nil && !receiverConnected && !connecting
+        demand && choice.fallback(now: now) == nil && !receiverConnected && !connecting
             && (outage || !choice.gpsEnabled) && !wifiInFlight
     }
 
@@ -692,8 +697,11 @@ public final class LocationCore {
         effects.append(.warm(.wifi))
     }
 
+    /// Closes the helper's connection; a lookup under way ends with it (its
+    /// result, if any, is dropped by the source).
     private func closeWiFi() {
         wifiOpen = false
+        wifiInFlight = false
         effects.append(.close(.wifi))
     }
 

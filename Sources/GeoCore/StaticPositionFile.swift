@@ -58,12 +58,12 @@ public enum StaticPositionFile {
             if text.isEmpty { continue }
             guard values.count < fields.count else {
                 throw ConfigError(file: file, line: lineNumber,
-                                  reason: "unexpected \(DisplayText.quotedField(text)) after the accuracy; the file holds four numbers")
+                                  reason: "unexpected text after the accuracy; the file holds four numbers")
             }
             let field = fields[values.count]
             guard let value = number(text) else {
                 throw ConfigError(file: file, line: lineNumber,
-                                  reason: "the \(field) must be a decimal number, not \(DisplayText.quotedField(text))")
+                                  reason: "the \(field) must be a decimal number, with '.' as the decimal point")
             }
             if let problem = rangeProblem(field, value) {
                 throw ConfigError(file: file, line: lineNumber, reason: problem)
@@ -91,14 +91,17 @@ public enum StaticPositionFile {
         return value
     }
 
+    /// Why a value is out of range. A problem names no value of the file:
+    /// a mistyped coordinate is close to the true one, and the log is read
+    /// by more people than the file (docs/dbus-api.md, "Sources").
     private static func rangeProblem(_ field: String, _ value: Double) -> String? {
         switch field {
         case "latitude" where !(-90...90).contains(value):
-            return "latitude \(value) is outside -90...90 degrees"
+            return "the latitude is outside -90...90 degrees"
         case "longitude" where !(-180...180).contains(value):
-            return "longitude \(value) is outside -180...180 degrees"
+            return "the longitude is outside -180...180 degrees"
         case "altitude" where !(-12_000...100_000).contains(value):
-            return "altitude \(value) m is not on or near the Earth"
+            return "the altitude is not on or near the Earth (-12000...100000 m)"
         case "accuracy" where !accuracyRange.contains(value):
             return "accuracy \(value) m must be more than 0 and at most \(Int(accuracyRange.upperBound)) m"
         default:

@@ -36,7 +36,7 @@ final class ConfigSourcesTests: XCTestCase {
         let s = try parse("""
         [sources]   # where positions come from
         gps = false
-        gps-wait = 0.5
+        gps-wait = 1.5
         static-file =
         wifi-url = https://api.beacondb.net/v1/geolocate
         wifi-ca-file = /etc/ssl/private-ca.pem
@@ -44,7 +44,7 @@ final class ConfigSourcesTests: XCTestCase {
         wifi-interval = 60
         """)
         XCTAssertFalse(s.gps)
-        XCTAssertEqual(s.gpsWait, 0.5)
+        XCTAssertEqual(s.gpsWait, 1.5)
         XCTAssertEqual(s.staticFile, "")
         XCTAssertEqual(s.wifiURL, "https://api.beacondb.net/v1/geolocate")
         XCTAssertEqual(s.wifiCAFile, "/etc/ssl/private-ca.pem")
@@ -56,8 +56,9 @@ final class ConfigSourcesTests: XCTestCase {
     func testBadValuesAreRefusedWithTheirLine() {
         let cases: [(String, String)] = [
             ("[sources]\ngps = yes", "test.conf:2: gps must be 'true' or 'false', not 'yes'"),
-            ("[sources]\ngps-wait = 61", "test.conf:2: gps-wait must be a number of seconds from 0 up to 60, not '61'"),
-            ("[sources]\ngps-wait = -1", "test.conf:2: gps-wait must be a number of seconds from 0 up to 60, not '-1'"),
+            ("[sources]\ngps-wait = 61", "test.conf:2: gps-wait must be a number of seconds from 1 up to 60, not '61'"),
+            ("[sources]\ngps-wait = -1", "test.conf:2: gps-wait must be a number of seconds from 1 up to 60, not '-1'"),
+            ("[sources]\ngps-wait = 0.5", "test.conf:2: gps-wait must be a number of seconds from 1 up to 60, not '0.5'"),
             ("[sources]\nstatic-file = etc/geolocation",
              "test.conf:2: static-file must be an absolute path, or empty for none, not 'etc/geolocation'"),
             ("[sources]\n\nwifi-url = http://beacondb.net/v1/geolocate",

@@ -101,7 +101,7 @@ final class LocationCoreWiFiTests: XCTestCase {
                        "still configured: Sources stays, WiFiEnabled says it is off")
         XCTAssertFalse(rig.core.wifiOn)
         XCTAssertTrue(off.cancelled.contains(.wifiLookup), "no refresh")
-        XCTAssertEqual(off.locationErrors, [], "updates stay on; nothing new to say until a request")
+        XCTAssertEqual(off.locationErrors, [a], "updates stay on, and are told that nothing can answer now")
         XCTAssertEqual(rig.locate(a).failure, .gpsUnavailable(LocationCore.noSource), "its position is gone with it")
         XCTAssertTrue(rig.send(.wifiSwitched(false)).isEmpty, "off again: nothing")
         let on = rig.send(.wifiSwitched(true))
@@ -110,15 +110,35 @@ final class LocationCoreWiFiTests: XCTestCase {
         XCTAssertTrue(on.contains(.open(.wifi)), "updates run: a lookup")
     }
 
+    /// A lookup under way when the last need and grant end is dropped before
+    /// it can reach the network (the source drops its result).
+    func testALookupUnderWayEndsWithTheGrant() {
+        let rig = LocationRig(gpsEnabled: false, wifiEnabled: true, grants: [a: .full])
+        rig.send(.grantsHeld(true))
+        let step = rig.locate(a)
+        XCTAssertTrue(step.effects.contains(.open(.wifi)))
+        rig.send(.drop(session: a))
+        XCTAssertEqual(rig.send(.grantsHeld(false)), [.close(.wifi)], "no grant: the lookup is closed, not finished")
+    }
+
+    /// With GPS off and nothing else, a subscriber hears at once that nothing can come.
+    func testWithNoSourceAtAllASubscriberIsToldAtOnce() {
+        let rig = LocationRig(gpsEnabled: false, grants: [a: .full])
+        let step = rig.start(a)
+        XCTAssertEqual(step.effects.reply(to: step.call), .empty)
+        XCTAssertEqual(step.effects.locationErrors, [a])
+    }
+
     func testALookupThatEndsAfterGPSSpokeIsNotSentAndClosesWiFi() {
         let rig = LocationRig(wifiEnabled: true, grants: [a: .full])
         rig.start(a)
         rig.connected()
         XCTAssertTrue(rig.advance(3).contains(.open(.wifi)))
-        XCTAssertEqual(rig.fix(Spot.here).updates[a], Spot.here, "GPS speaks while the lookup runs")
+        let gps = rig.fix(Spot.here)
+        XCTAssertEqual(gps.updates[a], Spot.here, "GPS speaks while the lookup runs")
+        XCTAssertTrue(gps.contains(.close(.wifi)), "the lookup under way is dropped at once")
         let late = rig.wifiFound(Self.wifi())
         XCTAssertTrue(late.updates.isEmpty, "never a worse fix while a fresh one is there")
-        XCTAssertTrue(late.contains(.close(.wifi)))
     }
 
     func testAFailedLookupWithNoReceiverFailsTheRequestWithBothCauses() {

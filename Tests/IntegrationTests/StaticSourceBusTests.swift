@@ -24,7 +24,7 @@ final class StaticSourceBusTests: XCTestCase {
     func makeStack(gps: Bool = true) throws {
         dir = try TempDir()
         try write(Self.office)
-        stack = try Stack(config: "[sources]\ngps = \(gps)\ngps-wait = 0.5\nstatic-file = \(file)\n")
+        stack = try Stack(config: "[sources]\ngps = \(gps)\ngps-wait = 1\nstatic-file = \(file)\n")
         agentPeer = try stack.peer()
         agent = TestAgent(peer: agentPeer, behaviour: .answer("allow-once"))
         XCTAssertNoThrow(try agent.register().get())
@@ -67,7 +67,7 @@ final class StaticSourceBusTests: XCTestCase {
     func testWithNoGPSFixTheStaticPositionAnswersAndAFreshGPSFixWins() throws {
         try makeStack()
         let p = try tappedClient()
-        // gpsd runs but has no receiver: gps-wait (0.5 s) later the file answers.
+        // gpsd runs but has no receiver: gps-wait (1 s) later the file answers.
         let reply = try locate(p).get()
         let here = try XCTUnwrap(LocationBody.decode(reply))
         XCTAssertEqual(here.fix.source, .static)
@@ -152,7 +152,7 @@ final class StaticSourceBusTests: XCTestCase {
     func testAMalformedFileLeavesGPSServing() throws {
         dir = try TempDir()
         try write("91\n0\n0\n10\n")
-        stack = try Stack(config: "[sources]\ngps-wait = 0.5\nstatic-file = \(file)\n")
+        stack = try Stack(config: "[sources]\ngps-wait = 1\nstatic-file = \(file)\n")
         agentPeer = try stack.peer()
         agent = TestAgent(peer: agentPeer, behaviour: .answer("allow-once"))
         XCTAssertNoThrow(try agent.register().get())

@@ -30,7 +30,7 @@ final class WiFiRig {
         stack = try Stack(config: """
         [sources]
         gps = \(gps)
-        gps-wait = 0.3
+        gps-wait = 1
         wifi-url = \(server.url)
         wifi-helper = \(helperSocket.path)
         wifi-interval = 5

@@ -41,11 +41,12 @@ final class WiFiSource: PositionSourceDriver {
 
     func open() {
         guard !busy else { return }
-        let now = Self.seconds()
-        if now < notBefore {
+        // The server said to wait: the same cause as its answer said (the core
+        // logs a cause once, so no countdown goes into it).
+        if Self.seconds() < notBefore {
             return loop.later { [weak self] in
                 guard let self else { return }
-                self.report(.failed("\(self.waitReason); next lookup in \(Int((self.notBefore - now).rounded(.up))) s"))
+                self.report(.failed(self.waitReason))
             }
         }
         busy = true
@@ -183,7 +184,7 @@ final class WiFiSource: PositionSourceDriver {
         case .retry(let after, let why):
             notBefore = Self.seconds() + after
             waitReason = why
-            sink?.sourceEvent(.openFailed(.wifi, reason: "\(why); next lookup in \(Int(after.rounded(.up))) s"))
+            sink?.sourceEvent(.openFailed(.wifi, reason: why))
         case .failed(let why):
             sink?.sourceEvent(.openFailed(.wifi, reason: why))
         }

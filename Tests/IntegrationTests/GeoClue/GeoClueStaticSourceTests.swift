@@ -12,7 +12,7 @@ final class GeoClueStaticSourceTests: GeoClueTestCase {
     private var positionDir: TempDir?
 
     override var extraConfig: String {
-        "[sources]\ngps-wait = 0.5\nstatic-file = \(positionDir?.file("geolocation") ?? "")\n"
+        "[sources]\ngps-wait = 1\nstatic-file = \(positionDir?.file("geolocation") ?? "")\n"
     }
 
     override func setUpWithError() throws {
