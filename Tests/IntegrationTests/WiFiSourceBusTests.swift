@@ -79,6 +79,28 @@ final class WiFiSourceBusTests: XCTestCase {
 
     var stack: Stack { rig.stack }
 
+    /// `geoconsentctl locate`, as a person types it on a machine without a
+    /// receiver: the usual consent, then the Wi-Fi position, named as such.
+    func testGeoconsentctlLocateShowsTheWiFiPosition() throws {
+        rig = try WiFiRig()
+        try seeAccessPoints()
+        // The consent agent in a process of its own: ctl below blocks this thread.
+        let agent = try ChildProcess(executable: TestPaths.binDir + "/geoconsentctl",
+                                     arguments: ["--bus", stack.bus.address, "agent", "--auto", "allow-once"],
+                                     logPath: rig.dir.file("agent.log"), captureStdout: true)
+        defer { agent.stop() }
+        var registered = false
+        let deadline = Date().addingTimeInterval(15)
+        while !registered, Date() < deadline {
+            registered = agent.readStdoutLine(timeout: 0.1)?.contains("Consent agent registered for uid") ?? false
+        }
+        XCTAssertTrue(registered, "geoconsentctl agent registered")
+        let r = try stack.ctl(["locate"], timeout: 30)
+        XCTAssertEqual(r.status, 0, r.output)
+        XCTAssertTrue(r.output.contains("52.5163000") && r.output.contains("13.3777000"), r.output)
+        XCTAssertTrue(r.output.contains("Wi-Fi access points"), "the Source row:\n\(r.output)")
+    }
+
     /// Each fault of the server, the helper or NetworkManager fails the
     /// request with `PositionUnavailable` naming the cause, and the daemon
     /// goes on (each on a daemon of its own: a failure holds Wi-Fi off for
