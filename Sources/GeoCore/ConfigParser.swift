@@ -118,7 +118,11 @@ public enum ConfigParser {
             case .agents:
                 switch key {
                 case "allow":
-                    result.agentAllow = list(value)
+                    let ids = list(value)
+                    if let bad = ids.first(where: { $0.contains(",") }) {
+                        throw fail("allow separates app-ids with ';', not ',' ('\(bad)')")
+                    }
+                    result.agentAllow = ids
                 default:
                     throw fail("unknown key '\(key)' in [agents]")
                 }

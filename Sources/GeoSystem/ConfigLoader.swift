@@ -24,7 +24,10 @@ public enum ConfigLoader {
         var config = Config()
         config.frontEndSections = frontEndSections
         if let file = explicitFile {
-            try apply(file, to: &config)
+            // Named on the command line: a file that is not there is a mistake, not defaults.
+            guard try apply(file, to: &config) else {
+                throw ConfigError(file: file, line: 0, reason: "does not exist (named by --config)")
+            }
             return config
         }
         try apply(defaultFile, to: &config)
@@ -43,15 +46,18 @@ public enum ConfigLoader {
         return config
     }
 
-    /// Parses one file on top of `config`; a missing file changes nothing.
-    private static func apply(_ file: String, to config: inout Config) throws {
+    /// Parses one file on top of `config`; a missing file changes nothing
+    /// (false: it was missing).
+    @discardableResult
+    private static func apply(_ file: String, to config: inout Config) throws -> Bool {
         let bytes: [UInt8]?
         do {
             bytes = try readFileBytes(file)
         } catch let e as SystemError {
             throw ConfigError(file: file, line: 0, reason: "cannot read: \(e.message)")
         }
-        guard let bytes else { return }
+        guard let bytes else { return false }
         try ConfigParser.parse(bytes: bytes, file: file, into: &config)
+        return true
     }
 }

@@ -190,8 +190,24 @@ func resetCommand(_ ctx: inout Context) async throws {
     }
     let client = try connect(ctx)
     defer { client.close() }
+    // An app the daemon knows nothing of for that user (no stored consent, no
+    // live session) is most likely a typo: say so rather than "forgotten".
+    // (Only where the caller sees that user's consents: its own, or root's
+    // view of all; another user's are the daemon's to refuse.)
+    let uidShown = target ?? getuid()
+    if getuid() == 0 || uidShown == getuid() {
+        let stored = try await client.listConsents().contains { $0.appID == app && $0.uid == uidShown }
+        let live = try await client.listSessions().contains { $0.appID == app && $0.uid == uidShown }
+        if !stored && !live { throw unknownApp(app, uidShown) }
+    }
     try await client.resetConsent(appID: app, uid: target)
     if !ctx.json { print(tr("Consent of {app} forgotten.", ["app": app])) } else { print("{}") }
+}
+
+/// `reset` of an app the daemon knows nothing of for that user.
+func unknownApp(_ app: String, _ uid: UInt32) -> Failure {
+    Failure(tr("no consent or session of {app} for uid {uid}: see 'geoconsentctl consents'",
+               ["app": app, "uid": "\(uid)"]))
 }
 
 func setEnabledCommand(_ ctx: inout Context, _ value: Bool) async throws {

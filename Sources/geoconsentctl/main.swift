@@ -1,5 +1,6 @@
 import Glibc
 import GeoConsentClient
+import GeoCore
 
 // geoconsentctl: the command line of geoconsent, in the style of timedatectl.
 setvbuf(stdout, nil, _IOLBF, 0)
@@ -42,6 +43,7 @@ while i < rest.count {
     let a = rest[i]
     if command == nil {
         if a == "--help" || a == "-h" { print(usage); exit(0) }
+        if a == "--version" { print("geoconsentctl \(geoconsentVersion)"); exit(0) }
         if a == "--json" { json = true; rest.remove(at: i); continue }
         if a == "--bus" || a.hasPrefix("--bus=") {
             let v: String
@@ -67,13 +69,11 @@ while i < rest.count {
     i += 1
 }
 
-guard let command else {
-    eprint(usage)
-    exit(2)
-}
+// With no command, the state of things (as timedatectl does).
+let commandName = command ?? "status"
 var ctx = Context(bus: bus, json: json, args: rest)
 do {
-    switch command {
+    switch commandName {
     case "status": try await statusCommand(&ctx)
     case "locate": try await locateCommand(&ctx)
     case "watch": try await watchCommand(&ctx)
@@ -84,7 +84,7 @@ do {
     case "enable": try await setEnabledCommand(&ctx, true)
     case "disable": try await setEnabledCommand(&ctx, false)
     case "wifi": try await setWiFiCommand(&ctx)
-    default: throw UsageError(tr("unknown command '{command}' (see --help)", ["command": command]))
+    default: throw UsageError(tr("unknown command '{command}' (see --help)", ["command": commandName]))
     }
     exit(0)
 } catch let e as UsageError {

@@ -156,6 +156,8 @@ final class ConfigParserTests: XCTestCase {
             ("[app \"x]", 1, "unterminated quote"),
             ("[app \"\"]", 1, "empty app-id"),
             ("[app \"a\\nb\"]", 1, "bad escape"),
+            ("[agents]\nallow = org.gnome.Shell, org.kde.plasmashell", 2,
+             "allow separates app-ids with ';', not ',' ('org.gnome.Shell, org.kde.plasmashell')"),
             ("[daemon \"x\"]", 1, "unknown section 'daemon'"),
             ("[daemon]\nfoo = 1", 2, "unknown key 'foo' in [daemon]"),
             ("[agents]\ndeny = x", 2, "unknown key 'deny' in [agents]"),

@@ -19,8 +19,13 @@ final class ConfigLoaderTests: XCTestCase {
     func testMissingEverythingMeansDefaults() throws {
         let dir = TestDirectory()
         XCTAssertEqual(try ConfigLoader.load(explicitFile: nil, defaultFile: dir.sub("geoconsent.conf")), Config())
-        XCTAssertEqual(try ConfigLoader.load(explicitFile: dir.sub("other.conf"),
-                                             defaultFile: dir.sub("geoconsent.conf")), Config())
+    }
+
+    /// `--config FILE` names a file on purpose: missing, it is a mistake, not defaults.
+    func testAMissingExplicitFileIsAnError() {
+        let dir = TestDirectory()
+        XCTAssertEqual(loadError(explicit: dir.sub("other.conf"), defaultFile: dir.sub("geoconsent.conf"))?.description,
+                       dir.sub("other.conf") + ": does not exist (named by --config)")
     }
 
     func testMainThenDropInsInNameOrder() throws {

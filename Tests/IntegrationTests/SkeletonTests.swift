@@ -82,6 +82,24 @@ final class SkeletonTests: StackTestCase {
         XCTAssertTrue(stack.daemon.isRunning)
     }
 
+    /// geoconsentctl as timedatectl: no command shows the status, --version
+    /// says the version, and a reset of an app it knows nothing of says so
+    /// (exit 1) instead of "forgotten".
+    func testGeoconsentctlWithNoCommandVersionAndAnUnknownReset() throws {
+        let plain = try stack.ctl([])
+        XCTAssertEqual(plain.status, 0, plain.output)
+        XCTAssertTrue(plain.output.contains("Location enabled:") && plain.output.contains("Sources:"), plain.output)
+        let version = try ChildProcess.run(TestPaths.binDir + "/geoconsentctl", ["--version"])
+        XCTAssertEqual(version.status, 0)
+        XCTAssertEqual(version.output, "geoconsentctl 0.1.0\n")
+        let dir = try TempDir()
+        let r = try ChildProcess.run(TestPaths.binDir + "/geoconsentctl", ["--bus", stack.bus.address, "reset", "org.example.Nope"],
+                                     logPath: dir.file("stderr"))
+        XCTAssertEqual(r.status, 1)
+        XCTAssertEqual(try String(contentsOfFile: dir.file("stderr"), encoding: .utf8),
+                       "geoconsentctl: no consent or session of org.example.Nope for uid \(getuid()): see 'geoconsentctl consents'\n")
+    }
+
     func testGetAuthorizationNamesTheCallerFromCredentials() throws {
         let p = try stack.peer()
         // The test process has no Flatpak, Snap or app unit: its executable's absolute path.
