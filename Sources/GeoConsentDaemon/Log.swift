@@ -3,11 +3,16 @@ import GeoCore
 import GeoDBus
 
 /// journald-friendly logging: one line per message on stderr with an sd-daemon
-/// priority prefix (`<3>` error … `<7>` debug), which journald turns into the priority.
+/// priority prefix (`<3>` error … `<7>` debug), which journald turns into the
+/// priority; on a terminal, the text alone.
 public enum Log {
     public enum Level: Int32 {
         case error = 3, warning = 4, notice = 5, info = 6, debug = 7
     }
+
+    /// The `<N>` prefixes are for journald (and any log a pipe or file
+    /// collects); a person reading a terminal gets the text alone.
+    static let priorityPrefixes = isatty(2) == 0
 
     /// Messages above this level are dropped (`GEOCONSENT_DEBUG=1` enables debug).
     public static var maxLevel: Level = getenv("GEOCONSENT_DEBUG") != nil ? .debug : .info
@@ -25,7 +30,7 @@ public enum Log {
         if text.utf8.count > maxMessageBytes {
             text = String(decoding: text.utf8.prefix(maxMessageBytes), as: UTF8.self) + " [cut]"
         }
-        var line = "<\(level.rawValue)>" + text
+        var line = priorityPrefixes ? "<\(level.rawValue)>" + text : text
         line += "\n"
         var bytes = Array(line.utf8)
         _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }

@@ -28,14 +28,18 @@ IP fallback, never a submission.
   --help, --version
 """
 
+/// journald's `<N>` priority prefix, and none on a terminal.
+let prefixes = isatty(2) == 0
+func priority(_ n: Int) -> String { prefixes ? "<\(n)>" : "" }
+
 func fail(_ message: String) -> Never {
-    var line = "<3>geoconsent-wifi-helper: \(message)\n"
+    var line = "\(priority(3))geoconsent-wifi-helper: \(message)\n"
     _ = line.withUTF8 { write(2, $0.baseAddress, $0.count) }
     exit(1)
 }
 
 func log(_ message: String) {
-    var line = "<4>\(message)\n"
+    var line = "\(priority(4))\(message)\n"
     _ = line.withUTF8 { write(2, $0.baseAddress, $0.count) }
 }
 

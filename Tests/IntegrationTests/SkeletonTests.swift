@@ -82,6 +82,22 @@ final class SkeletonTests: StackTestCase {
         XCTAssertTrue(stack.daemon.isRunning)
     }
 
+    /// On a terminal the daemon's lines carry no journald priority prefix
+    /// (`<3>`); in a pipe or the journal they do. And a --config FILE that is
+    /// not there is an error, said in one line.
+    func testATerminalGetsTheTextAloneAndAMissingConfigIsAnError() throws {
+        let exe = TestPaths.binDir + "/geoconsentd"
+        let onTerminal = try ChildProcess.run("/usr/bin/script", ["-qec", "\(exe) --config /nonexistent/geoconsent.conf", "/dev/null"])
+        XCTAssertEqual(onTerminal.status, 1)
+        XCTAssertEqual(onTerminal.output.replacingOccurrences(of: "\r", with: ""),
+                       "geoconsentd: /nonexistent/geoconsent.conf: does not exist (named by --config)\n")
+        let dir = try TempDir()
+        let piped = try ChildProcess.run(exe, ["--config", "/nonexistent/geoconsent.conf"], logPath: dir.file("stderr"))
+        XCTAssertEqual(piped.status, 1)
+        XCTAssertEqual(try String(contentsOfFile: dir.file("stderr"), encoding: .utf8),
+                       "<3>geoconsentd: /nonexistent/geoconsent.conf: does not exist (named by --config)\n")
+    }
+
     /// geoconsentctl as timedatectl: no command shows the status, --version
     /// says the version, and a reset of an app it knows nothing of says so
     /// (exit 1) instead of "forgotten".
