@@ -28,6 +28,7 @@ public enum AuthorizationReply {
             "accuracy": .string(a.accuracy?.rawValue ?? "none"),
             "app-id": .string(a.appID),
             "one-time-approved": .bool(a.oneTimeApproved),
+            "agent-registered": .bool(a.agentRegistered),
         ])]
     }
 
@@ -35,10 +36,12 @@ public enum AuthorizationReply {
     public static func decode(_ values: [DBusValue]) -> AuthorizationInfo? {
         guard let status = StatusReply.decode(values) else { return nil }
         let d = values.dropFirst().first?.vardictValue ?? [:]
-        return AuthorizationInfo(status: status, temporary: d["temporary"]?.boolValue ?? false,
-                                 accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? ""),
-                                 appID: d["app-id"]?.stringValue ?? "",
-                                 oneTimeApproved: d["one-time-approved"]?.boolValue ?? false)
+        var info = AuthorizationInfo(status: status, temporary: d["temporary"]?.boolValue ?? false,
+                                     accuracy: Accuracy(rawValue: d["accuracy"]?.stringValue ?? ""),
+                                     appID: d["app-id"]?.stringValue ?? "",
+                                     oneTimeApproved: d["one-time-approved"]?.boolValue ?? false)
+        info.agentRegistered = d["agent-registered"]?.boolValue ?? false
+        return info
     }
 }
 

@@ -318,12 +318,14 @@ public final class ConsentCore {
         case .getAuthorization:
             let st = status(s)
             let record = consents[caller.app]
-            effects.append(.reply(call, .authorization(AuthorizationInfo(
+            var info = AuthorizationInfo(
                 status: st,
                 temporary: st == .whenInUse && record?.decision != .whenInUse,
                 accuracy: pause(caller) == nil ? effectiveAccuracy(s) : nil,
                 appID: caller.appID,
-                oneTimeApproved: record?.oneTimeApproved ?? false))))
+                oneTimeApproved: record?.oneTimeApproved ?? false)
+            info.agentRegistered = agents[caller.uid] != nil || externalAgents[caller.uid] != nil
+            effects.append(.reply(call, .authorization(info)))
         case .revoke:
             s.tempGrant = nil
             s.limit = nil

@@ -261,6 +261,9 @@ public struct AuthorizationInfo: Equatable, Sendable {
     public var accuracy: Accuracy?
     public var appID: String
     public var oneTimeApproved: Bool
+    /// A consent agent of the caller's uid is registered (ours, or one of
+    /// another protocol's): a prompt can be shown (`agent-registered`).
+    public var agentRegistered = false
     public init(status: AuthorizationStatus, temporary: Bool, accuracy: Accuracy?, appID: String, oneTimeApproved: Bool) {
         self.status = status
         self.temporary = temporary

@@ -61,17 +61,20 @@ func statusCommand(_ ctx: inout Context) async throws {
     defer { client.close() }
     let st = try await client.status()
     let version = st.version, enabled = st.enabled, gpsd = st.gpsdConnected, inUse = st.inUse
+    // Whether this user has a consent agent: without one, every first request fails.
+    let agent = try await client.authorization().agentRegistered
     if ctx.json {
         print(JSON.object([("version", .string(version)), ("enabled", .bool(enabled)),
                            ("gpsd_connected", .bool(gpsd)), ("in_use", .bool(inUse)),
                            ("sources", .array(st.sources.map { .string($0.rawValue) })),
-                           ("wifi_enabled", .bool(st.wifiEnabled))]).text)
+                           ("wifi_enabled", .bool(st.wifiEnabled)), ("agent_registered", .bool(agent))]).text)
     } else {
         printFields([(tr("Version"), version), (tr("Location enabled"), yesNo(enabled)),
                      (tr("gpsd connected"), yesNo(gpsd)), (tr("In use"), yesNo(inUse)),
                      (tr("Sources"), st.sources.isEmpty ? tr("none") : st.sources.map { source in
                          source == .wifi && !st.wifiEnabled ? tr("{source} (off)", ["source": sourceName(source)]) : sourceName(source)
-                     }.joined(separator: ", "))])
+                     }.joined(separator: ", ")),
+                     (tr("Consent agent"), agent ? tr("registered") : tr("none: start geoconsent-agent, or 'geoconsentctl agent'"))])
     }
 }
 

@@ -139,8 +139,10 @@ final class ConsentCoreLoginSessionTests: XCTestCase {
             }),
             ("GetAuthorization: restricted, accuracy none", stored((W.maps1, .whenInUseFull)),
              { $0.call(W.maps1, .getAuthorization) }, { s in
-                XCTAssertEqual(s.reply, .authorization(AuthorizationInfo(status: .restricted, temporary: false, accuracy: nil,
-                                                                         appID: W.mapsID, oneTimeApproved: false)))
+                var expected = AuthorizationInfo(status: .restricted, temporary: false, accuracy: nil,
+                                                 appID: W.mapsID, oneTimeApproved: false)
+                expected.agentRegistered = true
+                XCTAssertEqual(s.reply, .authorization(expected))
             }),
         ]
         for (label, records, play, check) in cases {

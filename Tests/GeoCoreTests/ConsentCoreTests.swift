@@ -1075,10 +1075,16 @@ final class ConsentCoreTests: XCTestCase {
             let rig = Rig(records: records)
             setup(rig)
             let s = rig.call(W.maps1, .getAuthorization)
-            XCTAssertEqual(s.effects, [.reply(s.call, .authorization(AuthorizationInfo(
-                status: status, temporary: temporary, accuracy: accuracy, appID: W.mapsID,
-                oneTimeApproved: approved)))], label)
+            var expected = AuthorizationInfo(status: status, temporary: temporary, accuracy: accuracy, appID: W.mapsID,
+                                             oneTimeApproved: approved)
+            expected.agentRegistered = true   // the rig's agent of uid 1000
+            XCTAssertEqual(s.effects, [.reply(s.call, .authorization(expected))], label)
         }
+        // No agent of the uid: said, so that `geoconsentctl status` can say what to do.
+        let alone = Rig(agents: [])
+        let s = alone.call(W.maps1, .getAuthorization)
+        XCTAssertEqual(s.effects, [.reply(s.call, .authorization(AuthorizationInfo(
+            status: .notDetermined, temporary: false, accuracy: nil, appID: W.mapsID, oneTimeApproved: false)))])
     }
 
     // MARK: - Listing

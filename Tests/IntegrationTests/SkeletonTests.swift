@@ -105,6 +105,17 @@ final class SkeletonTests: StackTestCase {
         let plain = try stack.ctl([])
         XCTAssertEqual(plain.status, 0, plain.output)
         XCTAssertTrue(plain.output.contains("Location enabled:") && plain.output.contains("Sources:"), plain.output)
+        XCTAssertTrue(plain.output.contains("Consent agent:   none: start geoconsent-agent, or 'geoconsentctl agent'")
+                      || plain.output.contains("Consent agent: none: start geoconsent-agent, or 'geoconsentctl agent'"),
+                      "no agent for this uid, and what to do:\n\(plain.output)")
+        // With one registered, status says so.
+        let agent = try ChildProcess(executable: TestPaths.binDir + "/geoconsentctl",
+                                     arguments: ["--bus", stack.bus.address, "agent", "--auto", "deny"],
+                                     logPath: "/dev/null", captureStdout: true)
+        defer { agent.stop() }
+        XCTAssertTrue(agent.readStdoutLine(timeout: 10)?.contains("registered") ?? false)
+        let json = try stack.ctl(["--json", "status"])
+        XCTAssertTrue(json.output.contains("\"agent_registered\":true"), json.output)
         let version = try ChildProcess.run(TestPaths.binDir + "/geoconsentctl", ["--version"])
         XCTAssertEqual(version.status, 0)
         XCTAssertEqual(version.output, "geoconsentctl 0.1.0\n")
