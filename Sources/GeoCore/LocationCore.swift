@@ -26,60 +26,60 @@ public final class LocationCore {
     /// The receiver as messages name it ("gpsd at HOST:PORT").
     let receiverName: String
 
-    public private(set) var receiverConnected = false
-    public private(set) var inUse = false
-    private var connecting = false
-    private var lingerScheduled = false
-    private var reconnectScheduled = false
+    public internal(set) var receiverConnected = false
+    public internal(set) var inUse = false
+    var connecting = false
+    var lingerScheduled = false
+    var reconnectScheduled = false
     /// Seconds before the next reconnect attempt: 0.1 doubling up to 5, reset by a fix.
-    private var backoff = 0.1
+    var backoff = 0.1
     /// A LocationError episode is under way: log and signal once.
-    private var outage = false
+    var outage = false
     /// The sources' latest fixes, and which of them a session gets.
-    private var choice: SourceChoice
-    private var gpsWaitScheduled = false
+    var choice: SourceChoice
+    var gpsWaitScheduled = false
     /// Wi-Fi lookups are configured (`[sources] wifi-url`).
     public let wifiConfigured: Bool
     /// Root's switch (`WiFiEnabled`), kept in the state directory.
-    public private(set) var wifiOn: Bool
+    public internal(set) var wifiOn: Bool
     /// Lookups may be made: configured and switched on.
     var wifiEnabled: Bool { wifiConfigured && wifiOn }
     /// Seconds between Wi-Fi lookups while a session streams, and after a
     /// failed one (`[sources] wifi-interval`).
     let wifiInterval: Double
     /// The Wi-Fi source was opened and not closed since.
-    private var wifiOpen = false
-    private var wifiInFlight = false
-    private var wifiTimerScheduled = false
+    var wifiOpen = false
+    var wifiInFlight = false
+    var wifiTimerScheduled = false
     /// No Wi-Fi lookup before this time (after a failure).
-    private var wifiNotBefore: UInt64 = 0
+    var wifiNotBefore: UInt64 = 0
     /// Why the last Wi-Fi lookup failed, while it stays failed: logged once.
-    private var wifiFailure: String?
+    var wifiFailure: String?
     /// No source can give a position: the failure the sessions were told
     /// (once), until a position is served again.
-    private var unavailable: LocationFailure?
+    var unavailable: LocationFailure?
     /// Some session holds a grant (`grantsHeld`).
-    private var grantsHeld = false
+    var grantsHeld = false
     /// Sources each session without updates has had fixes from (with updates:
     /// `Subscriber.served`), so the journal names each source once per session.
-    private var servedOnce: [SessionID: UInt8] = [:]
+    var servedOnce: [SessionID: UInt8] = [:]
     /// The source of the last answer to each session's `RequestLocation`
     /// (with updates, `Subscriber.lastSent` says it).
-    private var lastReplySource: [SessionID: PositionSource] = [:]
+    var lastReplySource: [SessionID: PositionSource] = [:]
     /// Waiting `RequestLocation` calls, per session in arrival order.
-    private var pending: [SessionID: [CallID]] = [:]
-    private var pendingSession: [CallID: SessionID] = [:]
-    private var subscribers: [SessionID: Subscriber] = [:]
+    var pending: [SessionID: [CallID]] = [:]
+    var pendingSession: [CallID: SessionID] = [:]
+    var subscribers: [SessionID: Subscriber] = [:]
     /// Sessions whose login session is paused (`pause`): their updates stay
     /// but get no fix and keep no gpsd connection open.
-    private var paused: [SessionID: PauseReason] = [:]
+    var paused: [SessionID: PauseReason] = [:]
 
-    private var effects: [LocationEffect] = []
+    var effects: [LocationEffect] = []
     /// During `handleFix(_:now:grants:send:)`: where replies and signals go as they are decided.
-    private var sink: ((LocationEffect) -> Void)?
-    private var now: UInt64 = 0
+    var sink: ((LocationEffect) -> Void)?
+    var now: UInt64 = 0
     /// Where the next fix's fan-out starts among the subscribers (see `fanOutOrder()`).
-    private var rotation = 0
+    var rotation = 0
 
     /// Fixes older than this are not sent to a new subscriber.
     static let startCacheAge: UInt64 = 5_000_000_000
@@ -103,7 +103,7 @@ public final class LocationCore {
     }
 
     /// Some session needs fixes: a waiting request, or updates not paused.
-    private var demand: Bool {
+    var demand: Bool {
         if !pending.isEmpty { return true }
         if paused.isEmpty { return !subscribers.isEmpty }
         return subscribers.keys.contains { paused[$0] == nil }
@@ -120,14 +120,14 @@ public final class LocationCore {
         return out
     }
 
-    private func noteSources(_ before: [PositionSource]) {
+    func noteSources(_ before: [PositionSource]) {
         let now = sourcesOn
         if now != before { effects.append(.sourcesChanged(now)) }
     }
 
     /// Root's Wi-Fi switch: off, the helper is closed, its position dropped
     /// and no lookup made; on, lookups may be made again when needed.
-    private func switchWiFi(_ on: Bool, _ grants: (SessionID) -> Accuracy?) {
+    func switchWiFi(_ on: Bool, _ grants: (SessionID) -> Accuracy?) {
         guard on != wifiOn else { return }
         wifiOn = on
         effects.append(.log(.notice, "Wi-Fi positioning switched \(on ? "on" : "off")"))
@@ -235,7 +235,7 @@ public final class LocationCore {
     }
 
     /// A reply or signal: to the streaming sink if there is one, else among the effects.
-    private func out(_ effect: LocationEffect) {
+    func out(_ effect: LocationEffect) {
         if let sink { sink(effect) } else { effects.append(effect) }
     }
 
@@ -243,7 +243,7 @@ public final class LocationCore {
 
     /// `RequestLocation`: a GPS fix younger than `maxAge` or another source's
     /// position once GPS is silent, else the next fix.
-    private func locate(_ call: CallID, _ session: SessionID, _ options: LocationOptions, _ grants: (SessionID) -> Accuracy?) {
+    func locate(_ call: CallID, _ session: SessionID, _ options: LocationOptions, _ grants: (SessionID) -> Accuracy?) {
         if let p = paused[session] { return effects.append(.fail(call, .sessionPaused(p))) }
         if let fix = choice.gps(youngerThan: options.maxAge, now: now) ?? choice.fallback(now: now),
            let acc = grants(session) {
@@ -268,7 +268,7 @@ public final class LocationCore {
         if nothingCanAnswer { announce(currentFailure(nil)) }
     }
 
-    private func timedOut(_ call: CallID) {
+    func timedOut(_ call: CallID) {
         guard let session = pendingSession.removeValue(forKey: call) else { return }
         pending[session]?.removeAll { $0 == call }
         if pending[session]?.isEmpty == true { pending[session] = nil }
@@ -279,7 +279,7 @@ public final class LocationCore {
     }
 
     /// `StartUpdates`: replaces the session's options and restarts its filters.
-    private func startUpdates(_ call: CallID, _ session: SessionID, _ options: UpdateOptions,
+    func startUpdates(_ call: CallID, _ session: SessionID, _ options: UpdateOptions,
                               _ grants: (SessionID) -> Accuracy?) {
         subscribers[session] = Subscriber(options: options, served: servedOnce.removeValue(forKey: session)
                                           ?? subscribers[session]?.served ?? 0)
@@ -298,7 +298,7 @@ public final class LocationCore {
     /// A GPS fix younger than `startCacheAge`, or another source's position
     /// once GPS is silent, goes to a session whose updates just started or
     /// resumed; during a receiver outage with no other source it is told so.
-    private func sendRecent(to session: SessionID, _ grants: (SessionID) -> Accuracy?) {
+    func sendRecent(to session: SessionID, _ grants: (SessionID) -> Accuracy?) {
         let fallback = choice.fallback(now: now)
         if let fix = choice.gps(youngerThan: Double(Self.startCacheAge) / 1e9, now: now) ?? fallback {
             var shown = Shown(fix, grid: grid)
@@ -316,7 +316,7 @@ public final class LocationCore {
 
     /// The session's login session is paused: its updates say why and get no
     /// fix, its waiting requests fail. A new reason is said again.
-    private func pause(_ session: SessionID, _ reason: PauseReason) {
+    func pause(_ session: SessionID, _ reason: PauseReason) {
         let old = paused.updateValue(reason, forKey: session)
         if old != reason, subscribers[session] != nil {
             effects.append(.locationError(session: session, .sessionPaused(reason)))
@@ -331,7 +331,7 @@ public final class LocationCore {
 
     /// The pause ended (or the session did): its updates get fixes again, a
     /// recent one at once.
-    private func resume(_ session: SessionID, _ grants: (SessionID) -> Accuracy?) {
+    func resume(_ session: SessionID, _ grants: (SessionID) -> Accuracy?) {
         guard paused.removeValue(forKey: session) != nil else { return }
         if paused.isEmpty { paused = [:] }
         if subscribers[session] != nil { sendRecent(to: session, grants) }
@@ -339,7 +339,7 @@ public final class LocationCore {
     }
 
     /// The session's grant ended (or it left): nothing more reaches it.
-    private func drop(_ session: SessionID) {
+    func drop(_ session: SessionID) {
         subscribers[session] = nil
         servedOnce[session] = nil
         lastReplySource[session] = nil
@@ -358,7 +358,7 @@ public final class LocationCore {
     struct Shown {
         let fix: Fix
         let grid: ReducedGrid
-        private var reduced: Fix?
+        var reduced: Fix?
 
         init(_ fix: Fix, grid: ReducedGrid) {
             self.fix = fix
@@ -374,7 +374,7 @@ public final class LocationCore {
         }
     }
 
-    private func received(_ fix: Fix, _ grants: (SessionID) -> Accuracy?) {
+    func received(_ fix: Fix, _ grants: (SessionID) -> Accuracy?) {
         backoff = 0.1
         if outage {
             outage = false
@@ -392,7 +392,7 @@ public final class LocationCore {
 
     /// Another source's position: it answers at once if GPS is silent, else
     /// it waits for GPS's chance to end (`gpsWait`).
-    private func receivedOther(_ fix: Fix, _ grants: (SessionID) -> Accuracy?) {
+    func receivedOther(_ fix: Fix, _ grants: (SessionID) -> Accuracy?) {
         choice.set(fix.source, fix, at: now)
         if fix.source == .wifi {
             wifiInFlight = false
@@ -410,7 +410,7 @@ public final class LocationCore {
     }
 
     /// GPS had its chance: another source's position goes out, if there is one.
-    private func gpsWaitEnded(_ grants: (SessionID) -> Accuracy?) {
+    func gpsWaitEnded(_ grants: (SessionID) -> Accuracy?) {
         choice.gpsWentSilent()
         if grantsHeld { warmWiFi() }
         wantWiFi()
@@ -422,7 +422,7 @@ public final class LocationCore {
     }
 
     /// Answers every waiting request with `shown` and sends it to the subscribers.
-    private func serve(_ shown: inout Shown, _ grants: (SessionID) -> Accuracy?) {
+    func serve(_ shown: inout Shown, _ grants: (SessionID) -> Accuracy?) {
         unavailable = nil
         if !pending.isEmpty {
             let waiting = pending
@@ -445,7 +445,7 @@ public final class LocationCore {
     }
 
     /// A `RequestLocation`'s answer, and the journal's first word of its source.
-    private func reply(_ call: CallID, _ session: SessionID, _ shown: inout Shown, _ acc: Accuracy) {
+    func reply(_ call: CallID, _ session: SessionID, _ shown: inout Shown, _ acc: Accuracy) {
         out(.reply(call, .location(shown.view(acc), acc)))
         lastReplySource[session] = shown.fix.source
         let bit = shown.fix.source.bit
@@ -463,7 +463,7 @@ public final class LocationCore {
 
     /// The subscribers in the order this fix goes out to them: each fix starts one
     /// session further along, so over time no session is always the last to hear.
-    private func fanOutOrder() -> [SessionID] {
+    func fanOutOrder() -> [SessionID] {
         let keys = Array(subscribers.keys)
         guard keys.count > 1 else { return keys }
         let start = rotation % keys.count
@@ -475,7 +475,7 @@ public final class LocationCore {
     /// filters let it through, in that order. Streaming, each session's signal goes
     /// out as soon as it passes; else they are grouped by accuracy so each group's
     /// signal body is built once. A subscriber without a grant is dropped.
-    private func deliver(_ shown: inout Shown, to sessions: [SessionID], _ grants: (SessionID) -> Accuracy?) {
+    func deliver(_ shown: inout Shown, to sessions: [SessionID], _ grants: (SessionID) -> Accuracy?) {
         var groups: [Accuracy: [SessionID]] = [:]
         var firstFromSource: [SessionID] = []
         for session in sessions {
@@ -509,238 +509,5 @@ public final class LocationCore {
             if let group = groups[acc] { effects.append(.locationUpdated(sessions: group, acc, shown.view(acc))) }
         }
         for session in firstFromSource { effects.append(.served(session: session, shown.fix.source)) }
-    }
-
-    // MARK: The receiver's connection
-
-    /// While someone needs a position, GPS not yet found silent and another
-    /// source has one (or Wi-Fi may find one), a timer checks that GPS still speaks: it goes off
-    /// `gpsWait` after the last GPS fix (`fired`), not at every fix. Pointless
-    /// with no other source, so it is not armed then.
-    private func armGPSWait(after seconds: Double? = nil) {
-        guard demand, !choice.gpsSilent, !choice.others.isEmpty || wifiEnabled, !gpsWaitScheduled else { return }
-        gpsWaitScheduled = true
-        effects.append(.scheduleTimer(.gpsWait, after: seconds ?? choice.gpsWait))
-    }
-
-    private func demandChanged() {
-        let use = demand
-        if use != inUse {
-            inUse = use
-            effects.append(.inUseChanged(use))
-        }
-        if use {
-            if lingerScheduled { cancel(.linger) }
-            armGPSWait()
-            if choice.gpsEnabled && !receiverConnected && !connecting && !reconnectScheduled { connect() }
-            wantWiFi()
-        } else {
-            if gpsWaitScheduled { cancel(.gpsWait) }
-            if wifiTimerScheduled { cancel(.wifiLookup) }
-            // Nobody needs a position and no grant holds: a lookup under way is
-            // dropped too, before it reaches the network if it has not yet.
-            if wifiOpen && !grantsHeld { closeWiFi() }
-            if receiverConnected && !lingerScheduled {
-                lingerScheduled = true
-                effects.append(.scheduleTimer(.linger, after: linger))
-            } else if !receiverConnected && reconnectScheduled {
-                cancel(.reconnect)
-            }
-        }
-    }
-
-    private func connect() {
-        connecting = true
-        effects.append(.open(.gps))
-    }
-
-    private func connected() {
-        connecting = false
-        // An outage (and the backoff) ends with the first fix, not the first connect:
-        // a port that accepts and then hangs up, floods or talks junk must not make the
-        // daemon reconnect, log and signal every 0.1 s (see received(_:_:)).
-        if !outage { effects.append(.log(.info, "connected to \(receiverName)")) }
-        setConnected(true)
-        demandChanged()
-    }
-
-    private func fired(_ timer: LocationTimer, _ grants: (SessionID) -> Accuracy?) {
-        switch timer {
-        case .timeout(let call):
-            timedOut(call)
-        case .linger:
-            guard lingerScheduled else { return }
-            lingerScheduled = false
-            if !demand { disconnect(reason: nil, grants) }
-        case .reconnect:
-            guard reconnectScheduled else { return }
-            reconnectScheduled = false
-            if demand && !receiverConnected && !connecting { connect() }
-        case .wifiLookup:
-            guard wifiTimerScheduled else { return }
-            wifiTimerScheduled = false
-            wantWiFi()
-        case .gpsWait:
-            guard gpsWaitScheduled else { return }
-            gpsWaitScheduled = false
-            if let last = choice.lastGPS, case let age = Double(now &- last.at) / 1e9, age < choice.gpsWait {
-                armGPSWait(after: choice.gpsWait - age)
-            } else {
-                gpsWaitEnded(grants)
-            }
-        }
-    }
-
-    private func disconnect(reason: String?, _ grants: (SessionID) -> Accuracy?) {
-        effects.append(.close(.gps))
-        setConnected(false)
-        if let reason { receiverFailed(reason, grants) }
-        else { effects.append(.log(.info, "disconnected from \(receiverName): no session needs fixes")) }
-    }
-
-    /// A connection attempt failed or the receiver went away: GPS is silent.
-    /// Another source's position answers if there is one, or a Wi-Fi lookup
-    /// is made; else the subscribers are told (once) and waiting requests
-    /// fail. The receiver is retried with backoff while anyone still needs fixes.
-    private func receiverFailed(_ why: String, _ grants: (SessionID) -> Accuracy?) {
-        choice.gpsWentSilent()
-        if gpsWaitScheduled { cancel(.gpsWait) }
-        if !outage { effects.append(.log(.warning, why)) }
-        outage = true
-        if let fallback = choice.fallback(now: now) {
-            var shown = Shown(fallback, grid: grid)
-            serve(&shown, grants)
-        } else if wifiEnabled && (wifiInFlight || wantWiFi()) {
-            // A lookup is under way: its outcome answers or fails them.
-        } else {
-            announce(currentFailure(why))
-        }
-        guard demand, !reconnectScheduled else { return }
-        let delay = backoff
-        backoff = min(backoff * 2, 5)
-        reconnectScheduled = true
-        effects.append(.scheduleTimer(.reconnect, after: delay))
-    }
-
-    /// Nothing can answer a waiting request now: no other source's position,
-    /// the receiver away or off and no attempt to reach it under way, and no
-    /// Wi-Fi lookup running.
-    private var nothingCanAnswer: Bool {
-        demand && choice.fallback(now: now) == nil && !receiverConnected && !connecting
-            && (outage || !choice.gpsEnabled) && !wifiInFlight
-    }
-
-    /// Why no position can be had, naming each source's cause: `gpsWhy`, or
-    /// the receiver unreachable (or off), and Wi-Fi's last failure.
-    private func currentFailure(_ gpsWhy: String?) -> LocationFailure {
-        let gps = choice.gpsEnabled ? gpsWhy ?? unreachable : "GPS is off"
-        guard wifiEnabled else { return .gpsUnavailable(choice.gpsEnabled ? gps : Self.noSource) }
-        return .positionUnavailable("\(gps); Wi-Fi: \(wifiFailure ?? "no lookup was possible")")
-    }
-
-    /// No source can give a position now: the subscribers hear it once (until
-    /// a position is served again), and every waiting request fails with it.
-    private func announce(_ failure: LocationFailure) {
-        if unavailable == nil {
-            for session in subscribers.keys.sorted() where paused[session] == nil {
-                effects.append(.locationError(session: session, failure))
-            }
-        }
-        unavailable = failure
-        let waiting = pending
-        pending = [:]
-        pendingSession = [:]
-        for calls in waiting.values {
-            for call in calls {
-                cancel(.timeout(call))
-                effects.append(.fail(call, failure))
-            }
-        }
-        if !waiting.isEmpty { demandChanged() }
-    }
-
-    // MARK: Wi-Fi
-
-    /// Opens a Wi-Fi lookup if one is wanted now: Wi-Fi is on, someone needs
-    /// a position, GPS is silent, and no lookup runs. A Wi-Fi position younger
-    /// than `wifiInterval` is not looked up again, nor is a lookup made within
-    /// `wifiInterval` of a failed one: the wait is a timer instead (only while
-    /// updates run: a waiting request was answered by that position already).
-    /// True when a lookup was opened.
-    @discardableResult
-    private func wantWiFi() -> Bool {
-        guard wifiEnabled, demand, choice.gpsSilent, !wifiInFlight, !wifiTimerScheduled else { return false }
-        var wait = 0.0
-        if let age = choice.age(of: .wifi, now: now), age < wifiInterval {
-            wait = wifiInterval - age
-            guard subscribers.keys.contains(where: { paused[$0] == nil }) else { return false }
-        }
-        if now < wifiNotBefore { wait = max(wait, Double(wifiNotBefore - now) / 1e9) }
-        if wait > 0 {
-            wifiTimerScheduled = true
-            effects.append(.scheduleTimer(.wifiLookup, after: wait))
-            return false
-        }
-        wifiInFlight = true
-        wifiOpen = true
-        effects.append(.open(.wifi))
-        return true
-    }
-
-    /// While a grant holds and GPS is silent, the helper is started before
-    /// its first lookup is needed: no network is touched until then, and its
-    /// start-up (an exec and libcurl's libraries, docs/performance.md) is off
-    /// the path of the app's first request. Closed when no grant holds.
-    private func warmWiFi() {
-        guard wifiEnabled, choice.gpsSilent, !wifiOpen else { return }
-        wifiOpen = true
-        effects.append(.warm(.wifi))
-    }
-
-    /// Closes the helper's connection; a lookup under way ends with it (its
-    /// result, if any, is dropped by the source).
-    private func closeWiFi() {
-        wifiOpen = false
-        wifiInFlight = false
-        effects.append(.close(.wifi))
-    }
-
-    /// A lookup failed (or found nothing): logged once per reason, tried
-    /// again `wifiInterval` later while needed. Requests fail with the cause
-    /// when no other source can answer: the receiver is away or off (a
-    /// receiver that is connected may still give a fix before they time out).
-    private func wifiFailed(_ reason: String, _ grants: (SessionID) -> Accuracy?) {
-        wifiInFlight = false
-        if reason != wifiFailure { effects.append(.log(.warning, "Wi-Fi positioning: \(reason)")) }
-        wifiFailure = reason
-        wifiNotBefore = now &+ UInt64(wifiInterval * 1e9)
-        if let fallback = choice.fallback(now: now) {
-            var shown = Shown(fallback, grid: grid)
-            return serve(&shown, grants)
-        }
-        if nothingCanAnswer { announce(currentFailure(nil)) }
-        demandChanged()
-    }
-
-    private func setConnected(_ value: Bool) {
-        guard value != receiverConnected else { return }
-        receiverConnected = value
-        effects.append(.receiverConnectedChanged(value))
-    }
-
-    /// The receiver cannot be reached, for messages.
-    private var unreachable: String { "\(receiverName) cannot be reached" }
-
-    static let noSource = "GPS is off ([sources] gps = false) and no other source has a position"
-
-    private func cancel(_ timer: LocationTimer) {
-        switch timer {
-        case .linger: lingerScheduled = false
-        case .reconnect: reconnectScheduled = false
-        case .gpsWait: gpsWaitScheduled = false
-        case .wifiLookup: wifiTimerScheduled = false
-        case .timeout: break
-        }
-        effects.append(.cancelTimer(timer))
     }
 }
