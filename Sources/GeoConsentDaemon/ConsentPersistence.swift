@@ -1,3 +1,4 @@
+import Glibc
 import GeoCore
 import GeoDBus
 import GeoSystem
@@ -31,8 +32,7 @@ final class ConsentPersistence {
             try store.saveConsents(records())
             return nil
         } catch {
-            Log.error("cannot save consents: \(error)")
-            return "\(error)"
+            return failed("consents", error)
         }
     }
 
@@ -56,8 +56,7 @@ final class ConsentPersistence {
             try store.saveWiFiEnabled(on)
             return nil
         } catch {
-            Log.error("cannot save WiFiEnabled: \(error)")
-            return "\(error)"
+            return failed("WiFiEnabled", error)
         }
     }
 
@@ -67,8 +66,21 @@ final class ConsentPersistence {
             try store.saveEnabled(enabled)
             return nil
         } catch {
-            Log.error("cannot save Enabled: \(error)")
-            return "\(error)"
+            return failed("Enabled", error)
         }
+    }
+
+    /// Logs and returns why `what` could not be written. A directory the
+    /// daemon may not write (its owner, its mode, a read-only mount) is said
+    /// as such: it is the admin's to fix, and no file is damaged.
+    private func failed(_ what: String, _ error: Error) -> String {
+        let why: String
+        if let e = error as? SystemError, [EACCES, EPERM, EROFS].contains(e.errno) {
+            why = "the state directory \(store.directory) is not writable by uid \(getuid()) (\(e.operation): \(e.message))"
+        } else {
+            why = "\(error)"
+        }
+        Log.error("cannot save \(what): \(why)")
+        return why
     }
 }
