@@ -104,12 +104,12 @@ final class TerminalAgent {
         case .snap?: return tr("Identity: Snap, confined by the kernel under its profile")
         case .unverifiedFlatpak?: return tr("Identity: claims to be a Flatpak app, NOT VERIFIED (any program can claim this)")
         case .systemdUnit?:
-            return proven ? tr("Identity: systemd unit of a system service (proven)")
-                          : tr("Identity: systemd unit name, NOT PROVEN (any program of this user can run under it)")
+            return proven ? tr("Identity: systemd unit of a system service, verified")
+                          : tr("Identity: systemd unit name, NOT VERIFIED (any program of this user can run under it)")
         case .executable?:
-            return proven ? tr("Identity: program of a system user (proven)")
-                          : tr("Identity: program path, NOT PROVEN (any program of this user can show it)")
-        case nil: return tr("Identity: not reported by the daemon, NOT PROVEN")
+            return proven ? tr("Identity: program of a system user, verified")
+                          : tr("Identity: program path, NOT VERIFIED (any program of this user can show it)")
+        case nil: return tr("Identity: not reported by the daemon, NOT VERIFIED")
         }
     }
 
@@ -124,14 +124,15 @@ final class TerminalAgent {
         if !p.prompt.reason.isEmpty {
             print(tr("Reason given by the app: {reason}", ["reason": TerminalAgent.printable(p.prompt.reason)]))
         }
+        // One letter per answer whatever the prompt: o Allow Once, w Allow While Using, d Don't Allow.
         if p.prompt.kind == .oneTime {
-            print(tr("[a] Allow Once   [d] Don't Allow"))
+            print(tr("[o] Allow Once   [d] Don't Allow"))
         } else {
             print(tr("[o] Allow Once   [w] Allow While Using   [d] Don't Allow"))
         }
         if TerminalAgent.offersPrecise(p.prompt) {
             print(tr("Add r to allow only your approximate location (Precise off): {keys}",
-                     ["keys": p.prompt.kind == .oneTime ? "ar" : "or, wr"]))
+                     ["keys": p.prompt.kind == .oneTime ? "or" : "or, wr"]))
         }
         print("> ", terminator: "")
         fflush(stdout)
@@ -158,7 +159,7 @@ final class TerminalAgent {
         }
         let decision: AgentDecision?
         switch (p.prompt.kind == .oneTime, line) {
-        case (true, "a"), (false, "o"): decision = .allowOnce
+        case (_, "o"): decision = .allowOnce
         case (false, "w"): decision = .allowWhileUsing
         case (_, "d"): decision = .deny
         default: decision = nil

@@ -98,6 +98,48 @@ final class SkeletonTests: StackTestCase {
                        "<3>geoconsentd: /nonexistent/geoconsent.conf: does not exist (named by --config)\n")
     }
 
+    /// The terminal agent, answered by typing: one letter per answer whatever
+    /// the prompt (o, w, d), another letter asked again, and the identity in
+    /// the same words as the dialog's ("verified", "NOT VERIFIED").
+    func testTheTerminalAgentTakesOneLetterPerAnswer() throws {
+        let dir = try TempDir()
+        let fifo = dir.file("typed")
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        // Held open for writing (O_RDWR does not wait for a reader), so the agent's input stays open.
+        let keyboard = open(fifo, O_RDWR)
+        XCTAssertGreaterThanOrEqual(keyboard, 0)
+        defer { close(keyboard) }
+        let agent = try ChildProcess(executable: "/bin/sh",
+                                     arguments: ["-c", "exec \"$0\" --bus \"$1\" agent < \"$2\"",
+                                                 TestPaths.binDir + "/geoconsentctl", stack.bus.address, fifo],
+                                     logPath: dir.file("agent.err"), captureStdout: true)
+        defer { agent.stop() }
+        var seen: [String] = []
+        func waitFor(_ text: String) -> Bool {
+            let deadline = Date().addingTimeInterval(15)
+            while Date() < deadline {
+                stack.peers.settle(0.01)
+                guard let l = agent.readStdoutLine(timeout: 0.05) else { continue }
+                seen.append(l)
+                if l.contains(text) { return true }
+            }
+            return false
+        }
+        func type(_ line: String) { _ = line.withCString { Glibc.write(keyboard, $0, strlen($0)) } }
+        XCTAssertTrue(waitFor("Consent agent registered for uid"), "\(seen)")
+        let app = try stack.peer()
+        let tap = app.geoAsync("RequestOneTimeAuthorization", [OptionDictionary.encode(AuthOptions())])
+        XCTAssertTrue(waitFor("[o] Allow Once   [d] Don't Allow"), "\(seen)")
+        XCTAssertTrue(seen.contains { $0 == "Identity: program of a system user, verified" || $0.hasPrefix("Identity: program path, NOT VERIFIED") },
+                      "\(seen)")
+        type("a\n")
+        XCTAssertTrue(waitFor("Please answer with one of the letters shown."), "a letter of no answer: \(seen)")
+        type("o\n")
+        XCTAssertTrue(waitFor("Answered allow-once."), "\(seen)")
+        stack.peers.pump(timeout: 10) { tap.isDone }
+        XCTAssertEqual(tap.result.flatMap { try? $0.get() }.flatMap(StatusReply.decode), .whenInUse)
+    }
+
     /// geoconsentctl as timedatectl: no command shows the status, --version
     /// says the version, and a reset of an app it knows nothing of says so
     /// (exit 1) instead of "forgotten".
