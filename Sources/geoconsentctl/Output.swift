@@ -63,19 +63,39 @@ func formatTime(_ micros: UInt64) -> String {
 }
 
 /// Prints `rows` as right-aligned "Label: value" lines, as timedatectl does.
+/// Columns a text takes on a terminal: East Asian wide and fullwidth
+/// characters (Hangul, CJK, fullwidth forms) take two, combining marks none,
+/// so Korean labels line up as English ones do.
+func displayWidth(_ text: String) -> Int {
+    var width = 0
+    for u in text.unicodeScalars {
+        switch u.value {
+        case 0x0300...0x036F, 0x200B...0x200F, 0xFE00...0xFE0F: continue   // combining, zero width
+        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF,
+             0xA000...0xA4CF, 0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60,
+             0xFFE0...0xFFE6, 0x1F300...0x1F64F, 0x20000...0x3FFFD:
+            width += 2
+        default: width += 1
+        }
+    }
+    return width
+}
+
 func printFields(_ rows: [(String, String)]) {
-    let width = rows.map(\.0.count).max() ?? 0
+    let width = rows.map { displayWidth($0.0) }.max() ?? 0
     for (k, v) in rows {
-        print(String(repeating: " ", count: width - k.count) + k + ": " + v)
+        print(String(repeating: " ", count: width - displayWidth(k)) + k + ": " + v)
     }
 }
 
 /// Prints a table with a header row, columns padded to their widest cell.
 func printTable(_ header: [String], _ rows: [[String]]) {
     let all = [header] + rows
-    let widths = header.indices.map { i in all.map { $0[i].count }.max() ?? 0 }
+    let widths = header.indices.map { i in all.map { displayWidth($0[i]) }.max() ?? 0 }
     for r in all {
-        let line = r.indices.map { i in i == r.count - 1 ? r[i] : r[i] + String(repeating: " ", count: widths[i] - r[i].count) }
+        let line = r.indices.map { i in
+            i == r.count - 1 ? r[i] : r[i] + String(repeating: " ", count: widths[i] - displayWidth(r[i]))
+        }
         print(line.joined(separator: "  "))
     }
 }

@@ -663,6 +663,14 @@ final class ConsentBusTests: XCTestCase {
         XCTAssertEqual(ko.status, 0)
         XCTAssertTrue(ko.output.contains("위치 켜짐: 예"),
                       "with LANG=ko_KR.UTF-8 (deps.sh --desktop makes the locale): \(ko.output)")
+        // Aligned by the columns a terminal gives each character (Hangul takes two).
+        func columns(_ t: Substring) -> Int {
+            t.unicodeScalars.reduce(0) { $0 + ((0xAC00...0xD7A3).contains($1.value) || (0x1100...0x115F).contains($1.value) ? 2 : 1) }
+        }
+        let colons = Set(ko.output.split(separator: "\n").compactMap { line in
+            line.range(of: ": ").map { columns(line[..<$0.lowerBound]) }
+        })
+        XCTAssertEqual(colons.count, 1, "the labels' colons in one column:\n\(ko.output)")
         let en = try stack.ctl(["status"], environment: ["LANG": "C.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "LANGUAGE": ""])
         XCTAssertTrue(en.output.contains("Location enabled: yes"), en.output)
         let json = try stack.ctl(["--json", "status"], environment: korean)
