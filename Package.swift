@@ -63,7 +63,7 @@ let package = Package(
         // of the GeoClue2 protocol (the daemon is measured with the same).
         .target(name: "CBenchFloor", dependencies: ["CDBus"], path: "Instruments/CBenchFloor"),
         // make bench: the real stack against floors measured in the same run.
-        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "GeoGeolocate", "CBenchFloor", "CCurl"],
+        .executableTarget(name: "geoconsent-bench", dependencies: ["GeoTestSupport", "GeoDBus", "GeoCore", "GeoConsentAPI", "GeoGeolocate", "GeoSystem", "CBenchFloor", "CCurl"],
                           path: "Instruments/geoconsent-bench"),
         // One unprivileged local user for the integration tests: the victim, its
         // agent, and the attacks (run as other uids with setpriv).

@@ -4,6 +4,7 @@ import Foundation
 import GeoConsentAPI
 import GeoCore
 import GeoDBus
+import GeoSystem
 import GeoTestSupport
 
 // Wi-Fi positioning (docs/dbus-api.md "Sources", "Wi-Fi"), on a bus of its own:
@@ -49,17 +50,8 @@ func helperLookups(socketPath: String, lookups: Int, first: Int) throws -> [Doub
     let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw HarnessError("socket failed") }
     defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        let p = Array(socketPath.utf8)
-        raw.copyBytes(from: p)
-        raw[p.count] = 0
-    }
     let t0 = nowNanos()
-    let rc = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
+    let rc = withUnixSocketAddress(socketPath) { connect(fd, $0, $1) }
     guard rc == 0 else { throw HarnessError("cannot connect to \(socketPath)") }
     var times: [Double] = []
     for i in 0..<lookups {

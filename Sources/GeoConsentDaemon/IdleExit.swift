@@ -1,5 +1,6 @@
 import Glibc
 import GeoDBus
+import GeoSystem
 import GeoConsentAPI
 
 /// Exit when idle, as timedated and hostnamed do: with no session, agent,
@@ -94,20 +95,9 @@ extension Daemon {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return }
         defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        // "@name" is an abstract socket: a leading NUL byte on the wire.
-        var bytes = Array(path.utf8)
-        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            for (i, b) in bytes.enumerated() { raw[i] = b }
-        }
-        let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        // "@name" is an abstract socket (withUnixSocketAddress).
         _ = state.withCString { s in
-            withUnsafePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, s, strlen(s), Int32(MSG_NOSIGNAL), $0, len) }
-            }
+            withUnixSocketAddress(path) { sendto(fd, s, strlen(s), Int32(MSG_NOSIGNAL), $0, $1) }
         }
     }
 

@@ -29,7 +29,7 @@ final class LocationService: SourceSink {
 
     var receiverConnected: Bool { core.receiverConnected }
     var sourcesOn: [PositionSource] { core.sourcesOn }
-    var wifiEnabled: Bool { core.wifiConfigured && core.wifiOn }
+    var wifiEnabled: Bool { core.wifiEnabled }
     /// Where each session's last position came from, by its name (`ListSessionDetails`).
     var lastSources: [String: PositionSource] {
         Dictionary(core.lastSources.map { ($0.key.description, $0.value) }, uniquingKeysWith: { a, _ in a })

@@ -43,7 +43,7 @@ public final class LocationCore {
     /// Root's switch (`WiFiEnabled`), kept in the state directory.
     public internal(set) var wifiOn: Bool
     /// Lookups may be made: configured and switched on.
-    var wifiEnabled: Bool { wifiConfigured && wifiOn }
+    public var wifiEnabled: Bool { wifiConfigured && wifiOn }
     /// Seconds between Wi-Fi lookups while a session streams, and after a
     /// failed one (`[sources] wifi-interval`).
     let wifiInterval: Double

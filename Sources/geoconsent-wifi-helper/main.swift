@@ -87,12 +87,6 @@ if sources.wifiURL.isEmpty {
 
 var policy = WiFiLookupPolicy()
 
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 func answer(_ line: [UInt8]) -> WiFiLookupWire.Answer {
     let aps: [AccessPoint]
     do throws(WiFiLookupError) {

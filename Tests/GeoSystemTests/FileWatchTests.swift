@@ -55,9 +55,10 @@ final class FileWatchTests: XCTestCase {
         }
     }
 
-    /// A read that a write overlaps is refused; the static source then
-    /// waits for the writer to be quiet (or to close) and reads again.
-    func testAReadAfterWhichTheFileWasWrittenIsRefused() throws {
+    /// A read with a write of the file queued when it ends is refused (the
+    /// check cannot tell a write during the read from one just before it); the
+    /// static source then waits for the writer to be quiet and reads again.
+    func testAReadWithAWriteQueuedIsRefused() throws {
         let dir = TestDirectory()
         let path = dir.sub("geolocation")
         dir.write("geolocation", "1\n")

@@ -112,23 +112,10 @@ final class WiFiSource: PositionSourceDriver {
     private func connect() throws(SystemError) {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard fd >= 0 else { throw SystemError(operation: "socket", path: helperPath, errno: errno) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let path = Array(helperPath.utf8)
-        guard path.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            Glibc.close(fd)
-            throw SystemError(operation: "connect", path: helperPath, errno: ENAMETOOLONG)
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path)
-            raw[path.count] = 0
-        }
-        let rc = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
         // A unix socket connects at once, or not at all (EAGAIN: its backlog is full).
+        let rc = withUnixSocketAddress(helperPath) { Glibc.connect(fd, $0, $1) }
         guard rc == 0 else {
-            let e = errno
+            let e = rc == nil ? ENAMETOOLONG : errno
             Glibc.close(fd)
             throw SystemError(operation: "connect", path: helperPath, errno: e)
         }
