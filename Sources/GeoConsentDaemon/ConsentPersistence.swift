@@ -28,12 +28,7 @@ final class ConsentPersistence {
     @discardableResult
     func saveConsents() -> String? {
         if let t = lazyTimer { loop.cancelTimer(t); lazyTimer = nil }
-        do {
-            try store.saveConsents(records())
-            return nil
-        } catch {
-            return failed("consents", error)
-        }
+        return save("consents") { try store.saveConsents(records()) }
     }
 
     /// Only `last-used` changed: one write within 2 s for however many.
@@ -52,28 +47,25 @@ final class ConsentPersistence {
 
     /// Writes `WiFiEnabled`; nil, or why it could not be written.
     func saveWiFiEnabled(_ on: Bool) -> String? {
-        do {
-            try store.saveWiFiEnabled(on)
-            return nil
-        } catch {
-            return failed("WiFiEnabled", error)
-        }
+        save("WiFiEnabled") { try store.saveWiFiEnabled(on) }
     }
 
     /// Writes `Enabled`; nil, or why it could not be written.
     func saveEnabled(_ enabled: Bool) -> String? {
-        do {
-            try store.saveEnabled(enabled)
-            return nil
-        } catch {
-            return failed("Enabled", error)
-        }
+        save("Enabled") { try store.saveEnabled(enabled) }
     }
 
-    /// Logs and returns why `what` could not be written. A directory the
-    /// daemon may not write (its owner, its mode, a read-only mount) is said
-    /// as such: it is the admin's to fix, and no file is damaged.
-    private func failed(_ what: String, _ error: Error) -> String {
+    /// Writes `what`; nil, or why it could not be written (logged). A
+    /// directory the daemon may not write (its owner, its mode, a read-only
+    /// mount) is said as such: it is the admin's to fix, and no file is damaged.
+    private func save(_ what: String, _ write: () throws -> Void) -> String? {
+        let error: Error
+        do {
+            try write()
+            return nil
+        } catch let e {
+            error = e
+        }
         let why: String
         if let e = error as? SystemError, [EACCES, EPERM, EROFS].contains(e.errno) {
             why = "the state directory \(store.directory) is not writable by uid \(getuid()) (\(e.operation): \(e.message))"
