@@ -243,6 +243,14 @@ wait_for 20 "the backdrop" has_line backdrop '^backdrop ready'
 # positioning is configured, so that the settings window shows root its switch
 # (GPS answers here: no lookup is made, and its helper is nowhere).
 printf '[sources]\nwifi-url = https://127.0.0.1:9/v1/geolocate\nwifi-helper = %s\n' "$TMP/no-helper.sock" >"$TMP/sources.conf"
+# The administrator's desktop entry for the demo (docs/dbus-api.md, "The app's
+# desktop entry"): the prompt names the app by it. Only root's entries count,
+# so as another user the prompt names the script instead.
+DEMO_SCRIPT=$(realpath "$DESKTOP/location-button-demo")
+mkdir -m 0755 "$TMP/applications"
+printf '[Desktop Entry]\nType=Application\nName=Location Button Demo\nName[de]=Standort-Knopf-Demo\nIcon=%s\nExec=%s\n' \
+    "$(realpath "$DESKTOP/data/org.geoconsent.Agent.svg")" "$DEMO_SCRIPT" >"$TMP/applications/org.geoconsent.ButtonDemo.desktop"
+printf '[daemon]\ndesktop-entries = %s\n' "$TMP/applications" >>"$TMP/sources.conf"
 GEOCONSENT_CONFIG="$TMP/sources.conf" GEOCONSENT_AGENT=none start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
 stack_up() { has_line stack '^geoconsent stack is running' || ! alive stack; }
 wait_for 30 "scripts/run-stack.sh" stack_up
@@ -274,12 +282,19 @@ wait_for 20 "the consent dialog" has_line agent '^ready '
 READY=$(line agent '^ready ')
 REQ=$(awk '{print $2}' <<<"$READY")
 PROMPT=$(line agent "^prompt $REQ ")
-DEMO_EXE=$(readlink "/proc/$(pid_of demo)/exe")
-[[ $PROMPT == *"kind=one-time app-id=$DEMO_EXE "* ]] || fail "unexpected prompt: '$PROMPT' (app is $DEMO_EXE)"
-# How sure the daemon is of the app: a program's path is proven only for a system uid.
+# The demo is a Python script: it is the app, not /usr/bin/python3 (rule 4 of "Identity").
+[[ $PROMPT == *"kind=one-time app-id=$DEMO_SCRIPT "* ]] || fail "unexpected prompt: '$PROMPT' (app is $DEMO_SCRIPT)"
+# How sure the daemon is of the app: a script's path is proven only for a system
+# uid; a checkout's script is no program the administrator installed.
 PROVEN=$(( $(id -u) <= 999 ? 1 : 0 ))
 IDENT=$(line agent "^identity $REQ ")
-[[ $IDENT == "identity $REQ kind=executable proven=$PROVEN" ]] || fail "identity line: '$IDENT' (expected proven=$PROVEN)"
+[[ $IDENT == "identity $REQ kind=script proven=$PROVEN installed=0" ]] || fail "identity line: '$IDENT' (expected proven=$PROVEN)"
+if (( $(id -u) == 0 )); then
+    NAMED="named $REQ entry=$TMP/applications/org.geoconsent.ButtonDemo.desktop name=Location Button Demo"
+else
+    NAMED="named $REQ entry=- name=-"
+fi
+[[ $(line agent "^named $REQ ") == "$NAMED" ]] || fail "the entry naming the app: '$(line agent "^named $REQ ")', not '$NAMED'"
 # Where the position would come from: the receiver, and Wi-Fi (configured here).
 [[ $(line agent "^sources $REQ ") == "sources $REQ gps,wifi" ]] || fail "sources line: '$(line agent "^sources $REQ ")'"
 [[ -n $(field "$READY" precise) ]] || fail "no Precise switch in a precise request's dialog: '$READY'"
@@ -287,7 +302,15 @@ DLG=$(find_window '^Location request$')
 [[ -n $DLG && $DLG == "$(field "$READY" window)" ]] || fail "no visible 'Location request' window matching '$READY'"
 sleep 0.2
 shot consent-prompt.png
-pass "pressing the button opens a one-time prompt naming $DEMO_EXE, identity executable proven=$PROVEN, with a Precise switch (dialog $DLG)"
+pass "pressing the button opens a one-time prompt for $DEMO_SCRIPT, identity script proven=$PROVEN, ${NAMED#* * }, with a Precise switch (dialog $DLG)"
+
+# Details: what the name rests on (kind, program, script, process, entry).
+click_rect "$DLG" "$(field "$READY" details)"
+wait_for 10 "Details to open (and the buttons to arm again)" has_line agent "^details $REQ open "
+READY=$(line agent "^details $REQ open ")
+sleep 0.2
+shot consent-prompt-details.png
+pass "Details opens under the headline, and the buttons arm again where they moved to"
 
 # ---- 2. Allow Once: the fix --------------------------------------------------
 ALLOW=$(field "$READY" allow-once)
@@ -448,7 +471,7 @@ pass "the settings window says where positions come from, and root switches Wi-F
 wait_for 10 "the rows armed again" has_line_after settings '^sources gps,wifi wifi=on$' '^row [^ ]*/geoconsentctl '
 SET_WIN=$(field "$(line settings '^ready window=')" window)
 [[ -n $SET_WIN && $SET_WIN == "$(find_window '^Location Settings$')" ]] || fail "no window 'Location Settings' ($SET_WIN)"
-has_line settings '^row [^ ]*python3[^ ]* decision=one-time accuracy=full in-use=0 ' ||
+has_line settings "^row $DEMO_SCRIPT decision=one-time accuracy=full in-use=0 " ||
     fail "the demo app's row: $(grep '^row' "$TMP/settings.log" | tail -n 4)"
 xdotool mousemove 0 0   # no tooltip in the picture
 sleep 0.3

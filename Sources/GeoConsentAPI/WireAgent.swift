@@ -31,6 +31,13 @@ public struct AgentPrompt: Equatable, Sendable {
     public var identityProven: Bool
     /// The calling process's executable.
     public var executable: String
+    /// The script that executable runs, when it is an interpreter ("" otherwise).
+    public var script: String = ""
+    /// Whether the program (and script) is one the administrator installed:
+    /// a prompt shows it in a neutral tone, though the id stays unproven.
+    public var installed: Bool = false
+    /// A system desktop entry (a path) that names the app, for its name and icon; "" for none.
+    public var desktopEntry: String = ""
     /// The app's window, for a dialog to attach to (`x11:ID`, `wayland:HANDLE` or empty).
     public var parentWindow: String
     /// Where the app's position would come from, best first (empty from a
@@ -73,6 +80,9 @@ public enum ConfirmCall {
             "identity": .string(r.identity.rawValue),
             "identity-proven": .bool(r.identityProven),
             "executable": .string(r.executable),
+            "script": .string(r.script),
+            "program-installed": .bool(r.installed),
+            "desktop-entry": .string(r.desktopEntry),
             "parent-window": .string(r.parentWindow),
             "sources": .strings(r.sources.map(\.rawValue)),
         ])]
@@ -91,6 +101,9 @@ public enum ConfirmCall {
                                  identityProven: d["identity-proven"]?.boolValue ?? false,
                                  executable: d["executable"]?.stringValue ?? "",
                                  parentWindow: d["parent-window"]?.stringValue ?? "")
+        prompt.script = d["script"]?.stringValue ?? ""
+        prompt.installed = d["program-installed"]?.boolValue ?? false
+        prompt.desktopEntry = d["desktop-entry"]?.stringValue ?? ""
         prompt.sources = d["sources"]?.arrayValue?.compactMap { $0.stringValue.flatMap(PositionSource.init(rawValue:)) } ?? []
         return prompt
     }

@@ -224,8 +224,10 @@ final class CallerResolver {
         switch resolved {
         case .success(let app):
             placement.resolvedCgroup(name, uid: uid, app.cgroup)
-            let caller = Caller(session: .connection(name), uid: uid, pid: pid, appID: intern(app.appID),
+            var caller = Caller(session: .connection(name), uid: uid, pid: pid, appID: intern(app.appID),
                                 identity: app.identity, executable: intern(app.executable))
+            caller.script = app.script.map(intern) ?? ""
+            caller.installed = app.installed
             Log.debug("\(name) (pid \(pid), uid \(uid)) is \(app.identity.rawValue) \(Log.field(app.appID))")
             if let why = app.notVerified {
                 Log.byCaller(uid: uid, .info, "\(name) (pid \(pid), uid \(uid)) claims a Flatpak, not verified: \(why); " +

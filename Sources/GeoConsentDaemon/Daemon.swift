@@ -29,6 +29,9 @@ public final class Daemon {
     let outgoing: OutgoingCalls
     /// Attacks seen, said once per connection.
     let attackLog = AttackLog()
+    /// The desktop entries a prompt names apps by (`[daemon] desktop-entries`),
+    /// scanned at the first prompt and again when a directory changed.
+    private lazy var desktopIndex = DesktopEntryIndex(entries: DesktopEntries(directories: config.desktopEntries))
     private var signals: SignalPipe?
 
     /// The consent core's door for the parts made before the daemon itself
@@ -339,6 +342,9 @@ public final class Daemon {
                 frontEnds.owner(of: session)?.authorizationChanged(session, status)
             case .confirm(var request):
                 request.sources = location.sourcesOn.filter { $0 != .wifi || location.wifiEnabled }
+                request.desktopEntry = desktopIndex.entry(naming: request.appID, identity: request.identity,
+                                                          executable: request.executable,
+                                                          script: request.script.isEmpty ? nil : request.script) ?? ""
                 agentCalls.confirm(request)
             case .askExternalAgent(let request):
                 if frontEnds.owner(of: request.session)?.authorize(request) != true {

@@ -107,6 +107,12 @@ public enum ConfigParser {
                         throw fail("state-dir must be an absolute path, not '\(value)'")
                     }
                     result.stateDir = value
+                case "desktop-entries":
+                    let dirs = list(value)
+                    if let bad = dirs.first(where: { !$0.hasPrefix("/") }) {
+                        throw fail("desktop-entries wants absolute directories separated by ';', not '\(bad)'")
+                    }
+                    result.desktopEntries = dirs
                 case "system-uid-max":
                     guard let v = uid(value) else {
                         throw fail("system-uid-max must be a uid, a whole number from 0 to 4294967294, not '\(value)'")

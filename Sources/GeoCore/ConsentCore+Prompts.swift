@@ -151,14 +151,17 @@ extension ConsentCore {
                 session: name, accuracy: o.accuracy, timeout: timeout,
                 uid: app.uid)))
         }
-        effects.append(.confirm(ConfirmRequest(
+        var request = ConfirmRequest(
             agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
             appName: o.appName, reason: o.reason, accuracy: o.accuracy, pid: s.caller.pid,
             sandboxed: s.caller.sandboxed, identity: s.caller.identity,
             identityProven: config.grantsByName(to: s.caller),
             executable: s.caller.executable, parentWindow: o.parentWindow,
             timeout: timeout,
-            uid: app.uid)))
+            uid: app.uid)
+        request.script = s.caller.script
+        request.installed = s.caller.installed
+        effects.append(.confirm(request))
     }
 
     func answered(_ id: String, _ answer: AgentAnswer) {

@@ -17,6 +17,14 @@ public struct Caller: Equatable, Sendable {
     /// What the app-id rests on: what config naming it may grant (`Config.grantsByName`).
     public let identity: IdentityKind
     public var executable: String
+    /// The script an interpreter runs (`IdentityKind.script`), display-safe;
+    /// "" when the executable is no interpreter or runs none. Shown, and used to
+    /// find the app's desktop entry; the app-id already holds it when the kind is `.script`.
+    public var script: String = ""
+    /// Whether the program it runs is one the administrator installed: the
+    /// executable (and the script) a root-owned file under /usr that only root
+    /// may write (`ResolvedApp.installed`). It decides how a prompt looks, never what is granted.
+    public var installed: Bool = false
     /// The app the consent belongs to. Stored, not computed: an `AppKey` hashes
     /// its app id when made, and the core asks for it several times per call.
     public let app: AppKey
@@ -353,6 +361,12 @@ public struct ConfirmRequest: Equatable, Sendable {
     /// app's own claim, and the prompt says so.
     public var identityProven: Bool
     public var executable: String
+    /// The caller's `script` and `installed` (`Caller`).
+    public var script: String = ""
+    public var installed: Bool = false
+    /// A system desktop entry that names the app (its path): filled in by the
+    /// daemon when the prompt goes out (GeoSystem's `DesktopEntries.entry(naming:)`); "" for none.
+    public var desktopEntry: String = ""
     public var parentWindow: String
     /// Seconds the agent has to answer.
     public var timeout: Double

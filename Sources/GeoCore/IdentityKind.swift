@@ -22,13 +22,17 @@ public enum IdentityKind: String, Equatable, Sendable, CaseIterable {
     case systemdUnit = "systemd-unit"
     /// The absolute path of the process's executable.
     case executable
+    /// The absolute path of the script an interpreter runs (python3, perl,
+    /// gjs, sh, …), from the process's command line: so that every script
+    /// under one interpreter is not one app (GeoSystem's `ScriptPath`).
+    case script
 
     /// Flatpak and Snap callers, verified or not: they may not register agents
     /// and may reset only their own record.
     public var isSandboxed: Bool {
         switch self {
         case .flatpak, .unverifiedFlatpak, .snap: return true
-        case .systemdUnit, .executable: return false
+        case .systemdUnit, .executable, .script: return false
         }
     }
 

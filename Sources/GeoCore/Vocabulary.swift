@@ -114,6 +114,9 @@ public struct Config: Equatable, Sendable {
     public var reducedGrid: Double = 5000
     /// Where consent records and `Enabled` are kept.
     public var stateDir: String = "/var/lib/geoconsent"
+    /// The system applications directories where a prompt looks for the
+    /// app's desktop entry (`[daemon] desktop-entries`), first found first.
+    public var desktopEntries: [String] = ["/usr/local/share/applications", "/usr/share/applications"]
     /// App-ids allowed to register agents; empty means any unsandboxed caller.
     /// An entry admits only callers `grantsByName` holds for.
     public var agentAllow: [String] = []

@@ -14,6 +14,15 @@ public struct ResolvedApp: Equatable, Sendable {
     /// The readlink of `/proc/PID/exe` (without " (deleted)"), display-safe, shown
     /// to the user in prompts; "" when it cannot be read.
     public var executable: String
+    /// The script the executable runs when it is an interpreter (`ScriptPath`),
+    /// display-safe; nil when it is none or runs no file. The app-id when the
+    /// kind is `.script`; beside a systemd unit's id, what names its desktop entry.
+    public var script: String?
+    /// Whether the program is one the administrator installed: `PID/exe` (the
+    /// file itself, not its path) a regular file owned by root that only root
+    /// may write, at a path under /usr, and so the script, seen at its path.
+    /// Only how a prompt looks depends on it: within a uid the path stays a claim.
+    public var installed: Bool = false
     /// The process's start time (field 22 of `PID/stat`, clock ticks since boot):
     /// with the PID, it names this process and no later one.
     public var startTime: UInt64
@@ -28,11 +37,13 @@ public struct ResolvedApp: Equatable, Sendable {
     /// The longest cgroup path kept; a longer one is not (`cgroup` nil).
     public static let cgroupBytes = 1024
 
-    public init(appID: String, identity: IdentityKind, executable: String, startTime: UInt64 = 0,
-                notVerified: String? = nil, cgroup: String? = nil) {
+    public init(appID: String, identity: IdentityKind, executable: String, script: String? = nil,
+                installed: Bool = false, startTime: UInt64 = 0, notVerified: String? = nil, cgroup: String? = nil) {
         self.appID = appID
         self.identity = identity
         self.executable = executable
+        self.script = script
+        self.installed = installed
         self.startTime = startTime
         self.notVerified = notVerified
         self.cgroup = cgroup.flatMap { $0.utf8.count <= ResolvedApp.cgroupBytes ? $0 : nil }
@@ -83,7 +94,9 @@ public enum IdentityError: Error, Equatable, Sendable, CustomStringConvertible {
 /// 3. systemd app unit in the unified (`0::`) cgroup line: the last component
 ///    shaped `app-[LAUNCHER-]ID-RANDOM.scope` or `app-[LAUNCHER-]ID[@RANDOM].service`
 ///    → `ID` with `\xNN` escapes undone (`.systemdUnit`).
-/// 4. The absolute path of `PID/exe`, display-safe (`DisplayText.escaped`; `.executable`).
+/// 4. When `PID/exe` is an interpreter, the script it runs, from `PID/cmdline`
+///    (`ScriptPath`; `.script`).
+/// 5. The absolute path of `PID/exe`, display-safe (`DisplayText.escaped`; `.executable`).
 ///
 /// Whose process: `PID` must be owned by the connection's uid, and its start
 /// time (field 22 of `PID/stat`) is read before and after, and compared with
@@ -222,12 +235,14 @@ public struct AppIdentityResolver: Sendable {
         }
         let lines = AppIdentityResolver.cgroupLines(cgroup)
         let unified = lines.first(where: { $0.hierarchy == "0" && $0.controllers.isEmpty })
+        let script = exeError == nil ? scriptOf(dir, executable: executable) : nil
+        let installed = exeError == nil && isInstalled(dir, executable: executable, script: script)
         if let unified, let id = AppIdentityResolver.systemdAppID(inCgroupPath: unified.path) {
-            return .success(ResolvedApp(appID: id, identity: .systemdUnit, executable: executable,
-                                        cgroup: String(unified.path)))
+            return .success(ResolvedApp(appID: id, identity: .systemdUnit, executable: executable, script: script,
+                                        installed: installed, cgroup: String(unified.path)))
         }
 
-        // 4. Executable path.
+        // 4. and 5. The script, or the executable path.
         if let e = exeError {
             // A zombie or exiting process has no exe any more.
             if e.errno == ENOENT || e.errno == ESRCH { return .failure(.processGone) }
@@ -236,8 +251,37 @@ public struct AppIdentityResolver: Sendable {
         guard executable.hasPrefix("/") else {
             return .failure(.unreadable("\(dir.path)/exe is not an absolute path: \(executable.prefix(256))"))
         }
-        return .success(ResolvedApp(appID: executable, identity: .executable, executable: executable,
+        return .success(ResolvedApp(appID: script ?? executable, identity: script == nil ? .executable : .script,
+                                    executable: executable, script: script, installed: installed,
                                     cgroup: unified.map { String($0.path) }))
+    }
+
+    /// The script an interpreter runs (`ScriptPath`), display-safe and within
+    /// the identity's bound; nil for any other program, or when it cannot be told.
+    private func scriptOf(_ dir: ProcessDirectory, executable: String) -> String? {
+        guard let interpreter = ScriptPath.interpreter(executable),
+              let cmdline = try? dir.readKernelFilePrefix("cmdline") else { return nil }
+        let cwd = try? dir.readLink("cwd")
+        guard let path = ScriptPath.script(inCommandLine: cmdline.bytes, of: interpreter, cwd: cwd) else { return nil }
+        let shown = DisplayText.escaped(path)
+        return shown.utf8.count <= IdentityLimits.identityBytes ? shown : nil
+    }
+
+    /// `ResolvedApp.installed`: the running file through `PID/exe` (so not a
+    /// path the process could have mounted something else over), and the
+    /// script at its path as the daemon sees it.
+    private func isInstalled(_ dir: ProcessDirectory, executable: String, script: String?) -> Bool {
+        var st = stat()
+        guard executable.hasPrefix("/usr/"), fstatat(dir.fd, "exe", &st, 0) == 0,
+              AppIdentityResolver.isRootsAlone(st) else { return false }
+        guard let script else { return true }
+        return script.hasPrefix("/usr/") && DisplayText.isSafe(script) && stat(script, &st) == 0
+            && AppIdentityResolver.isRootsAlone(st)
+    }
+
+    /// A regular file owned by root that no group or other may write.
+    static func isRootsAlone(_ st: stat) -> Bool {
+        st.st_mode & S_IFMT == S_IFREG && st.st_uid == 0 && st.st_mode & (S_IWGRP | S_IWOTH) == 0
     }
 
     /// The Flatpak app id from `PID/root/.flatpak-info` and why its sandbox is not

@@ -1,4 +1,5 @@
 import Glibc
+import GeoCore
 
 /// Whether a desktop entry id names a program: the one check that lets a
 /// GeoClue client's `DesktopId` reach a GeoClue agent (docs/geoclue.md,
@@ -21,7 +22,7 @@ public struct DesktopEntries {
     public static let maxEntryBytes = 256 * 1024
 
     /// XDG's system applications directories, first found first.
-    public static let defaultDirectories = ["/usr/local/share/applications", "/usr/share/applications"]
+    public static let defaultDirectories = Config().desktopEntries
 
     public init(directories: [String] = DesktopEntries.defaultDirectories,
                 searchPath: [String] = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]) {
@@ -41,22 +42,32 @@ public struct DesktopEntries {
 
     /// True when the system entry `id` names `executable` (a resolved path, as
     /// the identity gives it) as its program. Any doubt is false.
-    public func entry(_ id: String, names executable: String) -> Bool {
-        guard Self.isValidID(id), executable.hasPrefix("/") else { return false }
+    public func entry(_ id: String, names executable: String) -> Bool { path(id, names: executable) != nil }
+
+    /// The path of the system entry `id` when it names `executable` (as `entry(_:names:)`), else nil.
+    public func path(_ id: String, names executable: String) -> String? {
+        guard Self.isValidID(id), executable.hasPrefix("/") else { return nil }
         for dir in directories {
             let path = dir + "/" + id + ".desktop"
             guard let bytes = Self.readSystemFile(path, directory: dir) else { continue }
             // The first entry found is the one a desktop would launch.
-            return Self.programs(ofEntry: bytes).contains { resolve($0) == executable }
+            let facts = Self.facts(ofEntry: bytes)
+            return !facts.hidden && facts.programs.contains { resolve($0) == executable } ? path : nil
         }
-        return false
+        return nil
     }
 
     /// The programs an entry's `[Desktop Entry]` runs: `TryExec`'s and the
     /// first word of `Exec` (after `env VAR=VALUE …`), as written.
-    public static func programs(ofEntry bytes: [UInt8]) -> [String] {
+    public static func programs(ofEntry bytes: [UInt8]) -> [String] { facts(ofEntry: bytes).programs }
+
+    /// What an entry's `[Desktop Entry]` says that matters here: its programs
+    /// (`programs(ofEntry:)`), and whether it is deleted (`Hidden`) or kept
+    /// out of menus (`NoDisplay`).
+    static func facts(ofEntry bytes: [UInt8]) -> (programs: [String], hidden: Bool, noDisplay: Bool) {
         var inMain = false
         var found: [String] = []
+        var hidden = false, noDisplay = false
         for raw in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
             let line = String(decoding: raw, as: UTF8.self).trimmingSpaces()
             if line.hasPrefix("[") {
@@ -79,11 +90,15 @@ public struct DesktopEntries {
                     }
                 }
                 if let program = words.first, !program.isEmpty { found.append(program) }
+            case "Hidden":
+                hidden = value == "true"
+            case "NoDisplay":
+                noDisplay = value == "true"
             default:
                 break
             }
         }
-        return found
+        return (found, hidden, noDisplay)
     }
 
     /// `Exec`'s words: split at spaces, with the specification's double

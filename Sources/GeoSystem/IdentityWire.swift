@@ -58,7 +58,7 @@ public enum IdentityWire {
     /// The longest error or log text in a reply; longer ones are cut.
     static let textBytes = 2048
     /// The most a reply can take: app-id and executable at their limit, two texts.
-    public static let maxReplyBytes = 64 + 2 * IdentityLimits.identityBytes + 2 * textBytes + ResolvedApp.cgroupBytes
+    public static let maxReplyBytes = 64 + 3 * IdentityLimits.identityBytes + 2 * textBytes + ResolvedApp.cgroupBytes
 
     // MARK: requests
 
@@ -107,7 +107,8 @@ public enum IdentityWire {
         case .resolved(let app, let procUID):
             // Over-long identities are refused before they get here; keep the bound anyway.
             guard app.appID.utf8.count <= IdentityLimits.identityBytes,
-                  app.executable.utf8.count <= IdentityLimits.identityBytes else {
+                  app.executable.utf8.count <= IdentityLimits.identityBytes,
+                  (app.script?.utf8.count ?? 0) <= IdentityLimits.identityBytes else {
                 return encode(.failed(.refused("the identity is longer than \(IdentityLimits.identityBytes) bytes")),
                               sequence: sequence)
             }
@@ -121,6 +122,9 @@ public enum IdentityWire {
             out.string(cut(app.notVerified ?? ""))
             out.u8(app.cgroup == nil ? 0 : 1)
             out.string(app.cgroup ?? "")
+            out.u8(app.script == nil ? 0 : 1)
+            out.string(app.script ?? "")
+            out.u8(app.installed ? 1 : 0)
         case .verified:
             out.u8(1)
         case .failed(let e):
@@ -148,9 +152,13 @@ public enum IdentityWire {
                   let appID = r.string(max: IdentityLimits.identityBytes),
                   let exe = r.string(max: IdentityLimits.identityBytes),
                   let hasNote = r.u8(), hasNote <= 1, let note = r.string(max: textBytes),
-                  let hasCgroup = r.u8(), hasCgroup <= 1, let cgroup = r.string(max: ResolvedApp.cgroupBytes) else { return nil }
-            reply = .resolved(ResolvedApp(appID: appID, identity: kind, executable: exe, startTime: start,
-                                          notVerified: hasNote == 1 ? note : nil, cgroup: hasCgroup == 1 ? cgroup : nil),
+                  let hasCgroup = r.u8(), hasCgroup <= 1, let cgroup = r.string(max: ResolvedApp.cgroupBytes),
+                  let hasScript = r.u8(), hasScript <= 1, let script = r.string(max: IdentityLimits.identityBytes),
+                  let installed = r.u8(), installed <= 1 else { return nil }
+            reply = .resolved(ResolvedApp(appID: appID, identity: kind, executable: exe,
+                                          script: hasScript == 1 ? script : nil, installed: installed == 1,
+                                          startTime: start, notVerified: hasNote == 1 ? note : nil,
+                                          cgroup: hasCgroup == 1 ? cgroup : nil),
                               procUID: procUID)
         case 1:
             reply = .verified

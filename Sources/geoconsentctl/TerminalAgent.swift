@@ -109,6 +109,9 @@ final class TerminalAgent {
         case .executable?:
             return proven ? tr("Identity: program of a system user, verified")
                           : tr("Identity: program path, NOT VERIFIED (any program of this user can show it)")
+        case .script?:
+            return proven ? tr("Identity: script of a system user, verified")
+                          : tr("Identity: script path, NOT VERIFIED (any program of this user can show it)")
         case nil: return tr("Identity: not reported by the daemon, NOT VERIFIED")
         }
     }

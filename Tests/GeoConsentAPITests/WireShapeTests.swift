@@ -173,11 +173,16 @@ final class WireShapeTests: XCTestCase {
                                      pid: 4711, sandboxed: true, identity: .flatpak, identityProven: true,
                                      executable: "/app/bin/maps", parentWindow: "x11:42", timeout: 60)
         request.sources = [.gps, .wifi]
+        request.script = "/usr/bin/maps.py"
+        request.installed = true
+        request.desktopEntry = "/usr/share/applications/org.example.Maps.desktop"
         let args = ConfirmCall.encode(request)
         XCTAssertEqual(args, [.string("7"), .string("org.example.Maps"), .string("one-time"), .vardict([
             "app-name": .string("Maps"), "reason": .string("show the map"), "accuracy": .string("reduced"),
             "pid": .uint32(4711), "sandboxed": .bool(true), "identity": .string("flatpak"),
             "identity-proven": .bool(true), "executable": .string("/app/bin/maps"),
+            "script": .string("/usr/bin/maps.py"), "program-installed": .bool(true),
+            "desktop-entry": .string("/usr/share/applications/org.example.Maps.desktop"),
             "parent-window": .string("x11:42"), "sources": .strings(["gps", "wifi"]),
         ])])
         var expected = AgentPrompt(requestID: "7", appID: "org.example.Maps", kind: .oneTime, appName: "Maps",
@@ -185,6 +190,9 @@ final class WireShapeTests: XCTestCase {
                                    identity: .flatpak, identityProven: true,
                                    executable: "/app/bin/maps", parentWindow: "x11:42")
         expected.sources = [.gps, .wifi]
+        expected.script = "/usr/bin/maps.py"
+        expected.installed = true
+        expected.desktopEntry = "/usr/share/applications/org.example.Maps.desktop"
         XCTAssertEqual(ConfirmCall.decode(args), expected)
         // From a daemon of the earlier contract: no identity, so nothing is proven.
         guard var older = args.last?.vardictValue else { return XCTFail("no details") }
@@ -195,6 +203,10 @@ final class WireShapeTests: XCTestCase {
         XCTAssertEqual(old?.identityProven, false)
         older["sources"] = nil
         XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(older)])?.sources, [], "no sources: not said")
+        for key in ["script", "program-installed", "desktop-entry"] { older[key] = nil }
+        let before = ConfirmCall.decode(args.prefix(3) + [.vardict(older)])
+        XCTAssertEqual([before?.script, before?.desktopEntry], ["", ""], "an earlier daemon names no script and no entry")
+        XCTAssertEqual(before?.installed, false)
         older["identity"] = DBusValue.string("a-kind-of-tomorrow")
         XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(older)])?.identity, nil, "an unknown kind")
         XCTAssertNil(ConfirmCall.decode(ConfirmCall.encode(request)[...2].map { $0 }))

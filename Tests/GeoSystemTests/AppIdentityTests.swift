@@ -39,6 +39,36 @@ final class AppIdentityTests: XCTestCase {
 
     // MARK: fallbacks and exe
 
+    /// An interpreter's script is the app (rule 4): two Python apps are two
+    /// apps. A command line of no script leaves the interpreter's path.
+    func testAnInterpretersScriptIsTheApp() {
+        let python = "/usr/bin/python3"
+        let fake = FakeProc()
+            .process(100, exe: python, cmdline: [python, "/usr/bin/env"])
+            .process(101, exe: python, cmdline: ["python3", "tools/maps.py"], cwd: "/home/ann")
+            .process(102, exe: python, cmdline: ["python3", "-c", "import maps"])
+            .process(103, exe: "/usr/bin/app", cmdline: ["app", "/usr/bin/env"])
+        XCTAssertEqual(resolve(fake, 100), .success(ResolvedApp(appID: "/usr/bin/env", identity: .script, executable: python,
+                                                               script: "/usr/bin/env", installed: true)),
+                       "a root-owned interpreter running a root-owned file under /usr: installed")
+        XCTAssertEqual(resolve(fake, 101), .success(ResolvedApp(appID: "/home/ann/tools/maps.py", identity: .script,
+                                                               executable: python, script: "/home/ann/tools/maps.py")),
+                       "relative to its working directory; not under /usr, so not installed")
+        XCTAssertEqual(resolve(fake, 102), .success(ResolvedApp(appID: python, identity: .executable, executable: python,
+                                                               installed: true)), "code of no file: the interpreter")
+        XCTAssertEqual(resolve(fake, 103), app("/usr/bin/app"), "no interpreter: its operands are no script")
+    }
+
+    /// A systemd unit's id stays the app's, and the script comes with it, to
+    /// find the app's desktop entry.
+    func testAUnitsScriptComesWithItsID() {
+        let fake = FakeProc().process(100, cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-org.gnome.Maps-77.scope\n",
+                                      exe: "/usr/bin/gjs-console", cmdline: ["gjs", "/usr/bin/env"])
+        XCTAssertEqual(resolve(fake), .success(ResolvedApp(appID: "org.gnome.Maps", identity: .systemdUnit,
+                                                          executable: "/usr/bin/gjs-console", script: "/usr/bin/env",
+                                                          installed: FileManager.default.fileExists(atPath: "/usr/bin/gjs-console"))))
+    }
+
     func testPlainProcessResolvesToExecutable() {
         let fake = FakeProc().process(100)
         XCTAssertEqual(resolve(fake), app("/usr/bin/app"))

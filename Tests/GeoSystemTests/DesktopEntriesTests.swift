@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 import Glibc
 @testable import GeoSystem
+import GeoCore
 
 /// A host app's `DesktopId` names it to a GeoClue agent only through a
 /// system desktop entry whose program is the app's own executable.
@@ -56,6 +57,62 @@ final class DesktopEntriesTests: XCTestCase {
         XCTAssertFalse(entries.entry("org.example.Maps", names: "maps"), "the executable is a resolved path")
         chmod(apps, 0o777)
         XCTAssertFalse(entries.entry("org.example.Maps", names: program), "a directory anyone can write to")
+    }
+
+    /// A prompt names the app by the administrator's entry that runs its
+    /// program: one shown entry, or of several the one named as the program;
+    /// a unit's id only when its entry's program is the process's; sandboxes by
+    /// their id among their installers' exports. The scan is kept until a
+    /// directory changes.
+    func testThePromptsEntryForEachKindOfApp() throws {
+        guard getuid() == 0 else { throw XCTSkip("the entries must be owned by root, as an administrator's are") }
+        let dir = try makeTemporaryDirectory()
+        defer { removeTree(dir) }
+        let bin = dir + "/bin", apps = dir + "/applications", flatpak = dir + "/flatpak", snap = dir + "/snap"
+        for d in [bin, apps, flatpak, snap] { mkdir(d, 0o755) }
+        for program in ["maps", "editor", "viewer", "hidden", "twice"] {
+            try writeFileAtomically(path: bin + "/" + program, contents: "#!/bin/sh\n", mode: 0o755)
+        }
+        func entry(_ path: String, _ body: String) throws {
+            try writeFileAtomically(path: path, contents: "[Desktop Entry]\nName=X\n" + body, mode: 0o644)
+        }
+        try entry(apps + "/org.example.Maps.desktop", "Exec=maps %U\n")
+        try entry(apps + "/editor-open-with.desktop", "Exec=editor --open %f\nNoDisplay=true\n")
+        try entry(apps + "/org.example.Editor.desktop", "Exec=editor\n")
+        try entry(apps + "/viewer-a.desktop", "Exec=viewer\n")
+        try entry(apps + "/viewer-b.desktop", "Exec=viewer\n")
+        try entry(apps + "/gone.desktop", "Exec=hidden\nHidden=true\n")
+        try entry(apps + "/twice.desktop", "Exec=twice\n")
+        try entry(apps + "/org.example.Twice.desktop", "Exec=twice --new\n")
+        try entry(flatpak + "/org.example.Flat.desktop", "Exec=/usr/bin/flatpak run org.example.Flat\n")
+        try entry(snap + "/maps_maps.desktop", "Exec=/snap/bin/maps\n")
+        let index = DesktopEntryIndex(entries: DesktopEntries(directories: [apps], searchPath: [bin]),
+                                      flatpakDirectories: [flatpak], snapDirectories: [snap])
+        func named(_ id: String, _ kind: IdentityKind, _ exe: String, script: String? = nil) -> String? {
+            index.entry(naming: id, identity: kind, executable: exe, script: script)
+        }
+        XCTAssertEqual(named(bin + "/maps", .executable, bin + "/maps"), apps + "/org.example.Maps.desktop")
+        XCTAssertEqual(named(bin + "/maps", .script, "/usr/bin/python3", script: bin + "/maps"),
+                       apps + "/org.example.Maps.desktop", "a script by its own path, not the interpreter's")
+        XCTAssertEqual(named(bin + "/editor", .executable, bin + "/editor"), apps + "/org.example.Editor.desktop",
+                       "the shown entry before one kept out of menus")
+        XCTAssertNil(named(bin + "/viewer", .executable, bin + "/viewer"), "two entries, neither named so: no guess")
+        XCTAssertEqual(named(bin + "/twice", .executable, bin + "/twice"), apps + "/twice.desktop", "the one named as the program")
+        XCTAssertNil(named(bin + "/hidden", .executable, bin + "/hidden"), "a deleted entry names nothing")
+        XCTAssertNil(named("/usr/bin/other", .executable, "/usr/bin/other"))
+        XCTAssertEqual(named("org.example.Maps", .systemdUnit, bin + "/maps"), apps + "/org.example.Maps.desktop")
+        XCTAssertNil(named("org.example.Maps", .systemdUnit, bin + "/editor"), "a unit name whose entry runs another program")
+        XCTAssertEqual(named("org.example.Flat", .flatpak, "/app/bin/flat"), flatpak + "/org.example.Flat.desktop")
+        XCTAssertNil(named("org.example.Flat", .unverifiedFlatpak, "/app/bin/flat"), "an unverified sandbox is named by nothing")
+        XCTAssertNil(named("../applications/org.example.Maps", .flatpak, "/app/bin/flat"))
+        XCTAssertEqual(named("maps", .snap, "/snap/maps/1/maps"), snap + "/maps_maps.desktop")
+        XCTAssertEqual(index.scans, 1, "scanned once for all of these")
+
+        try entry(apps + "/viewer-b.desktop", "Exec=/usr/bin/other\n")   // replaced by rename, as packages do
+        XCTAssertEqual(named(bin + "/viewer", .executable, bin + "/viewer"), apps + "/viewer-a.desktop")
+        XCTAssertEqual(index.scans, 2, "the directory changed: scanned again")
+        XCTAssertEqual(named(bin + "/maps", .executable, bin + "/maps"), apps + "/org.example.Maps.desktop")
+        XCTAssertEqual(index.scans, 2)
     }
 
     /// The entry Debian's geoclue-2-demo installs for where-am-i, which the

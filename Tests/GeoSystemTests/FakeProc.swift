@@ -10,9 +10,11 @@ final class FakeProc {
     func process(_ pid: UInt32, comm: String = "app", start: UInt64 = 4242,
                  cgroup: String? = "0::/user.slice/user-1000.slice/session-2.scope\n",
                  exe: String? = "/usr/bin/app", flatpakInfo: String? = nil,
-                 mountinfo: String? = nil) -> FakeProc {
+                 mountinfo: String? = nil, cmdline: [String]? = nil, cwd: String? = nil) -> FakeProc {
         let p = String(pid)
         dir.write(p + "/stat", Self.stat(pid: pid, comm: comm, start: start))
+        if let cmdline { dir.write(p + "/cmdline", cmdline.map { $0 + "\0" }.joined()) }
+        if let cwd { XCTAssertEqual(symlink(cwd, dir.sub(p + "/cwd")), 0) }
         if let cgroup { dir.write(p + "/cgroup", cgroup) }
         if let exe { XCTAssertEqual(symlink(exe, dir.sub(p + "/exe")), 0) }
         if let flatpakInfo { dir.write(p + "/root/.flatpak-info", flatpakInfo) }

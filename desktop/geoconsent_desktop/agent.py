@@ -143,7 +143,18 @@ IDENTITY_TEXT = {
     "executable": (_("A program of the system, installed by your administrator."),
                    _("Not verified: this is the path of the program that asks, "
                      "which any program of yours can show.")),
+    "script": (_("A script of the system, installed by your administrator."),
+               _("Not verified: this is the path of the script that asks, "
+                 "which any program of yours can show.")),
 }
+# For an unproven program that is not one the administrator installed
+# (`program-installed` false): it lives where the user's own programs can
+# change it. Shown in the dialog itself, in the warning colour.
+UNINSTALLED_WARNING = _("Not verified, and the program is in a place your own programs can change: "
+                        "it could be any program.")
+# For an unproven program that the administrator installed: said under Details, in no warning colour.
+INSTALLED_NOTE = _("Installed on this system. Not verified as this app: any program of yours "
+                   "could ask under its name.")
 UNKNOWN_IDENTITY = _("Not verified: the location service did not say how it identified the app.")
 
 ANSWERS = {
@@ -159,6 +170,7 @@ window.geoconsent-prompt { border: 1px solid alpha(black, 0.35); }
 .geoconsent-prompt .unverified { color: #b3261e; font-weight: bold; }
 .geoconsent-prompt .reason-box { background-color: alpha(currentColor, 0.06); border-radius: 6px; padding: 8px 10px; }
 .geoconsent-prompt .waiting { font-size: 9pt; opacity: 0.75; }
+.geoconsent-prompt .details { font-size: 9pt; opacity: 0.85; }
 .geoconsent-prompt button { padding: 4px 14px; }
 """
 
@@ -169,6 +181,19 @@ def warn(msg):
 
 def esc(text):
     return GLib.markup_escape_text(text, -1)
+
+
+def desktop_entry(path):
+    """The administrator's desktop entry the daemon named the app by
+    (`desktop-entry`, docs/dbus-api.md "Agent interface"), or None. Read from
+    that path only: a same-named entry of the user's own could say anything."""
+    if not isinstance(path, str) or not path.startswith("/") or not path.endswith(".desktop"):
+        return None
+    try:
+        info = Gio.DesktopAppInfo.new_from_filename(path)
+    except GLib.Error:
+        return None
+    return info if info is not None and shown(info.get_name(), 100) else None
 
 
 def draw_location_arrow(cr, size, rgba, filled=True):
@@ -254,6 +279,22 @@ class PromptWindow(Gtk.Window):
         verified_text, unverified_text = IDENTITY_TEXT.get(identity, (None, None))
         identity_text = verified_text if proven and verified_text else (unverified_text or UNKNOWN_IDENTITY)
         identity_proven = proven and verified_text is not None
+        script = shown(d.get("script"), 4096)
+        installed = d.get("program-installed") is True
+        entry = desktop_entry(d.get("desktop-entry"))
+        self.entry_name = shown(entry.get_name(), 100) if entry else ""
+        # What the dialog itself says of the identity: a proven one, or a
+        # warning where one is deserved (a claimed sandbox, a program where the
+        # user's programs can change it). An installed program's unproven id
+        # is no alarm: that note goes under Details with the rest.
+        if identity_proven:
+            main_identity, main_class = identity_text, None
+        elif identity == "flatpak-unverified" or identity not in IDENTITY_TEXT:
+            main_identity, main_class = identity_text, "unverified"
+        elif installed:
+            main_identity, main_class = None, None
+        else:
+            main_identity, main_class = UNINSTALLED_WARNING, "unverified"
 
         outer = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=16)
         outer.set_margin_top(20)
@@ -262,39 +303,39 @@ class PromptWindow(Gtk.Window):
         outer.set_margin_end(20)
         self.add(outer)
 
-        icon = Gtk.DrawingArea()
-        icon.set_size_request(44, 44)
+        app_icon = entry.get_icon() if entry else None
+        if app_icon is not None:
+            # The app's own icon, from the administrator's entry, as a person knows the app.
+            icon = Gtk.Image.new_from_gicon(app_icon, Gtk.IconSize.DIALOG)
+            icon.set_pixel_size(48)
+        else:
+            icon = Gtk.DrawingArea()
+            icon.set_size_request(44, 44)
+            blue = Gdk.RGBA()
+            blue.parse("#1a73e8")
+            icon.connect("draw", lambda _w, cr: draw_location_arrow(cr, 44, blue, True))
         icon.set_valign(Gtk.Align.START)
-        blue = Gdk.RGBA()
-        blue.parse("#1a73e8")
-        icon.connect("draw", lambda _w, cr: draw_location_arrow(cr, 44, blue, True))
         outer.pack_start(icon, False, False, 0)
 
         col = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
         outer.pack_start(col, True, True, 0)
 
-        # The app's id as markup for the headline, marked when it is not proven.
-        self.headline_app = (f"<b>{esc(app_id)}</b>" if identity_proven
-                             else _("<b>{app}</b> (not verified)").format(app=esc(app_id)))
+        # The headline names the app as a person knows it: its desktop entry's
+        # Name; else its id, marked when it is not proven.
+        if self.entry_name:
+            self.headline_app = f"<b>{esc(self.entry_name)}</b>"
+        elif identity_proven:
+            self.headline_app = f"<b>{esc(app_id)}</b>"
+        else:
+            self.headline_app = _("<b>{app}</b> (not verified)").format(app=esc(app_id))
         self.head = self._label("", "headline")
         col.pack_start(self.head, False, False, 0)
-        col.pack_start(self._label(esc(identity_text), None if identity_proven else "unverified"), False, False, 0)
+        if main_identity:
+            col.pack_start(self._label(esc(main_identity), main_class), False, False, 0)
 
-        who = []
         if app_name:
-            who.append(_("Calls itself <i>“{name}”</i> (a name the app chose, not verified).")
-                       .format(name=esc(app_name)))
-        facts = []
-        if isinstance(pid, int) and pid > 0:
-            facts.append(_("process {pid}").format(pid=pid))
-        if executable and executable != app_id:
-            facts.append(_("program {path}").format(path=esc(executable)))
-        if sandboxed:
-            facts.append(_("sandboxed"))
-        if facts:
-            who.append(_("Running as {facts}.").format(facts=_(", ").join(facts)))
-        if who:
-            col.pack_start(self._label(" ".join(who)), False, False, 0)
+            col.pack_start(self._label(_("Calls itself <i>“{name}”</i> (a name the app chose, not verified).")
+                                       .format(name=esc(app_name))), False, False, 0)
 
         # Where the position would come from (the daemon's `sources`; an older daemon says nothing).
         sources = d.get("sources") if isinstance(d.get("sources"), list) else []
@@ -302,6 +343,28 @@ class PromptWindow(Gtk.Window):
         if names:
             col.pack_start(self._label(esc(_("Your position would come from: {sources}.").format(
                 sources=", ".join(names)))), False, False, 0)
+
+        # Details: what the name rests on, for whoever wants to know.
+        facts = [identity_text if main_identity != identity_text else None,
+                 INSTALLED_NOTE if not identity_proven and installed and main_identity is None else None,
+                 _("App id: {id}").format(id=app_id),
+                 _("Program: {path}").format(path=executable) if executable else None,
+                 _("Script: {path}").format(path=script) if script and script != app_id else None,
+                 _("Process: {pid}").format(pid=pid) if isinstance(pid, int) and pid > 0 else None,
+                 _("Sandboxed: the app runs in a Flatpak or Snap sandbox.") if sandboxed else None,
+                 _("Desktop entry: {path}").format(path=shown(entry.get_filename(), 4096)) if entry else None]
+        self.details = Gtk.Expander(label=_("Details"))
+        details_box = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=2)
+        details_box.set_margin_top(4)
+        for fact in facts:
+            if fact:
+                lab = self._label(esc(fact), "details")
+                lab.set_selectable(True)
+                details_box.pack_start(lab, False, False, 0)
+        self.details.add(details_box)
+        self.details.connect("notify::expanded", self._on_details)
+        self.details.connect("size-allocate", self._on_moved)
+        col.pack_start(self.details, False, False, 0)
 
         if reason:
             reason_text = _("The app says why: <i>“{reason}”</i>").format(reason=esc(reason))
@@ -392,6 +455,11 @@ class PromptWindow(Gtk.Window):
         self.pending_notes.append(("precise", "on" if switch.get_active() else "off"))
         GLib.timeout_add(150, self._note_if_armed)
 
+    def _on_details(self, expander, _param):
+        # Opening it moves the buttons (they arm again): said with where they are then.
+        self.pending_notes.append(("details", "open" if expander.get_expanded() else "closed"))
+        GLib.timeout_add(150, self._note_if_armed)
+
     def _note_if_armed(self):
         self._check_moved()
         if self.armed:
@@ -463,7 +531,7 @@ class PromptWindow(Gtk.Window):
         return False
 
     def _rects(self):
-        """Where each button and the switch are now, relative to the dialog window."""
+        """Where each button, the switch and the Details title are now, relative to the dialog window."""
         rects = []
         for decision, b in self.buttons.items():
             alloc = b.get_allocation()
@@ -475,6 +543,12 @@ class PromptWindow(Gtk.Window):
             pos = self.precise_switch.translate_coordinates(self, 0, 0)
             x, y = (pos[0], pos[1]) if pos else (alloc.x, alloc.y)
             rects.append(f"precise={x},{y},{alloc.width},{alloc.height}")
+        # The Details expander's title: a click there opens or closes it, at any time.
+        title = self.details.get_label_widget()
+        alloc = title.get_allocation()
+        pos = title.translate_coordinates(self, 0, 0)
+        x, y = (pos[0], pos[1]) if pos else (alloc.x, alloc.y)
+        rects.append(f"details={x},{y},{alloc.width},{alloc.height}")
         return rects
 
     def _on_clicked(self, _button, decision):
@@ -590,7 +664,11 @@ class Agent:
             log("prompt", shown(request_id), f"kind={kind}", f"app-id={shown(app_id, 4096)}", f"queued={len(self.queue) - 1}")
             identity = p.details.get("identity")
             log("identity", shown(request_id), f"kind={shown(identity) if isinstance(identity, str) else 'unknown'}",
-                f"proven={1 if p.details.get('identity-proven') is True else 0}")
+                f"proven={1 if p.details.get('identity-proven') is True else 0}",
+                f"installed={1 if p.details.get('program-installed') is True else 0}")
+            entry = desktop_entry(p.details.get("desktop-entry"))
+            log("named", shown(request_id), f"entry={shown(entry.get_filename(), 4096) if entry else '-'}",
+                f"name={shown(entry.get_name(), 100) if entry else '-'}")
             sources = p.details.get("sources")
             log("sources", shown(request_id),
                 ",".join(shown(s) for s in sources if isinstance(s, str)) if isinstance(sources, list) and sources else "-")

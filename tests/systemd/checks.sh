@@ -283,7 +283,8 @@ check_namespaces() {
         local nd ng nf n1
         nd=$(ct_exec readlink "/proc/$d/ns/$ns"); ng=$(ct_exec readlink "/proc/$g/ns/$ns")
         nf=$(ct_exec readlink "/proc/$f/ns/$ns"); n1=$(ct_exec readlink "/proc/1/ns/$ns")
-        expect "gpsd, the feeder and the daemon share one $ns namespace ($nd), not the machine's ($n1)" \
+        expect "gpsd, the feeder and the daemon share one $ns namespace ($nd), not the machine's ($n1)$(
+                [[ $nd == "$ng" && $nd == "$nf" ]] || echo "; gpsd (pid $g) is in ${ng:-none}, the feeder (pid $f) in ${nf:-none}")" \
             test -n "$nd" -a "$nd" = "$ng" -a "$nd" = "$nf" -a "$nd" != "$n1"
     done
 }
@@ -443,14 +444,27 @@ check_namespace_order() {
     expect "gpsd.socket and gpsd.service restarted while the daemon runs: back in its namespace, port closed outside" \
         eval '[[ $(ct_exec readlink "/proc/$(unit_prop gpsd.service MainPID)/ns/net") == "$before" ]] && ! tcp_open 127.0.0.1 2947'
     ct_exec systemctl stop geoconsentd.service gpsd.service gpsd.socket geoconsent-test-feeder.service
-    ct_exec timeout 20 geoconsentctl status >/dev/null
+    local out status
+    status=$(ct_exec timeout 20 geoconsentctl status 2>&1) || info "geoconsentctl status failed: $status"
     ct_exec systemctl start geoconsent-test-feeder.service
-    local out
     out=$(as_nobody timeout 30 geoconsentctl locate 2>&1)
-    expect "all stopped, the daemon activated first: gpsd starts in the daemon's namespace and a fix comes" \
-        eval '[[ $out == *Latitude:* ]]'
+    if [[ $out == *Latitude:* ]]; then
+        pass "all stopped, the daemon activated first: gpsd starts in the daemon's namespace and a fix comes"
+    else
+        fail "all stopped, the daemon activated first: no fix came: ${out:-nothing}"$'\n'"$(namespace_units_said)"
+    fi
     check_namespaces
     expect "and 127.0.0.1:2947 is closed outside" eval '! tcp_open 127.0.0.1 2947'
+}
+
+# What the four units sharing a namespace say, when a check on them failed.
+namespace_units_said() {
+    local u
+    for u in geoconsentd.service gpsd.socket gpsd.service geoconsent-test-feeder.service; do
+        echo "$u: $(unit_prop "$u" ActiveState)/$(unit_prop "$u" SubState), pid $(unit_prop "$u" MainPID)"
+    done
+    ct_exec journalctl -b --no-pager -o short-monotonic -n 40 \
+        -u geoconsentd.service -u gpsd.socket -u gpsd.service -u geoconsent-test-feeder.service 2>&1
 }
 
 check_exposure() { unit_exposure geoconsentd.service "$EXPOSURE_LIMIT"; }

@@ -177,6 +177,12 @@ EOF
     ct_exec touch "$E2E_DIR/go1"
     word=$(answer_prompt 1 on) && pass "Firefox's page asked; the dialog came, Allow Once was clicked: $word" ||
         fail "the first prompt: $word"
+    # Named as a person knows it: Debian's entry for Firefox, whose program it is;
+    # an installed program, so its unproven path is no warning (docs/dbus-api.md).
+    expect "the dialog named the app 'Firefox ESR' by /usr/share/applications/firefox-esr.desktop, an installed program: $(
+            agent_log | grep -m 1 '^named ' | cut -d' ' -f3-); $(agent_log | grep -m 1 '^identity ' | cut -d' ' -f3-)" \
+        eval 'agent_log | grep -m 1 "^named " | grep -q " entry=/usr/share/applications/firefox-esr.desktop name=Firefox ESR$" &&
+              agent_log | grep -m 1 "^identity " | grep -q " kind=executable proven=0 installed=1$"'
     expect "the page shows the track's fixes, precise" wait_for 30 eval '
         fixes 1 | awk "{ if (\$5 < 100) ok++ } END { exit !(ok >= 2) }"'
     info "$(fixes 1 | tail -n 1)"
