@@ -179,6 +179,7 @@ public final class Daemon {
                  (logind.isPresent ? "; grants pause while their user's login session is locked or in the background"
                                    : "; logind is not on the bus: grants do not pause with login sessions") +
                  (core.enabled ? "" : "; location is switched off"))
+        if let lockout = Daemon.agentLockout(config) { Log.warning(lockout) }
         watchForIdle()
         loop.run()
         persistence.flush()
@@ -318,6 +319,19 @@ public final class Daemon {
         if count == 0 { crowdSinceEmpty = false }
         sessionPeak = count
         _ = malloc_trim(0)
+    }
+
+    /// What a non-empty `[agents] allow` means for the desktop, said once at start:
+    /// its entries admit only processes of system uids (a user's own agent runs
+    /// under the user's uid, and sandboxed callers never register), so every
+    /// user's desktop agent is locked out and their first requests fail with
+    /// `NoAgent` (docs/dbus-api.md, "What each identity proves").
+    static func agentLockout(_ config: Config) -> String? {
+        guard !config.agentAllow.isEmpty else { return nil }
+        return "[agents] allow names \(config.agentAllow.count) app-id(s): only such programs of system uids " +
+            "(up to system-uid-max \(config.systemUIDMax)) may register consent agents, so no user's own agent " +
+            "(geoconsent-agent, geoconsentctl agent, a desktop's GeoClue agent) can register, and a user's first " +
+            "request fails with NoAgent; leave allow empty to let each user's agent answer for that user"
     }
 
     // MARK: Effects

@@ -100,7 +100,10 @@ func authorize(_ client: GeoConsentClient, accuracy: String, reason: String) asy
     let status = try await client.requestOneTimeAuthorization(
         AuthOptions(reason: reason, accuracy: Accuracy(rawValue: accuracy) ?? .full, appName: "geoconsentctl"))
     guard status == .whenInUse || status == .always else {
-        throw Failure(tr("location not authorized: {status} ({number})", ["status": status.name, "number": "\(status.rawValue)"]))
+        // Why, as far as the daemon tells anyone: location off for everyone, or this app's own state.
+        let enabled = try? await client.status().enabled
+        let appID = (try? await client.authorization().appID) ?? ""
+        throw Failure(notAuthorized(status, enabled: enabled, appID: appID))
     }
     return status
 }

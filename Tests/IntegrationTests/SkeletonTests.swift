@@ -169,6 +169,77 @@ final class SkeletonTests: StackTestCase {
                        "geoconsentctl: no consent or session of org.example.Nope for uid \(getuid()): see 'geoconsentctl consents'\n")
     }
 
+    /// Every error geoconsentctl shows says what it means and what to do, in
+    /// words, never a D-Bus error name (the exact wording of each).
+    func testEachErrorSaysWhatToDo() throws {
+        let dir = try TempDir()
+        let ctl = TestPaths.binDir + "/geoconsentctl"
+        /// Runs geoconsentctl (as `uid`, if given); its exit status and what it said on stderr.
+        func run(_ args: [String], bus: String? = nil, uid: UInt32? = nil) throws -> (Int32?, String) {
+            let err = dir.file("stderr")
+            unlink(err)
+            let command = [ctl, "--bus", bus ?? stack.bus.address] + args
+            let r = uid.map { u in
+                try? ChildProcess.run("/usr/bin/setpriv", ["--reuid=\(u)", "--regid=\(u)", "--clear-groups"] + command,
+                                      timeout: 40, logPath: err)
+            } ?? (try? ChildProcess.run(ctl, Array(command.dropFirst()), timeout: 40, logPath: err))
+            return (r?.status, (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+        }
+
+        // No daemon on the bus.
+        let empty = try TestBus()
+        defer { empty.stop() }
+        let (s1, noDaemon) = try run(["status"], bus: empty.address)
+        XCTAssertEqual(s1, 1)
+        XCTAssertTrue(noDaemon.hasPrefix("geoconsentctl: geoconsentd is not running on this bus (") &&
+                      noDaemon.hasSuffix("): is the geoconsent package installed? 'systemctl status geoconsentd' says why it does not start\n"),
+                      noDaemon)
+        XCTAssertFalse(noDaemon.contains("org.freedesktop.DBus.Error"), "no error name: \(noDaemon)")
+
+        // The user says no (a one-time prompt stores nothing).
+        let agent = try ChildProcess(executable: ctl, arguments: ["--bus", stack.bus.address, "agent", "--auto", "deny"],
+                                     logPath: "/dev/null", captureStdout: true)
+        defer { agent.stop() }
+        XCTAssertTrue(agent.readStdoutLine(timeout: 10)?.contains("registered") ?? false)
+        XCTAssertEqual(try run(["locate"]).1, "geoconsentctl: location was not allowed this time: " +
+                       "Don't Allow was chosen, or the prompt was closed or timed out\n")
+
+        guard getuid() == 0 else { throw XCTSkip("switching location off, and another uid, need root") }
+        // Only root switches location; once it is off, why nothing is granted.
+        XCTAssertEqual(try run(["disable"], uid: 65534).1,
+                       "geoconsentctl: not allowed: Only root may switch location on or off (run it as root, for example with sudo)\n")
+        XCTAssertEqual(try run(["disable"]).0, 0)
+        XCTAssertEqual(try run(["locate"]).1,
+                       "geoconsentctl: location is switched off for everyone: 'geoconsentctl enable' as root switches it on\n")
+        XCTAssertEqual(try run(["enable"]).0, 0)
+
+        // No receiver: gpsd is gone, and nothing else can answer.
+        agent.stop()
+        let allowing = try ChildProcess(executable: ctl, arguments: ["--bus", stack.bus.address, "agent", "--auto", "allow-once"],
+                                        logPath: "/dev/null", captureStdout: true)
+        defer { allowing.stop() }
+        XCTAssertTrue(allowing.readStdoutLine(timeout: 10)?.contains("registered") ?? false)
+        stack.gpsd.stop()
+        let (s2, noGPS) = try run(["locate", "--timeout", "20"])
+        XCTAssertEqual(s2, 1)
+        XCTAssertTrue(noGPS.hasPrefix("geoconsentctl: no GPS: ") && noGPS.hasSuffix(
+            ". Is a receiver attached? 'systemctl status gpsd' shows gpsd; without a receiver, Wi-Fi positioning or a fixed position can answer (geoconsent.conf(5), [sources])\n"),
+            noGPS)
+        XCTAssertFalse(noGPS.contains("GpsUnavailable"), noGPS)
+    }
+
+    /// A non-empty `[agents] allow` locks every user's own agent out: the
+    /// daemon says so once when it starts, and says nothing of it without one.
+    func testAnAllowListThatLocksOutDesktopAgentsIsLoggedAtStart() throws {
+        XCTAssertFalse(stack.daemon.log().contains("[agents] allow"), stack.daemon.log())
+        try stack.restartDaemon(config: "[agents]\nallow = /usr/libexec/site-agent; org.example.Agent\n")
+        let said = "[agents] allow names 2 app-id(s): only such programs of system uids (up to system-uid-max 999) " +
+            "may register consent agents, so no user's own agent (geoconsent-agent, geoconsentctl agent, a desktop's GeoClue agent) can register, " +
+            "and a user's first request fails with NoAgent; leave allow empty to let each user's agent answer for that user"
+        stack.peers.pump(timeout: 10) { self.stack.daemon.log().contains(said) }
+        XCTAssertTrue(stack.daemon.log().contains(said), stack.daemon.log())
+    }
+
     func testGetAuthorizationNamesTheCallerFromCredentials() throws {
         let p = try stack.peer()
         // The test process has no Flatpak, Snap or app unit: its executable's absolute path.
