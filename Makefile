@@ -67,7 +67,7 @@ release: $(DEPS_STEP)
 # Workers for the XCTest part: each test starts its own bus, gpsd and daemon and
 # mostly waits on them (about 65 s of CPU in 410 s of tests), so eight at once on
 # two cores take the part to its longest tests' length: 61 s, against 74 s with
-# six and 104 s with four (README "Tests"; TEST_WORKERS=1: one at a time).
+# six and 104 s with four (docs/development.md "Tests"; TEST_WORKERS=1: one at a time).
 TEST_WORKERS ?= 8
 test: deps
 	@# Every part's packages first: parts run side by side below, and two apt-get

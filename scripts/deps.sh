@@ -27,6 +27,9 @@
 #                                         facade (its D-Bus activation files
 #                                         are for the session bus; the tests
 #                                         start it on a private one)
+#   gjs libglib2.0-dev                    README's examples for app developers in
+#                                         GJS and in C on GDBus run against the
+#                                         daemon (ReadmeAppExamplesTests)
 #   python3-dbusmock                      stand-ins on the test bus for logind (the
 #                                         tests of grants pausing with the session)
 #                                         and NetworkManager (Wi-Fi positioning)
@@ -79,7 +82,7 @@ set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
       iproute2 libglib2.0-bin groff-base python3-gi make g++ geoclue-2-demo gir1.2-geoclue-2.0
-      xdg-desktop-portal python3-dbusmock gettext libcurl4-openssl-dev openssl)
+      xdg-desktop-portal python3-dbusmock gettext libcurl4-openssl-dev openssl gjs libglib2.0-dev)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace gnuplot-nox) ;;

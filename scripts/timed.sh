@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a command and then says how long it took: "make test: LABEL took N s"
-# (README "Tests" lists what each part of `make test` costs).
+# (docs/development.md "Tests" lists what each part of `make test` costs).
 set -uo pipefail
 label=$1; shift
 start=$SECONDS

@@ -2,17 +2,19 @@ import XCTest
 import Foundation
 import GeoTestSupport
 
-/// The example of README.md's "Using the client library" compiles against the
+/// The Swift example of README.md's "For app developers" compiles against the
 /// built GeoConsentClient module with no other import: the client library is
-/// self-contained, and the README does not rot.
+/// self-contained, and the README does not rot. (The Python, GJS and C
+/// examples run against the daemon: `ReadmeAppExamplesTests`.)
 final class ReadmeExampleTests: XCTestCase {
-    static let heading = "## Using the client library"
+    static let heading = "### Swift (the client library)"
 
-    /// The first ```swift block under the heading (before the next heading).
-    static func example(in readme: String) -> String? {
+    /// The first ```LANGUAGE block under `heading` (before the next heading).
+    static func example(in readme: String, under heading: String = heading, language: String = "swift") -> String? {
         guard let h = readme.range(of: "\n" + heading + "\n") else { return nil }
-        let section = readme[h.upperBound...].components(separatedBy: "\n## ").first ?? ""
-        guard let open = section.range(of: "```swift\n"),
+        let rest = String(readme[h.upperBound...])
+        let section = rest.components(separatedBy: "\n## ")[0].components(separatedBy: "\n### ")[0]
+        guard let open = section.range(of: "```\(language)\n"),
               let close = section.range(of: "\n```", range: open.upperBound..<section.endIndex) else { return nil }
         return String(section[open.upperBound..<close.lowerBound]) + "\n"
     }

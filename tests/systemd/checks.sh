@@ -263,7 +263,7 @@ check_login_session() {
     expect "the one-time grant ended at the lock: the watch stopped" wait_for 5 \
         eval 'session_out | grep -q "authorization ended: restricted"'
     expect "a tap in the locked session is answered restricted" wait_for 10 \
-        eval 'session_out | grep -q "location not authorized: restricted"'
+        eval 'session_out | grep -q "location is restricted for this app: .*or while your login session is locked"'
     ct_exec busctl call org.freedesktop.login1 "$path" org.freedesktop.login1.Session SetLockedHint b false
     ct_exec touch /tmp/geoconsent-test-unlocked
     expect "SetLockedHint false: a tap grants again and a fix comes" wait_for 20 \
