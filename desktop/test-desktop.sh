@@ -300,9 +300,21 @@ fi
 [[ -n $(field "$READY" precise) ]] || fail "no Precise switch in a precise request's dialog: '$READY'"
 DLG=$(find_window '^Location request$')
 [[ -n $DLG && $DLG == "$(field "$READY" window)" ]] || fail "no visible 'Location request' window matching '$READY'"
+# The keyboard starts on the safe answer.
+[[ $(field "$READY" focus) == deny ]] || fail "the focus is not on Don't Allow: '$READY'"
+# Over the app that asked (its parent-window), not in the middle of the screen.
+PLACED=$(line agent "^placed $REQ ")
+[[ $PLACED == "placed $REQ parent=x11:$(printf '%x' "$DEMO_WIN") "* ]] || fail "not placed over the demo's window: '$PLACED'"
+read -r DX DY DW DH <<<"$(geometry "$DLG")"
+read -r AX AY AW AH <<<"$(geometry "$DEMO_WIN")"
+(( DX <= AX + AW / 2 && AX + AW / 2 < DX + DW && DY <= AY + AH / 2 && AY + AH / 2 < DY + DH )) ||
+    fail "the dialog ($DX,$DY ${DW}x$DH) is not over the demo's window ($AX,$AY ${AW}x$AH)"
+# The warning colour is readable on the theme's background (WCAG 4.5:1).
+readable() { awk -v c="$(field "$1" contrast)" 'BEGIN { exit !(c + 0 >= 4.5) }'; }
+readable "$(line agent "^colours $REQ ")" || fail "the warning colour: '$(line agent "^colours $REQ ")'"
 sleep 0.2
 shot consent-prompt.png
-pass "pressing the button opens a one-time prompt for $DEMO_SCRIPT, identity script proven=$PROVEN, ${NAMED#* * }, with a Precise switch (dialog $DLG)"
+pass "pressing the button opens a one-time prompt for $DEMO_SCRIPT, identity script proven=$PROVEN, ${NAMED#* * }, with a Precise switch (dialog $DLG, over the demo's window, the focus on Don't Allow, $(field "$(line agent "^colours $REQ ")" contrast):1 for warnings)"
 
 # Details: what the name rests on (kind, program, script, process, entry).
 click_rect "$DLG" "$(field "$READY" details)"
@@ -557,6 +569,9 @@ REQ_K=$(awk '{print $2}' <<<"$READY_K")
 DLG_K=$(find_window '^위치 요청$')
 [[ -n $DLG_K && $DLG_K == "$(field "$READY_K" window)" ]] || fail "no window titled 위치 요청 for '$READY_K'"
 [[ -n $(field "$READY_K" precise) ]] || fail "no Precise switch in the Korean dialog: '$READY_K'"
+# Korean lines break between words, never inside one.
+WRAP_K=$(line agent_ko "^wrap $REQ_K ")
+[[ $(field "$WRAP_K" inside-words) == 0 && $(field "$WRAP_K" lines) -gt 0 ]] || fail "Korean lines broken inside words: '$WRAP_K'"
 sleep 0.3
 shot consent-prompt-ko.png
 start settings_ko "${GUI_ENV[@]}" LANG=ko_KR.UTF-8 LC_ALL= "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
@@ -568,12 +583,52 @@ xdotool mousemove 0 0   # no tooltip in the picture
 sleep 0.3
 shot_window settings-ko.png "$SET_K"
 stop settings_ko
-click_rect "$DLG_K" "$(field "$READY_K" deny)"
+# Answered from the keyboard: Return presses the focused button, Don't Allow.
+xdotool windowfocus --sync "$DLG_K" key Return || fail "xdotool key Return"
 wait_for 10 "the agent to answer" has_line agent_ko "^answered $REQ_K deny$"
 locate3_done() { ! alive locate3; }
 wait_for 10 "geoconsentctl to give up" locate3_done
 stop agent_ko
-pass "with LANG=ko_KR.UTF-8 the dialog and the settings window are in Korean (위치 요청, 위치 설정), and Don't Allow answers deny"
+pass "with LANG=ko_KR.UTF-8 the dialog and the settings window are in Korean (위치 요청, 위치 설정), its lines break between words ($(field "$WRAP_K" lines) lines), and Return on the focused Don't Allow answers deny"
+
+# ---- 7b. German on a dark theme, by keyboard ------------------------------------
+# German's three answers do not fit in a row: they stack. On Adwaita's dark
+# theme the warning colour is still readable. Esc closes without an answer,
+# and Alt+E (the mnemonic of "_Einmal erlauben") answers Allow Once.
+start agent_de "${GUI_ENV[@]}" LANG=de_DE.UTF-8 LC_ALL= GTK_THEME=Adwaita:dark "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
+wait_for 20 "the German agent to register" has_line agent_de '^registered '
+gdbus_ask() {   # gdbus_ask NAME: a when-in-use request of gdbus (an app of its own here)
+    start "$1" gdbus call --address "$BUS" --dest org.geoconsent.GeoConsent1 --object-path /org/geoconsent/GeoConsent1 \
+        --timeout 120 --method org.geoconsent.GeoConsent1.RequestWhenInUseAuthorization \
+        "{'reason': <'Restaurants in der Nähe finden'>, 'app-name': <'Karten'>}"
+}
+gdbus_ask wiu_de1
+wait_for 20 "the German dialog" has_line agent_de '^ready '
+READY_D=$(line agent_de '^ready ')
+REQ_D=$(awk '{print $2}' <<<"$READY_D")
+DLG_D=$(find_window '^Standortanfrage$')
+[[ -n $DLG_D && $DLG_D == "$(field "$READY_D" window)" ]] || fail "no window titled Standortanfrage for '$READY_D'"
+[[ $(field "$READY_D" layout) == stacked ]] || fail "the German buttons did not stack: '$READY_D'"
+read -r _ _ DW_D _ <<<"$(geometry "$DLG_D")"
+(( DW_D <= 700 )) || fail "the German dialog is $DW_D px wide"
+COLOURS_D=$(line agent_de "^colours $REQ_D ")
+readable "$COLOURS_D" || fail "the warning colour on the dark theme: '$COLOURS_D'"
+[[ $(field "$(line agent_de "^wrap $REQ_D ")" inside-words) == 0 ]] || fail "German lines: '$(line agent_de "^wrap $REQ_D ")'"
+sleep 0.3
+shot_window consent-prompt-de-dark.png "$DLG_D"
+xdotool windowfocus --sync "$DLG_D" key Escape || fail "xdotool key Escape"
+wait_for 10 "Esc to close the dialog" has_line agent_de "^answered $REQ_D dismissed$"
+wiu_done() { ! alive wiu_de1; }
+wait_for 10 "the request to end" wiu_done
+grep -q "(uint32 0,)" "$TMP/wiu_de1.log" || fail "after Esc the request is not determined: $(cat "$TMP/wiu_de1.log")"
+gdbus_ask wiu_de2
+wait_for 20 "the second German dialog" has_line_after agent_de "^answered $REQ_D " '^ready '
+READY_D2=$(line agent_de '^ready ')
+REQ_D2=$(awk '{print $2}' <<<"$READY_D2")
+xdotool windowfocus --sync "$(field "$READY_D2" window)" key alt+e || fail "xdotool key alt+e"
+wait_for 10 "Alt+E to answer" has_line agent_de "^answered $REQ_D2 allow-once$"
+stop agent_de
+pass "in German on a dark theme the dialog is ${DW_D} px wide with its buttons stacked, warnings at $(field "$COLOURS_D" contrast):1; Esc closes it unanswered, Alt+E answers Allow Once"
 
 # ---- 7. the settings window comes back after its bus restarts -------------------
 # On a bus of its own (no daemon on it: it says the service cannot be reached):

@@ -58,8 +58,9 @@
 #                                         no imagemagick or xwd needed)
 #   fonts-dejavu-core                     so text renders
 #   fonts-nanum                           Hangul, for the dialog in Korean
-#   locales                               and the ko_KR.UTF-8 locale it runs in
-#                                         (made with localedef when missing)
+#   locales                               and the ko_KR.UTF-8 and de_DE.UTF-8
+#                                         locales it runs in (made with
+#                                         localedef when missing)
 #
 # `deps.sh --package` (make deb, run by make test) adds:
 #   debhelper dpkg-dev build-essential    dpkg-buildpackage with debhelper 13
@@ -100,18 +101,24 @@ for p in "${PKGS[@]}"; do
     [[ $status == installed ]] || missing+=("$p")
 done
 
-# The desktop test shows the dialog in Korean: the C library needs that locale.
+# The desktop test shows the dialog in Korean and in German: the C library
+# needs those locales.
 needs_locale=no
-[[ " $* " == *" --desktop "* ]] && ! locale -a 2>/dev/null | grep -qix 'ko_KR.utf8' && needs_locale=yes
+if [[ " $* " == *" --desktop "* ]]; then
+    for l in ko_KR de_DE; do locale -a 2>/dev/null | grep -qix "$l.utf8" || needs_locale=yes; done
+fi
 korean_locale() {
     [[ $needs_locale == yes ]] || return 0
-    echo "deps: making the ko_KR.UTF-8 locale (localedef)"
-    "${SUDO[@]}" localedef -i ko_KR -f UTF-8 ko_KR.UTF-8
+    for l in ko_KR de_DE; do
+        locale -a 2>/dev/null | grep -qix "$l.utf8" && continue
+        echo "deps: making the $l.UTF-8 locale (localedef)"
+        "${SUDO[@]}" localedef -i "$l" -f UTF-8 "$l.UTF-8"
+    done
 }
 
 SUDO=()
 if ((EUID != 0)) && { ((${#missing[@]} > 0)) || [[ $needs_locale == yes ]]; }; then
-    command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]} (or the ko_KR locale)" >&2; exit 1; }
+    command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]} (or a locale)" >&2; exit 1; }
     SUDO=(sudo)
 fi
 

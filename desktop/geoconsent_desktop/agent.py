@@ -93,6 +93,8 @@ from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
 
 from .common import (ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, RECONNECT_SECONDS, add_bus_argument,  # noqa: E402
                      connect, log, shown, source_name, translation, warn as common_warn)
+from .dialog_layout import (breaks_inside_words, contrast, hex_colour, keep_words, place_over,  # noqa: E402
+                            readable)
 
 try:
     gi.require_foreign("cairo")  # the drawn location arrow
@@ -157,17 +159,20 @@ INSTALLED_NOTE = _("Installed on this system. Not verified as this app: any prog
                    "could ask under its name.")
 UNKNOWN_IDENTITY = _("Not verified: the location service did not say how it identified the app.")
 
+# With mnemonics (Alt+letter); "deny" is the safe answer the focus starts on.
 ANSWERS = {
-    "one-time": [("deny", _("Don't Allow")), ("allow-once", _("Allow Once"))],
-    "when-in-use": [("deny", _("Don't Allow")), ("allow-while-using", _("Allow While Using App")),
-                    ("allow-once", _("Allow Once"))],
+    "one-time": [("deny", _("_Don't Allow")), ("allow-once", _("Allow _Once"))],
+    "when-in-use": [("deny", _("_Don't Allow")), ("allow-while-using", _("Allow _While Using App")),
+                    ("allow-once", _("Allow _Once"))],
 }
+# The widest the text column may be, in characters: labels wrap there.
+COLUMN_CHARS = 52
 
 CSS = b"""
 window.geoconsent-prompt { border: 1px solid alpha(black, 0.35); }
 .geoconsent-prompt .headline { font-size: 13pt; font-weight: bold; }
 .geoconsent-prompt .untrusted { font-style: italic; }
-.geoconsent-prompt .unverified { color: #b3261e; font-weight: bold; }
+.geoconsent-prompt .unverified { font-weight: bold; }
 .geoconsent-prompt .reason-box { background-color: alpha(currentColor, 0.06); border-radius: 6px; padding: 8px 10px; }
 .geoconsent-prompt .waiting { font-size: 9pt; opacity: 0.75; }
 .geoconsent-prompt .details { font-size: 9pt; opacity: 0.85; }
@@ -181,6 +186,44 @@ def warn(msg):
 
 def esc(text):
     return GLib.markup_escape_text(text, -1)
+
+
+def parent_window_of(value):
+    """The app's window from `parent-window` (as the portal writes it:
+    `x11:XID` in hex, `wayland:HANDLE`), or None. The app chose it: it only
+    places the dialog, and anything else is ignored."""
+    if not isinstance(value, str):
+        return None
+    kind, _, handle = value.partition(":")
+    if kind == "x11" and 0 < len(handle) <= 8 and all(c in "0123456789abcdefABCDEF" for c in handle):
+        return ("x11", int(handle, 16))
+    if kind == "wayland" and 0 < len(handle) <= 256 and handle.isprintable() and " " not in handle:
+        return ("wayland", handle)
+    return None
+
+
+# The error colour in use, from the theme, made readable on its background
+# (the theme's own red can be 1.9:1 on a dark theme); set once for the screen.
+ERROR_CSS = None
+
+
+def say_colours(window, request_id):
+    """Takes the theme's error colour, moved as little as needed to reach WCAG's
+    4.5:1 on the dialog's background, and says what came of it."""
+    global ERROR_CSS
+    ctx = window.get_style_context()
+    found_bg, bg = ctx.lookup_color("theme_bg_color")
+    found_fg, fg = ctx.lookup_color("error_color")
+    bg_rgb = (bg.red, bg.green, bg.blue) if found_bg else (1.0, 1.0, 1.0)
+    fg_rgb = (fg.red, fg.green, fg.blue) if found_fg else (0xb3 / 255, 0x26 / 255, 0x1e / 255)
+    colour = readable(fg_rgb, bg_rgb)
+    if ERROR_CSS is None:
+        ERROR_CSS = Gtk.CssProvider()
+        Gtk.StyleContext.add_provider_for_screen(window.get_screen(), ERROR_CSS,
+                                                 Gtk.STYLE_PROVIDER_PRIORITY_APPLICATION + 1)
+    ERROR_CSS.load_from_data(f".geoconsent-prompt .unverified {{ color: {hex_colour(colour)}; }}".encode())
+    log("colours", request_id, f"theme-error={hex_colour(fg_rgb)}", f"error={hex_colour(colour)}",
+        f"background={hex_colour(bg_rgb)}", f"contrast={contrast(colour, bg_rgb):.2f}")
 
 
 def desktop_entry(path):
@@ -255,7 +298,9 @@ class PromptWindow(Gtk.Window):
         # Lines to log once armed where the controls are now ("precise …").
         self.pending_notes = []
         self.set_type_hint(Gdk.WindowTypeHint.DIALOG)
-        self.set_position(Gtk.WindowPosition.CENTER)
+        self.parent_window = parent_window_of(prompt.details.get("parent-window"))
+        # Over the app that asked when it named its window; else in the middle.
+        self.set_position(Gtk.WindowPosition.NONE if self.parent_window else Gtk.WindowPosition.CENTER)
         self.set_keep_above(True)
         self.set_urgency_hint(True)
         self.set_resizable(False)
@@ -264,6 +309,10 @@ class PromptWindow(Gtk.Window):
         # Closing the window is no answer: nothing is stored, the request
         # gets the status that applies (docs/dbus-api.md: "any other answer").
         self.connect("delete-event", self._on_delete)
+        self.connect("key-press-event", self._on_key)
+        self.connect("realize", self._on_realize)
+        self.focus_set = False
+        self.wrap_said = False
 
         d = prompt.details
         accuracy = d.get("accuracy") if isinstance(d.get("accuracy"), str) else "full"
@@ -381,8 +430,13 @@ class PromptWindow(Gtk.Window):
             # iOS's Precise switch: off, the app gets only the area (it asks
             # again when it needs more).
             row = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=10)
-            row.pack_start(self._label(_("<b>Precise location</b>")), False, False, 0)
+            precise_label = self._label("")
+            precise_label.set_markup_with_mnemonic(keep_words(_("<b>_Precise location</b>")))
+            row.pack_start(precise_label, False, False, 0)
             self.precise_switch = Gtk.Switch()
+            # Read by a screen reader as the switch's name, and Alt+P turns it.
+            precise_label.set_mnemonic_widget(self.precise_switch)
+            self.precise_switch.get_accessible().set_name(_("Precise location"))
             self.precise_switch.set_active(True)
             self.precise_switch.set_sensitive(False)  # armed with the buttons
             self.precise_switch.set_valign(Gtk.Align.CENTER)
@@ -407,7 +461,7 @@ class PromptWindow(Gtk.Window):
         bbox.set_spacing(8)
         bbox.set_margin_top(6)
         for decision, text in ANSWERS[prompt.kind]:
-            b = Gtk.Button(label=text)
+            b = Gtk.Button.new_with_mnemonic(keep_words(text))
             b.set_sensitive(False)  # armed after ARM_DELAY_MS
             b.set_can_default(False)
             b.connect("clicked", self._on_clicked, decision)
@@ -415,17 +469,18 @@ class PromptWindow(Gtk.Window):
             bbox.add(b)
             self.buttons[decision] = b
         col.pack_start(bbox, False, False, 0)
+        self.column, self.button_box, self.stacked = col, bbox, False
 
         self.connect("map-event", self._on_map)
 
     @staticmethod
     def _label(markup, css_class=None):
         lab = Gtk.Label()
-        lab.set_markup(markup)
+        lab.set_markup(keep_words(markup))
         lab.set_xalign(0)
         lab.set_line_wrap(True)
         lab.set_line_wrap_mode(Pango.WrapMode.WORD_CHAR)  # long app-ids (paths) too
-        lab.set_max_width_chars(52)
+        lab.set_max_width_chars(COLUMN_CHARS)
         lab.set_width_chars(40)
         if css_class:
             lab.get_style_context().add_class(css_class)
@@ -439,14 +494,14 @@ class PromptWindow(Gtk.Window):
         else:
             head = (_("Allow {app} to use your precise location while you use the app?") if precise
                     else _("Allow {app} to use your approximate location while you use the app?"))
-        self.head.set_markup(head.format(app=self.headline_app))
+        self.head.set_markup(keep_words(head.format(app=self.headline_app)))
         if precise:
             acc_text = _("<b>Precise:</b> your position within a few metres.")
         else:
             acc_text = _("<b>Approximate:</b> only the area you are in (a few kilometres), not your position.")
         if self.one_time:
             acc_text += " " + _("Only for now: the permission ends when the app closes.")
-        self.acc_label.set_markup(acc_text)
+        self.acc_label.set_markup(keep_words(acc_text))
 
     def _on_precise(self, switch, _param):
         self._show_accuracy(switch.get_active())
@@ -498,6 +553,11 @@ class PromptWindow(Gtk.Window):
             return False
         self._set_sensitive(True)
         self.armed = True
+        if not self.focus_set:
+            # The keyboard starts on the safe answer, and shows where it is.
+            self.focus_set = True
+            self.buttons["deny"].grab_focus()
+            self.set_focus_visible(True)
         # Log where the buttons are (relative to this window), for automation.
         GLib.idle_add(self._log_ready)
         return False
@@ -526,9 +586,94 @@ class PromptWindow(Gtk.Window):
         win = self.get_window()
         if GdkX11 is not None and win is not None and hasattr(win, "get_xid"):
             xid = str(win.get_xid())
-        log("ready", self.prompt.request_id, f"window={xid}", *self.armed_rects)
+        focused = next((d for d, b in self.buttons.items() if b.has_focus()), "-")
+        log("ready", self.prompt.request_id, f"window={xid}", *self.armed_rects,
+            f"focus={focused}", f"layout={'stacked' if self.stacked else 'row'}", f"size={self.get_size()[0]}x{self.get_size()[1]}")
+        if not self.wrap_said:
+            self.wrap_said = True
+            self._log_wrap()
         self._log_notes()
         return False
+
+    def _log_wrap(self):
+        """Says how the dialog's text wrapped: lines broken inside a word
+        (between two Hangul letters of one word) should be none."""
+        lines = inside = 0
+        for lab in self._main_labels():
+            layout = lab.get_layout()
+            text = layout.get_text()
+            raw = text.encode("utf-8")
+            starts = [len(raw[:line.start_index].decode("utf-8", "replace")) for line in layout.get_lines_readonly()]
+            lines += len(starts)
+            inside += breaks_inside_words(text, starts[1:])
+        log("wrap", self.prompt.request_id, f"lines={lines}", f"inside-words={inside}")
+
+    def _main_labels(self):
+        """The dialog's labels, but those under Details (paths, which may break anywhere)."""
+        found, todo = [], [self]
+        while todo:
+            w = todo.pop()
+            if w is self.details:
+                continue
+            if isinstance(w, Gtk.Label) and w.get_visible() and w.get_line_wrap():
+                found.append(w)
+            if isinstance(w, Gtk.Container):
+                todo.extend(w.get_children())
+        return found
+
+    def _on_key(self, _widget, event):
+        # Esc is Close: no answer, as closing the window (docs/dbus-api.md).
+        if event.keyval == Gdk.KEY_Escape:
+            log("escape", self.prompt.request_id)
+            self._finish("dismissed")
+            return True
+        return False
+
+    def _on_realize(self, *_):
+        say_colours(self, self.prompt.request_id)
+        self._stack_if_too_wide()
+        if self.parent_window:
+            self._place_over_parent()
+
+    def _stack_if_too_wide(self):
+        """Stacks the answers when their row would be wider than the text
+        above it (German's three are), as a phone's alert stacks them: the
+        dialog keeps the width of its text."""
+        text = max(w.get_preferred_width()[1] for w in self.column.get_children() if w is not self.button_box)
+        if self.button_box.get_preferred_width()[1] > text:
+            self.stacked = True
+            self.button_box.set_orientation(Gtk.Orientation.VERTICAL)
+            self.button_box.set_layout(Gtk.ButtonBoxStyle.EXPAND)
+
+    def _place_over_parent(self):
+        """Transient for the app's window and centred over it (X11); on
+        Wayland, attached to the window the app exported (xdg-foreign)."""
+        kind, handle = self.parent_window
+        own = self.get_window()
+        if kind == "wayland":
+            try:
+                gi.require_version("GdkWayland", "3.0")
+                from gi.repository import GdkWayland  # noqa: F401
+                if hasattr(own, "set_transient_for_exported") and own.set_transient_for_exported(handle):
+                    log("placed", self.prompt.request_id, f"parent=wayland:{handle}")
+            except (ValueError, ImportError):
+                pass
+            return
+        if GdkX11 is None or not isinstance(self.get_display(), GdkX11.X11Display):
+            return
+        parent = GdkX11.X11Window.foreign_new_for_display(self.get_display(), handle)
+        if parent is None:  # gone, or never was
+            return
+        own.set_transient_for(parent)
+        _, px, py = parent.get_origin()
+        geometry = (px, py, parent.get_width(), parent.get_height())
+        monitor = self.get_display().get_monitor_at_point(px + geometry[2] // 2, py + geometry[3] // 2)
+        area = monitor.get_workarea()
+        size = self.get_preferred_size()[1]
+        x, y = place_over(geometry, (size.width, size.height), (area.x, area.y, area.width, area.height))
+        self.move(x, y)
+        log("placed", self.prompt.request_id, f"parent=x11:{handle:x}", f"at={x},{y}",
+            f"over={geometry[0]},{geometry[1]},{geometry[2]},{geometry[3]}")
 
     def _rects(self):
         """Where each button, the switch and the Details title are now, relative to the dialog window."""

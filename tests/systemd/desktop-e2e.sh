@@ -65,12 +65,13 @@ e2e_click() {
         mousemove --sync --window "$1" $((x + w / 2)) $((y + h / 2)) click 1
 }
 e2e_shot() { ct_exec env DISPLAY=$E2E_DISPLAY NO_AT_BRIDGE=1 GDK_BACKEND=x11 /usr/bin/python3 "$REPO/desktop/xvfb-helper" screenshot "$E2E_SHOTS_IN/$1"; }
-# The agent's newest "ready ID window=W ..." line after it printed N of them.
-ready_line() { agent_log | grep '^ready ' | sed -n "$1p"; }
+# The agent's log from its Nth dialog on ("shown ID", said once per dialog; a
+# dialog says "ready" again whenever its buttons moved and armed anew, and the
+# daemon's request ids count from 1 again after it restarts).
+agent_log_from() { agent_log | awk -v n="$1" '/^shown / { r++ } r >= n'; }
+# The Nth dialog's newest "ready ID window=W ..." line.
+ready_line() { agent_log_from "$1" | awk '/^shown / { r++ } r == 1 && /^ready / { line = $0 } END { if (line != "") print line }'; }
 e2e_field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
-# The agent's log from its Nth "ready" line on: the daemon's request ids count
-# from 1 again after it restarts, so an earlier dialog's lines may share an id.
-agent_log_from() { agent_log | awk -v n="$1" '/^ready / { r++ } r >= n'; }
 
 # answer_prompt N PRECISE: waits for the agent's Nth dialog, turns Precise off
 # unless PRECISE is on, clicks Allow Once; the agent's answer word is printed.
