@@ -456,9 +456,9 @@ locate_q_done() { ! alive locate_q; }
 wait_for 10 "geoconsentctl to give up" locate_q_done
 pass "a request that queues behind an open dialog moves none of its armed buttons: the click lands on Don't Allow"
 
-# ---- 4c. the settings window: in use now, live, and Reset --------------------------
+# ---- 4c. the settings window: in use now, live, and the user's decisions -----------
 # geoconsentctl watches (approximate: its approval covers it, no prompt); the
-# settings window shows it in use now; Reset forgets it and ends its grant at
+# settings window shows it in use now; Ask Next Time forgets it and ends its grant at
 # once, so the watch ends and the row goes.
 start watch "$BIN/geoconsentctl" --bus "$BUS" watch --accuracy reduced
 has_fix() { [[ -s $TMP/watch.log ]] || ! alive watch; }
@@ -488,15 +488,39 @@ has_line settings "^row $DEMO_SCRIPT decision=one-time accuracy=full in-use=0 " 
 xdotool mousemove 0 0   # no tooltip in the picture
 sleep 0.3
 shot_window settings.png "$SET_WIN"
+
+# The window decides (SetConsent): While Using for the demo is more than it
+# has, so the user's dialog asks first, saying who asked; Never is less, at once.
+DEMO_ROW=$(line settings "^row $DEMO_SCRIPT ")
+click_rect "$SET_WIN" "$(field "$DEMO_ROW" while-using)"
+wait_for 10 "the window to ask" has_line settings "^decide $DEMO_SCRIPT while-using$"
+wait_for 20 "the dialog the window asked for" has_line agent "^asked-by [0-9]* [^ ]*geoconsent-settings$"
+REQ_S=$(line agent '^asked-by ' | awk '{print $2}')
+wait_for 10 "its buttons to arm" has_line agent "^ready $REQ_S "
+READY_S=$(line agent "^ready $REQ_S ")
+[[ $(line agent "^prompt $REQ_S ") == "prompt $REQ_S kind=when-in-use app-id=$DEMO_SCRIPT "* ]] ||
+    fail "the dialog the window asked for: '$(line agent "^prompt $REQ_S ")'"
+sleep 0.2
+shot consent-prompt-from-settings.png
+click_rect "$(field "$READY_S" window)" "$(field "$READY_S" allow-while-using)"
+wait_for 20 "the window to hear the answer" has_line settings "^decided $DEMO_SCRIPT while-using status=4$"
+wait_for 10 "the demo's row to show it" has_line_after settings "^decided $DEMO_SCRIPT while-using " \
+    "^row $DEMO_SCRIPT decision=when-in-use accuracy=full "
+click_rect "$SET_WIN" "$(field "$(line settings "^row $DEMO_SCRIPT ")" never)"
+wait_for 10 "Never, at once" has_line settings "^decided $DEMO_SCRIPT never status=2$"
+wait_for 10 "the demo's row to show it" has_line_after settings "^decided $DEMO_SCRIPT never " "^row $DEMO_SCRIPT decision=denied "
+pass "the settings window decides: While Using was confirmed in the user's dialog first (which said the window asked), Never at once"
+
+# Ask Next Time for geoconsentctl, in use now: its decision is forgotten and its grant ends.
 ROW=$(line settings '^row [^ ]*/geoconsentctl ')
-click_rect "$SET_WIN" "$(field "$ROW" reset)"
-wait_for 10 "the reset" has_line settings '^reset [^ ]*/geoconsentctl$'
+click_rect "$SET_WIN" "$(field "$ROW" ask)"
+wait_for 10 "Ask Next Time" has_line settings '^decided [^ ]*/geoconsentctl ask status=0$'
 watch_done() { ! alive watch; }
 wait_for 10 "geoconsentctl watch to end with its grant" watch_done
 grep -q 'authorization ended' "$TMP/watch.err" || fail "the watch did not end with its grant: $(cat "$TMP/watch.err")"
 # Rows listed after the reset, none of them geoconsentctl's.
 row_gone() {
-    awk '/^reset /{r=1; next} r && /^row /{n++} r && /^row [^ ]*\/geoconsentctl /{bad=1} END{exit !(n > 0 && !bad)}' \
+    awk '/^decided [^ ]*\/geoconsentctl ask /{r=1; next} r && /^row /{n++} r && /^row [^ ]*\/geoconsentctl /{bad=1} END{exit !(n > 0 && !bad)}' \
         "$TMP/settings.log"
 }
 # (30 s: once, in a clean clone's make test beside the container test, the
@@ -504,7 +528,7 @@ row_gone() {
 # daemon's log is kept with the others.)
 wait_for 30 "the settings window to drop geoconsentctl" row_gone
 stop settings
-pass "the settings window shows geoconsentctl in use now, and its Reset ends the grant at once (the watch ended)"
+pass "the settings window shows geoconsentctl in use now, and Ask Next Time forgets it and ends the grant at once (the watch ended)"
 
 stop demo
 stop agent

@@ -38,6 +38,7 @@ public enum GeoConsentAPI {
             .init(name: "UnregisterAgent", inArgs: [Arg("path", "o")], outArgs: []),
             .init(name: "ListConsents", inArgs: [], outArgs: [Arg("consents", "a(usa{sv})")]),
             .init(name: "ResetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: []),
+            .init(name: "SetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: [Arg("status", "u")]),
             .init(name: "ListSessions", inArgs: [], outArgs: [Arg("sessions", "a(susub)")]),
             .init(name: "ListSessionDetails", inArgs: [], outArgs: [Arg("sessions", "a(sa{sv})")]),
             .init(name: "WatchSessions", inArgs: [], outArgs: []),

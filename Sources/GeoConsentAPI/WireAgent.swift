@@ -38,6 +38,9 @@ public struct AgentPrompt: Equatable, Sendable {
     public var installed: Bool = false
     /// A system desktop entry (a path) that names the app, for its name and icon; "" for none.
     public var desktopEntry: String = ""
+    /// The program that asked for this prompt when it is not the app (a settings
+    /// window raising a decision, `SetConsent`): its app id; "" for the app's own request.
+    public var askedBy: String = ""
     /// The app's window, for a dialog to attach to (`x11:ID`, `wayland:HANDLE` or empty).
     public var parentWindow: String
     /// Where the app's position would come from, best first (empty from a
@@ -77,12 +80,13 @@ public enum ConfirmCall {
             "accuracy": .string(r.accuracy.rawValue),
             "pid": .uint32(r.pid),
             "sandboxed": .bool(r.sandboxed),
-            "identity": .string(r.identity.rawValue),
+            "identity": .string(r.identity?.rawValue ?? ""),
             "identity-proven": .bool(r.identityProven),
             "executable": .string(r.executable),
             "script": .string(r.script),
             "program-installed": .bool(r.installed),
             "desktop-entry": .string(r.desktopEntry),
+            "asked-by": .string(r.askedBy),
             "parent-window": .string(r.parentWindow),
             "sources": .strings(r.sources.map(\.rawValue)),
         ])]
@@ -104,6 +108,7 @@ public enum ConfirmCall {
         prompt.script = d["script"]?.stringValue ?? ""
         prompt.installed = d["program-installed"]?.boolValue ?? false
         prompt.desktopEntry = d["desktop-entry"]?.stringValue ?? ""
+        prompt.askedBy = d["asked-by"]?.stringValue ?? ""
         prompt.sources = d["sources"]?.arrayValue?.compactMap { $0.stringValue.flatMap(PositionSource.init(rawValue:)) } ?? []
         return prompt
     }

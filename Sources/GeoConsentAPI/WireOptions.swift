@@ -125,9 +125,44 @@ public enum OptionDictionary {
 
     /// `ResetConsent` options: the optional `uid`.
     public static func decodeReset(_ v: DBusValue) throws -> UInt32? {
-        let d = try dict(v)
+        try uid(try dict(v))
+    }
+
+    private static func uid(_ d: [String: DBusValue]) throws -> UInt32? {
         guard let u = d["uid"] else { return nil }
         guard case .uint32(let uid) = u else { throw DBusError.invalidArgs("option 'uid' must be of type u, got \(u.signature)") }
         return uid
+    }
+
+    // MARK: SetConsent
+
+    /// The keys given: `decision`, `accuracy`, and `uid` for root.
+    public static func encodeSetConsent(decision: UserDecision?, accuracy: Accuracy?, uid: UInt32?) -> DBusValue {
+        var d: [String: DBusValue] = [:]
+        if let decision { d["decision"] = .string(decision.rawValue) }
+        if let accuracy { d["accuracy"] = .string(accuracy.rawValue) }
+        if let uid { d["uid"] = .uint32(uid) }
+        return .vardict(d)
+    }
+
+    /// `SetConsent` options: what to decide (nil keeps it), at what accuracy (nil keeps it), for which uid.
+    public static func decodeSetConsent(_ v: DBusValue) throws -> (decision: UserDecision?, accuracy: Accuracy?, uid: UInt32?) {
+        let d = try dict(v)
+        var decision: UserDecision?
+        if let s = try string(d, "decision", max: 16) {
+            guard let u = UserDecision(rawValue: s) else {
+                throw DBusError.invalidArgs("option 'decision' must be 'never', 'ask' or 'while-using'")
+            }
+            decision = u
+        }
+        var accuracy: Accuracy?
+        if let s = try string(d, "accuracy", max: 16) {
+            guard let a = Accuracy(rawValue: s) else { throw DBusError.invalidArgs("option 'accuracy' must be 'full' or 'reduced'") }
+            accuracy = a
+        }
+        guard decision != nil || accuracy != nil else {
+            throw DBusError.invalidArgs("SetConsent needs a 'decision' or an 'accuracy'")
+        }
+        return (decision, accuracy, try uid(d))
     }
 }

@@ -81,6 +81,16 @@ extension GeoConsentClient {
         _ = try await call("ResetConsent", [.string(appID), OptionDictionary.encodeReset(uid: uid)])
     }
 
+    /// The user's own decision about an app (`SetConsent`): less is stored at
+    /// once, more is asked of the uid's consent agent first; the app's status after.
+    public func setConsent(appID: String, decision: UserDecision? = nil, accuracy: Accuracy? = nil,
+                           uid: UInt32? = nil) async throws -> AuthorizationStatus {
+        let r = try await call("SetConsent", [.string(appID),
+                                              OptionDictionary.encodeSetConsent(decision: decision, accuracy: accuracy, uid: uid)])
+        guard let s = StatusReply.decode(r) else { throw DBusError.failed("unexpected reply \(r)") }
+        return s
+    }
+
     /// The live sessions of the caller's uid (root: of every uid), with their
     /// pauses; from a daemon without `ListSessionDetails`, without them.
     public func listSessions() async throws -> [SessionInfo] {

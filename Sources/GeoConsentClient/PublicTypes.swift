@@ -38,6 +38,8 @@ public typealias PositionSource = GeoCore.PositionSource
 public typealias ConsentRecord = GeoCore.ConsentRecord
 /// The stored answer to the standard prompt.
 public typealias StoredDecision = GeoCore.StoredDecision
+/// What a user decides about an app in a settings window (`setConsent`).
+public typealias UserDecision = GeoCore.UserDecision
 /// A live session, as `ListSessions` shows it.
 public typealias SessionInfo = GeoCore.SessionInfo
 /// Which prompt an agent is asked to show.

@@ -105,6 +105,8 @@ extension ConsentCore {
                 sessions[name]?.limit = nil
             }
             effects.append(.reply(call, .empty))
+        case .setConsent(let appID, let uid, let decision, let accuracy):
+            setConsent(call, caller, appID: appID, uid: uid, decision: decision, accuracy: accuracy)
         case .listSessions, .listSessionDetails:
             let list = sessions.all.filter { caller.isRoot || $0.caller.uid == caller.uid }
                 .sorted { $0.caller.session < $1.caller.session }

@@ -168,6 +168,7 @@ extension ConsentCore {
         guard let p = prompts.removeValue(forKey: id) else { return }   // late answer after Cancel
         openPrompt[p.app] = nil
         var decision: AgentDecision?
+        defer { if let asker = p.asker { effects.append(.reply(asker, .status(appStatus(p.app)))) } }
         // What the answer allows at most (an agent of another protocol's allowed level): a
         // grant, stored or not, is never for more.
         var cap = Accuracy.full
@@ -177,6 +178,11 @@ extension ConsentCore {
         case .noAnswer: break
         }
         func allowed(_ a: Accuracy) -> Accuracy { cap == .reduced ? .reduced : a }
+        // A settings window asked for more: only the answer that gives it counts
+        // (a denial there is no decision about the app's own requests).
+        if p.asker != nil, let d = decision, !(p.kind == .oneTime ? d == .allowOnce : d == .allowWhileUsing) {
+            decision = nil
+        }
         let live = p.waiters.filter { sessions[$0.session] != nil }
         for w in live { sessions[w.session]?.waiting = nil }
 
@@ -306,6 +312,7 @@ extension ConsentCore {
             guard let p = prompts.removeValue(forKey: id) else { continue }
             openPrompt[p.app] = nil
             withdraw(p)
+            if let asker = p.asker { effects.append(.reply(asker, .status(.restricted))) }
             for w in p.waiters where sessions[w.session] != nil {
                 sessions[w.session]?.waiting = nil
                 conclude(w.call, w.session, .restricted, w.start)

@@ -36,7 +36,7 @@ extension ConsentCore {
             case .prompt(let id)?:
                 guard var p = prompts[id] else { break }
                 p.waiters.removeAll { $0.session == name }
-                if p.waiters.isEmpty {
+                if p.abandoned {
                     // Nobody waits any more: withdraw the prompt.
                     prompts[id] = nil
                     openPrompt[app] = nil
@@ -124,7 +124,7 @@ extension ConsentCore {
             guard var p = prompts[id] else { break }
             waiter = p.waiters.first { $0.session == name }
             p.waiters.removeAll { $0.session == name }
-            if p.waiters.isEmpty {
+            if p.abandoned {
                 prompts[id] = nil
                 openPrompt[app] = nil
                 withdraw(p)

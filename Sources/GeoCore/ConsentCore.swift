@@ -64,6 +64,13 @@ public final class ConsentCore {
         var accuracy: Accuracy
         var agent: Agent
         var waiters: [Waiter]
+        /// The `SetConsent` call that asked for this prompt (a settings window
+        /// raising a decision): it is answered when the prompt is, with the
+        /// app's status then; nil for a prompt the app's own request opened.
+        var asker: CallID? = nil
+
+        /// Nobody waits on it any more: it is withdrawn.
+        var abandoned: Bool { waiters.isEmpty && asker == nil }
     }
 
     /// Every write to a session or a record is noted by its table: see `announceChanges`.

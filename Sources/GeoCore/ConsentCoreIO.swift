@@ -152,6 +152,10 @@ public enum ManagementRequest: Equatable, Sendable {
     case unregisterAgent(path: String)
     case listConsents
     case resetConsent(appID: String, uid: UInt32?)
+    /// `SetConsent`: the user's own decision about an app, from a settings
+    /// window (`UserDecision`; nil keeps it) and its precision (nil keeps it).
+    /// Less is stored at once; more is asked of the uid's agent first.
+    case setConsent(appID: String, uid: UInt32?, decision: UserDecision?, accuracy: Accuracy?)
     case listSessions
     /// `ListSessionDetails`: the same sessions, each with every detail (its pause too).
     case listSessionDetails
@@ -355,7 +359,7 @@ public struct ConfirmRequest: Equatable, Sendable {
     public var sandboxed: Bool
     /// What the app id rests on (`identity` in the details): the prompt says how
     /// sure the daemon is of the app.
-    public var identity: IdentityKind
+    public var identity: IdentityKind?
     /// Whether that kind proves the app id for this caller (`Config.grantsByName`:
     /// a verified sandbox, or a process of a system uid): else the id is the
     /// app's own claim, and the prompt says so.
@@ -364,6 +368,9 @@ public struct ConfirmRequest: Equatable, Sendable {
     /// The caller's `script` and `installed` (`Caller`).
     public var script: String = ""
     public var installed: Bool = false
+    /// The app id of the program that asked for this prompt when it is not the
+    /// app itself (`asked-by`): a settings window raising a decision (`SetConsent`).
+    public var askedBy: String = ""
     /// A system desktop entry that names the app (its path): filled in by the
     /// daemon when the prompt goes out (GeoSystem's `DesktopEntries.entry(naming:)`); "" for none.
     public var desktopEntry: String = ""
@@ -378,7 +385,7 @@ public struct ConfirmRequest: Equatable, Sendable {
 
     public init(agentName: String, agentPath: String, requestID: String, appID: String, kind: PromptKind,
                 appName: String, reason: String, accuracy: Accuracy, pid: UInt32, sandboxed: Bool,
-                identity: IdentityKind = .executable, identityProven: Bool = false,
+                identity: IdentityKind? = .executable, identityProven: Bool = false,
                 executable: String, parentWindow: String, timeout: Double, uid: UInt32 = 0) {
         self.agentName = agentName
         self.agentPath = agentPath

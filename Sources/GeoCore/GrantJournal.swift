@@ -56,6 +56,7 @@ extension CoreEvent {
         switch self {
         case .request(_, _, .revoke): return "the app revoked it"
         case .management(_, _, .resetConsent): return "its consent was reset"
+        case .management(_, _, .setConsent): return "the user changed its decision"
         case .management(_, _, .setEnabled(false)): return "location was switched off"
         case .nameLeft: return "the app left the bus"
         case .sessionEnded: return "its client object stopped"

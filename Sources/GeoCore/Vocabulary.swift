@@ -89,6 +89,17 @@ public struct ConsentRecord: Equatable, Sendable {
     }
 }
 
+/// What a user decides about an app in a settings window (`SetConsent`'s
+/// `decision`), as iOS's Settings offers it.
+public enum UserDecision: String, Equatable, Sendable {
+    /// No location: a stored denial, and the button's confirmation forgotten.
+    case never
+    /// Nothing stored: the app is asked again (as `ResetConsent`).
+    case ask
+    /// Location while the app is used: a stored `when-in-use`.
+    case whileUsing = "while-using"
+}
+
 /// What the admin config says of one app (`[app "ID"] policy = …`).
 public enum AppPolicy: String, Sendable {
     case always

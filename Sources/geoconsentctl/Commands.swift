@@ -210,6 +210,45 @@ func resetCommand(_ ctx: inout Context) async throws {
     if !ctx.json { print(tr("Consent of {app} forgotten.", ["app": app])) } else { print("{}") }
 }
 
+/// `decide APP_ID never|ask|while-using [--precise on|off] [--uid UID]`: the
+/// user's decision, as the settings window makes it (SetConsent). More than
+/// is stored is confirmed in the user's consent agent first: this waits for it.
+func decideCommand(_ ctx: inout Context) async throws {
+    let uid = try ctx.option("--uid")
+    let precise = try ctx.option("--precise")
+    guard let app = ctx.args.first else { throw UsageError(tr("decide needs an APP_ID")) }
+    ctx.args.removeFirst()
+    var decision: UserDecision?
+    if let word = ctx.args.first {
+        guard let d = UserDecision(rawValue: word) else {
+            throw UsageError(tr("decide wants never, ask or while-using, not '{word}'", ["word": word]))
+        }
+        decision = d
+        ctx.args.removeFirst()
+    }
+    try ctx.noMoreArguments()
+    var accuracy: Accuracy?
+    switch precise {
+    case nil: break
+    case "on"?: accuracy = .full
+    case "off"?: accuracy = .reduced
+    default: throw UsageError(tr("--precise wants on or off"))
+    }
+    guard decision != nil || accuracy != nil else { throw UsageError(tr("decide needs never, ask, while-using or --precise")) }
+    let target = try uid.map { u -> UInt32 in
+        guard let v = UInt32(u) else { throw UsageError(tr("--uid wants a number")) }
+        return v
+    }
+    let client = try connect(ctx)
+    defer { client.close() }
+    let status = try await client.setConsent(appID: app, decision: decision, accuracy: accuracy, uid: target)
+    if ctx.json {
+        print(JSON.object([("status", .uint(UInt64(status.rawValue))), ("name", .string(status.name))]).text)
+    } else {
+        print(tr("{app}: {status}", ["app": app, "status": status.name]))
+    }
+}
+
 /// `reset` of an app the daemon knows nothing of for that user.
 func unknownApp(_ app: String, _ uid: UInt32) -> Failure {
     Failure(tr("no consent or session of {app} for uid {uid}: see 'geoconsentctl consents'",

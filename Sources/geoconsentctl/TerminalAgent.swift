@@ -127,6 +127,10 @@ final class TerminalAgent {
         if !p.prompt.reason.isEmpty {
             print(tr("Reason given by the app: {reason}", ["reason": TerminalAgent.printable(p.prompt.reason)]))
         }
+        if !p.prompt.askedBy.isEmpty {
+            // A settings window (SetConsent) asks for more for the app: say who.
+            print(tr("Asked by {program}, not by the app itself", ["program": TerminalAgent.printable(p.prompt.askedBy, limit: 4096)]))
+        }
         // One letter per answer whatever the prompt: o Allow Once, w Allow While Using, d Don't Allow.
         if p.prompt.kind == .oneTime {
             print(tr("[o] Allow Once   [d] Don't Allow"))

@@ -22,6 +22,9 @@ Commands:
   consents                      list stored consents (root: of every user)
   sessions                      list live sessions (root: of every user)
   reset APP_ID [--uid UID]      forget the consent of an app
+  decide APP_ID [never|ask|while-using] [--precise on|off] [--uid UID]
+                                decide for an app as the settings window does; more
+                                than is stored is confirmed in your consent agent
   enable | disable              switch location on or off for everyone (root)
   wifi on | off                 switch Wi-Fi positioning on or off for everyone (root)
 
@@ -81,6 +84,7 @@ do {
     case "consents": try await consentsCommand(&ctx)
     case "sessions": try await sessionsCommand(&ctx)
     case "reset": try await resetCommand(&ctx)
+    case "decide": try await decideCommand(&ctx)
     case "enable": try await setEnabledCommand(&ctx, true)
     case "disable": try await setEnabledCommand(&ctx, false)
     case "wifi": try await setWiFiCommand(&ctx)

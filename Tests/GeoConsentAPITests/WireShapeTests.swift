@@ -182,7 +182,7 @@ final class WireShapeTests: XCTestCase {
             "pid": .uint32(4711), "sandboxed": .bool(true), "identity": .string("flatpak"),
             "identity-proven": .bool(true), "executable": .string("/app/bin/maps"),
             "script": .string("/usr/bin/maps.py"), "program-installed": .bool(true),
-            "desktop-entry": .string("/usr/share/applications/org.example.Maps.desktop"),
+            "desktop-entry": .string("/usr/share/applications/org.example.Maps.desktop"), "asked-by": .string(""),
             "parent-window": .string("x11:42"), "sources": .strings(["gps", "wifi"]),
         ])])
         var expected = AgentPrompt(requestID: "7", appID: "org.example.Maps", kind: .oneTime, appName: "Maps",
@@ -203,9 +203,13 @@ final class WireShapeTests: XCTestCase {
         XCTAssertEqual(old?.identityProven, false)
         older["sources"] = nil
         XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(older)])?.sources, [], "no sources: not said")
-        for key in ["script", "program-installed", "desktop-entry"] { older[key] = nil }
+        var asked = older
+        asked["asked-by"] = .string("/usr/bin/geoconsent-settings")
+        XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(asked)])?.askedBy, "/usr/bin/geoconsent-settings")
+        for key in ["script", "program-installed", "desktop-entry", "asked-by"] { older[key] = nil }
         let before = ConfirmCall.decode(args.prefix(3) + [.vardict(older)])
-        XCTAssertEqual([before?.script, before?.desktopEntry], ["", ""], "an earlier daemon names no script and no entry")
+        XCTAssertEqual([before?.script, before?.desktopEntry, before?.askedBy], ["", "", ""],
+                       "an earlier daemon names no script, no entry and no asker")
         XCTAssertEqual(before?.installed, false)
         older["identity"] = DBusValue.string("a-kind-of-tomorrow")
         XCTAssertEqual(ConfirmCall.decode(args.prefix(3) + [.vardict(older)])?.identity, nil, "an unknown kind")

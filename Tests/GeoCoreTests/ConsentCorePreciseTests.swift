@@ -76,19 +76,19 @@ final class ConsentCorePreciseTests: XCTestCase {
     /// The prompt says what the app id rests on, and whether that proves it.
     func testConfirmCarriesTheIdentityAndWhetherItIsProven() {
         let rig = Rig(agents: [W.agent, Caller(session: ":1.9", uid: 0, pid: 9, appID: "/usr/bin/root-agent")])
-        XCTAssertEqual(rig.tap(W.maps1).confirm.map { [$0.identity.rawValue, "\($0.identityProven)"] },
+        XCTAssertEqual(rig.tap(W.maps1).confirm.map { [$0.identity?.rawValue ?? "-", "\($0.identityProven)"] },
                        ["executable", "false"], "a user's program shows a path of its choosing")
-        XCTAssertEqual(rig.tap(W.flatpak).confirm.map { [$0.identity.rawValue, "\($0.identityProven)"] },
+        XCTAssertEqual(rig.tap(W.flatpak).confirm.map { [$0.identity?.rawValue ?? "-", "\($0.identityProven)"] },
                        ["flatpak", "true"])
         let unverified = Caller(session: ":1.41", uid: 1000, pid: 441, appID: "org.mozilla.firefox",
                                 identity: .unverifiedFlatpak)
-        XCTAssertEqual(rig.tap(unverified).confirm.map { [$0.identity.rawValue, "\($0.identityProven)"] },
+        XCTAssertEqual(rig.tap(unverified).confirm.map { [$0.identity?.rawValue ?? "-", "\($0.identityProven)"] },
                        ["flatpak-unverified", "false"], "a hand-written .flatpak-info proves nothing")
         let unit = Caller(session: ":1.42", uid: 1000, pid: 442, appID: "org.gnome.Maps", identity: .systemdUnit)
-        XCTAssertEqual(rig.tap(unit).confirm.map { [$0.identity.rawValue, "\($0.identityProven)"] },
+        XCTAssertEqual(rig.tap(unit).confirm.map { [$0.identity?.rawValue ?? "-", "\($0.identityProven)"] },
                        ["systemd-unit", "false"])
         let system = Caller(session: ":1.43", uid: 0, pid: 443, appID: "/usr/sbin/locator")
-        XCTAssertEqual(rig.tap(system).confirm.map { [$0.identity.rawValue, "\($0.identityProven)"] },
+        XCTAssertEqual(rig.tap(system).confirm.map { [$0.identity?.rawValue ?? "-", "\($0.identityProven)"] },
                        ["executable", "true"], "what root installed and started")
     }
 }

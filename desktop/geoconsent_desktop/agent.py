@@ -385,6 +385,11 @@ class PromptWindow(Gtk.Window):
         if app_name:
             col.pack_start(self._label(_("Calls itself <i>“{name}”</i> (a name the app chose, not verified).")
                                        .format(name=esc(app_name))), False, False, 0)
+        # Another program asked for this (a settings window's SetConsent): say which.
+        asked_by = shown(d.get("asked-by"), 4096)
+        if asked_by:
+            col.pack_start(self._label(_("<b>{program}</b> asks for this, not the app itself.")
+                                       .format(program=esc(asked_by))), False, False, 0)
 
         # Where the position would come from (the daemon's `sources`; an older daemon says nothing).
         sources = d.get("sources") if isinstance(d.get("sources"), list) else []
@@ -419,10 +424,11 @@ class PromptWindow(Gtk.Window):
             reason_text = _("The app says why: <i>“{reason}”</i>").format(reason=esc(reason))
         else:
             reason_text = _("The app gave no reason.")
-        rbox = Gtk.Box()
-        rbox.get_style_context().add_class("reason-box")
-        rbox.pack_start(self._label(reason_text), True, True, 0)
-        col.pack_start(rbox, False, False, 0)
+        if reason or not asked_by:
+            rbox = Gtk.Box()
+            rbox.get_style_context().add_class("reason-box")
+            rbox.pack_start(self._label(reason_text), True, True, 0)
+            col.pack_start(rbox, False, False, 0)
 
         self.one_time = prompt.kind == "one-time"
         self.acc_label = self._label("")
@@ -814,6 +820,8 @@ class Agent:
             entry = desktop_entry(p.details.get("desktop-entry"))
             log("named", shown(request_id), f"entry={shown(entry.get_filename(), 4096) if entry else '-'}",
                 f"name={shown(entry.get_name(), 100) if entry else '-'}")
+            if shown(p.details.get("asked-by")):
+                log("asked-by", shown(request_id), shown(p.details.get("asked-by"), 4096))
             sources = p.details.get("sources")
             log("sources", shown(request_id),
                 ",".join(shown(s) for s in sources if isinstance(s, str)) if isinstance(sources, list) and sources else "-")

@@ -8,25 +8,33 @@ Shows, for the user running it:
     used location, and, live, whether it receives fixes at this moment
     ("In use now": ListSessionDetails' `receiving`, refreshed at every
     SessionsChanged the daemon sends after WatchSessions; never per fix);
-  * a Reset button per app (ResetConsent): the decision is forgotten and the
-    app's live grants end at once. Like the consent dialog's buttons, a Reset
-    takes clicks only ARM_DELAY_MS after it appeared where it is: the rows are
-    read again whenever an app's session changes, which any app can cause, so
-    a row can move under the pointer; a Reset that moved is disarmed and arms
-    again where it is now (a click meant for one app's Reset cannot land on
-    another's).
+  * per app, what the user decides (SetConsent): Never, Ask Next Time or
+    While Using, and Precise, as iOS's Settings offers them. Less is stored
+    at once (the app's live grants end or shrink); more (While Using,
+    Precise on) is asked in the user's consent dialog first, which the
+    daemon opens and this window waits on: any program of the user could
+    call SetConsent, so only the trusted dialog gives more. Like the consent
+    dialog's buttons, the controls take clicks only ARM_DELAY_MS after they
+    appeared where they are: the rows are read again whenever an app's
+    session changes, which any app can cause, so a row can move under the
+    pointer; controls that moved are disarmed and arm again where they are
+    now (a click meant for one app cannot land on another's).
 
 Lines on standard output (for logs and for desktop/test-desktop.sh):
   ready window=XID                         the window is on screen
-  row APP decision=D accuracy=A in-use=0|1 source=gps|wifi|static|- reset=X,Y,W,H
-                                           one app's row, its Reset armed (after
-                                           each refresh or move; the rectangle is
-                                           relative to the window)
+  row APP decision=D accuracy=A in-use=0|1 source=gps|wifi|static|-
+      never=X,Y,W,H ask=X,Y,W,H while-using=X,Y,W,H precise=X,Y,W,H
+                                           one app's row, its controls armed
+                                           (after each refresh or move; the
+                                           rectangles are relative to the window)
   refreshed N                              the list was read again (N rows)
   sources S,S wifi=on|off|-                where positions come from (Sources), and
                                            root's Wi-Fi switch (- when not configured)
   wifi-switch at=X,Y,W,H                   where that switch is, for root
-  reset APP                                the Reset button was pressed
+  decide APP never|ask|while-using|precise-on|precise-off
+                                           the user chose it (SetConsent sent)
+  decided APP WHAT status=N|error          the daemon answered (for more: after
+                                           the user's dialog)
 """
 
 import argparse
@@ -109,9 +117,13 @@ class Settings(Gtk.Window):
         super().__init__(title=WINDOW_TITLE)
         self.bus = bus
         self.conn = None
-        self.set_default_size(560, 460)
-        self.resets = {}
-        # Where each app's Reset was when it armed; the rows' data to log then.
+        self.set_default_size(560, 600)
+        # Each app's controls by name (never, ask, while-using, precise): what
+        # the user decides with, armed once laid out (_arm_controls).
+        self.controls = {}
+        # Filling rows sets the controls to what is stored: no call for that.
+        self.filling = False
+        # Where each app's controls were when they armed; the rows' data to log then.
         self.armed_at = {}
         self.arm_timer = 0
         self.rows_data = ({}, set())
@@ -233,7 +245,9 @@ class Settings(Gtk.Window):
         self.unreachable_text.show()
         self.unreachable.show()
 
-    def _call(self, method, params, done, iface=IFACE):
+    def _call(self, method, params, done, iface=IFACE, failed=None, timeout_ms=10000):
+        """Calls the daemon; `done(reply)`, or on an error `failed(error)` when
+        given (an answer of the daemon), else the service is said unreachable."""
         if self.conn is None:
             return
 
@@ -242,14 +256,16 @@ class Settings(Gtk.Window):
                 reply = conn.call_finish(result)
             except GLib.Error as e:
                 warn(f"{method}: {e.message}")
-                if conn is self.conn:
+                if failed is not None and Gio.DBusError.get_remote_error(e):
+                    failed(e)
+                elif conn is self.conn:
                     self._say_unreachable(_("The location service cannot be reached: {why}").format(why=e.message))
                 return
             if conn is self.conn:
                 self.unreachable.hide()
             done(reply)
         self.conn.call(BUS_NAME, OBJECT_PATH, iface, method, params, None, Gio.DBusCallFlags.NONE,
-                       10000, None, finish, None)
+                       timeout_ms, None, finish, None)
 
     def refresh(self):
         self._call("GetAll", GLib.Variant("(s)", (IFACE,)), self._got_properties,
@@ -292,7 +308,7 @@ class Settings(Gtk.Window):
         if not self.get_mapped() or self.wifi.get_allocated_width() <= 1:
             GLib.timeout_add(50, self._log_wifi_switch)
             return False
-        log("wifi-switch", "at={},{},{},{}".format(*self._reset_rect(self.wifi)))
+        log("wifi-switch", "at={},{},{},{}".format(*self._rect(self.wifi)))
         return False
 
     def _on_wifi(self, _switch, state):
@@ -332,12 +348,14 @@ class Settings(Gtk.Window):
         live = {d.get("app-id") for (_name, d) in sessions if d.get("uid") == uid}
         for child in self.rows.get_children():
             self.rows.remove(child)
-        self.resets = {}
+        self.controls = {}
         self.laying_out = True
+        self.filling = True
         for app in sorted(set(records) | live):
             self.rows.add(self._row(app, records.get(app, {}), app in in_use, in_use.get(app)))
+        self.filling = False
         self.rows.show_all()
-        log("refreshed", len(self.resets))
+        log("refreshed", len(self.controls))
         GLib.idle_add(self._log_rows, records, in_use)
 
     def _row(self, app, record, using, source):
@@ -364,19 +382,56 @@ class Settings(Gtk.Window):
         line.set_xalign(0)
         line.set_line_wrap(True)
         v.pack_start(line, False, False, 0)
+        v.pack_start(self._decision_controls(app, record), False, False, 4)
         h.pack_start(v, True, True, 0)
-        reset = Gtk.Button(label=_("Reset"))
-        reset.set_valign(Gtk.Align.CENTER)
-        reset.set_tooltip_text(_("Forget this decision and end the app's permission now"))
-        reset.connect("clicked", self._on_reset, app)
-        reset.set_sensitive(False)  # armed once laid out (_arm_resets)
-        reset.connect("size-allocate", lambda *_: GLib.idle_add(self._check_resets))
-        h.pack_end(reset, False, False, 0)
-        self.resets[app] = reset
         row.add(h)
         return row
 
-    def _reset_rect(self, button):
+    def _decision_controls(self, app, record):
+        """Never / Ask Next Time / While Using, and Precise, as iOS's Settings
+        offers them (SetConsent). Less is stored at once; more is asked in
+        the user's consent dialog first, so no program can give itself more."""
+        box = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=12)
+        choices = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=0)
+        choices.get_style_context().add_class("linked")
+        # The button's confirmation alone is none of the three (the line above
+        # says it): a hidden member of the group is the active one then, so that
+        # Ask Next Time forgets it too.
+        current = {"when-in-use": "while-using", "denied": "never"}.get(
+            record.get("decision", ""), "button" if record.get("one-time-approved") is True else "ask")
+        controls = {}
+        group = Gtk.RadioButton()
+        group.set_active(current == "button")
+        for word, text, tip in (("never", _("Never"), _("No location for this app")),
+                                ("ask", _("Ask Next Time"), _("Forget the decision: the app asks again, "
+                                                             "and its permission ends now")),
+                                ("while-using", _("While Using"), _("Location while you use the app; "
+                                                                   "you confirm it in the location dialog"))):
+            b = Gtk.RadioButton.new_with_label_from_widget(group, text)
+            b.set_mode(False)  # a segmented button, not a round indicator
+            b.set_tooltip_text(tip)
+            b.set_active(word == current)
+            b.connect("toggled", self._on_choice, app, word)
+            choices.pack_start(b, False, False, 0)
+            controls[word] = b
+        box.pack_start(choices, False, False, 0)
+        acc, _text = accuracy_text(record)
+        precise = Gtk.CheckButton(label=_("Precise"))
+        precise.set_tooltip_text(_("Your position within a few metres; off: only the area you are in"))
+        granted = record.get("decision") == "when-in-use" or record.get("one-time-approved") is True
+        precise.set_active(granted and acc != "reduced")
+        precise.connect("toggled", self._on_precise, app)
+        box.pack_start(precise, False, False, 0)
+        controls["precise"] = precise
+        self.precise_applies = getattr(self, "precise_applies", {})
+        self.precise_applies[app] = granted
+        for c in controls.values():
+            c.set_sensitive(False)  # armed once laid out (_arm_controls)
+            c.connect("size-allocate", lambda *_: GLib.idle_add(self._check_controls))
+        self.controls[app] = controls
+        return box
+
+    def _rect(self, button):
         alloc = button.get_allocation()
         pos = button.translate_coordinates(self, 0, 0)
         x, y = (pos[0], pos[1]) if pos else (alloc.x, alloc.y)
@@ -384,54 +439,93 @@ class Settings(Gtk.Window):
 
     def _log_rows(self, records, in_use):
         # Only once laid out on screen: the rectangles are where a click lands.
-        if not self.get_mapped() or any(b.get_allocated_width() <= 1 for b in self.resets.values()):
+        if not self.get_mapped() or any(c.get_allocated_width() <= 1 for cs in self.controls.values()
+                                        for c in cs.values()):
             GLib.timeout_add(50, self._log_rows, records, in_use)
             return False
         self.laying_out = False
         self.rows_data = (records, in_use)
-        # A row that is where its armed Reset was takes clicks at once (the list
+        # Rows whose controls are where they armed take clicks at once (the list
         # was read again, nothing moved); any other arms ARM_DELAY_MS later.
-        if all(self.armed_at.get(app) == self._reset_rect(b) for app, b in self.resets.items()):
-            self._arm_resets()
+        if all(self.armed_at.get(app) == self._rects(cs) for app, cs in self.controls.items()):
+            self._arm_controls()
         else:
-            self._arm_resets_later()
+            self._arm_controls_later()
         return False
 
-    def _arm_resets_later(self):
-        for b in self.resets.values():
-            b.set_sensitive(False)
+    def _rects(self, controls):
+        return {name: self._rect(c) for name, c in controls.items()}
+
+    def _arm_controls_later(self):
+        for cs in self.controls.values():
+            for c in cs.values():
+                c.set_sensitive(False)
         self.armed_at = {}
         if self.arm_timer:
             GLib.source_remove(self.arm_timer)
-        self.arm_timer = GLib.timeout_add(ARM_DELAY_MS, self._arm_resets)
+        self.arm_timer = GLib.timeout_add(ARM_DELAY_MS, self._arm_controls)
 
-    def _arm_resets(self):
+    def _arm_controls(self):
         self.arm_timer = 0
         records, in_use = self.rows_data
         self.armed_at = {}
-        for app, button in self.resets.items():
-            button.set_sensitive(True)
-            rect = self._reset_rect(button)
-            self.armed_at[app] = rect
+        for app, controls in self.controls.items():
+            for name, c in controls.items():
+                c.set_sensitive(name != "precise" or self.precise_applies.get(app, False))
+            rects = self._rects(controls)
+            self.armed_at[app] = rects
             rec = records.get(app, {})
             acc, _text = accuracy_text(rec)
             log("row", app, f"decision={rec.get('decision') or ('one-time' if rec.get('one-time-approved') else 'none')}",
                 f"accuracy={acc}", f"in-use={1 if app in in_use else 0}", f"source={in_use.get(app) or '-'}",
-                "reset={},{},{},{}".format(*rect))
+                *("{}={},{},{},{}".format(name, *r) for name, r in rects.items()))
         return False
 
-    def _check_resets(self):
-        """An armed Reset that moved is disarmed, with the others, and they arm again later."""
+    def _check_controls(self):
+        """Armed controls that moved are disarmed, with the others, and they arm again later."""
         if self.laying_out or self.arm_timer or not self.armed_at:
             return False
-        if any(app in self.armed_at and self.armed_at[app] != self._reset_rect(b) for app, b in self.resets.items()):
+        if any(app in self.armed_at and self.armed_at[app] != self._rects(cs) for app, cs in self.controls.items()):
             log("moved")
-            self._arm_resets_later()
+            self._arm_controls_later()
         return False
 
-    def _on_reset(self, _button, app):
-        log("reset", app)
-        self._call("ResetConsent", GLib.Variant("(sa{sv})", (app, {})), lambda _r: self.refresh())
+    def _on_choice(self, button, app, word):
+        if self.filling or not button.get_active():
+            return
+        self._decide(app, {"decision": GLib.Variant("s", word)}, word)
+
+    def _on_precise(self, button, app):
+        if self.filling:
+            return
+        acc = "full" if button.get_active() else "reduced"
+        self._decide(app, {"accuracy": GLib.Variant("s", acc)}, "precise-" + ("on" if acc == "full" else "off"))
+
+    def _decide(self, app, options, what):
+        """SetConsent: waits as long as the user's dialog may (more is asked
+        there), then shows what is stored now, whatever the answer was."""
+        log("decide", app, what)
+
+        def done(reply):
+            log("decided", app, what, f"status={reply.unpack()[0]}")
+            self.refresh()
+
+        def failed(e):
+            log("decided", app, what, "error")
+            self._say_refused(Gio.DBusError.get_remote_error(e), e)
+            self.refresh()
+        self._call("SetConsent", GLib.Variant("(sa{sv})", (app, options)), done, failed=failed, timeout_ms=180000)
+
+    def _say_refused(self, name, error):
+        text = {
+            "org.geoconsent.GeoConsent1.Error.NoAgent":
+                _("No location dialog is running for you, so this cannot be confirmed: log in again, or start geoconsent-agent."),
+            "org.geoconsent.GeoConsent1.Error.PromptPending":
+                _("This app's location dialog is open: answer it first."),
+        }.get(name, _("The location service refused: {why}").format(why=Gio.DBusError.strip_remote_error(error) or error.message))
+        self.unreachable_text.set_text(text)
+        self.unreachable_text.show()
+        self.unreachable.show()
 
     def _on_map(self, *_):
         def ready():

@@ -62,6 +62,11 @@ final class OwnAPI: FrontEnd {
                     d.management(call, .resetConsent(appID: $0.0, uid: $0.1))
                 }
             },
+            "SetConsent": { d, call in
+                d.decoded(call, { (try OptionDictionary.appID(call.arguments[0]), try OptionDictionary.decodeSetConsent(call.arguments[1])) }) {
+                    d.management(call, .setConsent(appID: $0.0, uid: $0.1.uid, decision: $0.1.decision, accuracy: $0.1.accuracy))
+                }
+            },
             "ListSessions": { d, call in d.management(call, .listSessions) },
             "ListSessionDetails": { d, call in d.management(call, .listSessionDetails) },
             "WatchSessions": { d, call in d.management(call, .watchSessions) },

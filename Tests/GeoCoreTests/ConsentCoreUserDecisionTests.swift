@@ -1,0 +1,125 @@
+import XCTest
+@testable import GeoCore
+
+/// The user's decisions in a settings window (`SetConsent`, docs/dbus-api.md):
+/// less is stored at once; more is asked of the uid's agent first, and only
+/// the answer that gives it counts. Any program of the user may call it, so
+/// no call alone gives an app more than it had.
+final class ConsentCoreUserDecisionTests: XCTestCase {
+    typealias W = Who
+
+    private func set(_ rig: Rig, _ app: Caller, _ d: UserDecision?, _ a: Accuracy? = nil, by caller: Caller = W.aliceCtl,
+                     uid: UInt32? = nil) -> Step {
+        rig.manage(caller, .setConsent(appID: app.appID, uid: uid, decision: d, accuracy: a))
+    }
+
+    func testNeverStoresADenialForgetsTheButtonAndEndsTheGrantNow() {
+        let rig = Rig()
+        rig.approveTap(W.maps1)
+        XCTAssertEqual(rig.auth(W.maps1)?.status, .whenInUse)
+        let s = set(rig, W.maps1, .never)
+        XCTAssertEqual(s.status, .denied)
+        XCTAssertEqual(rig.record(W.maps1)?.decision, .denied)
+        XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved, false, "the button is asked again")
+        XCTAssertEqual(s.effects.signals[W.maps1.session], .denied, "the app hears it at once")
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session), "its grant ended")
+        XCTAssertEqual(rig.auth(W.maps1)?.status, .denied)
+        XCTAssertTrue(s.effects.saves.contains(true), "stored before the reply")
+        XCTAssertNil(s.confirm, "less needs no prompt")
+        XCTAssertEqual(rig.tap(W.maps2).confirm?.kind, .oneTime, "the next tap prompts")
+    }
+
+    func testAskForgetsTheRecord() {
+        let rig = Rig(records: stored((W.maps1, .whenInUseFull)))
+        let s = set(rig, W.maps1, .ask)
+        XCTAssertEqual(s.status, .notDetermined)
+        XCTAssertNil(rig.record(W.maps1))
+        XCTAssertEqual(rig.ask(W.maps1).confirm?.kind, .whenInUse, "the app is asked again")
+    }
+
+    func testPreciseOffLowersTheRecordAndTheGrantsHeldNow() {
+        let rig = Rig()
+        rig.decide(W.maps1, "allow-while-using")
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .full)
+        let s = set(rig, W.maps1, nil, .reduced)
+        XCTAssertEqual(s.status, .whenInUse)
+        XCTAssertNil(s.confirm)
+        XCTAssertEqual(rig.record(W.maps1)?.decisionAccuracy, .reduced)
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .reduced)
+    }
+
+    func testWhileUsingIsAskedOfTheAgentAndOnlyItsYesStoresIt() {
+        let rig = Rig(records: stored((W.maps1, .approvedFull)))
+        let s = set(rig, W.maps1, .whileUsing)
+        XCTAssertTrue(s.pending, "the settings window waits for the user's answer")
+        let c = try! XCTUnwrap(s.confirm)
+        XCTAssertEqual(c.kind, .whenInUse)
+        XCTAssertEqual(c.appID, W.mapsID)
+        XCTAssertEqual(c.askedBy, W.aliceCtl.appID, "the prompt says which program asked")
+        XCTAssertNil(c.identity, "no call of the app's own: nothing said of its identity")
+        XCTAssertFalse(c.identityProven)
+        XCTAssertEqual(c.accuracy, .full)
+
+        let no = rig.answer(c.requestID, "deny")
+        XCTAssertEqual(no.status(of: s.call), .notDetermined, "Don't Allow there stores nothing")
+        XCTAssertEqual(rig.record(W.maps1), .approvedFull)
+        let once = set(rig, W.maps1, .whileUsing)
+        XCTAssertEqual(rig.answer(once.promptID, "allow-once").status(of: once.call), .notDetermined,
+                       "Allow Once is no answer to While Using")
+
+        let again = set(rig, W.maps1, .whileUsing)
+        let yes = rig.answer(again.promptID, "allow-while-using-reduced")
+        XCTAssertEqual(yes.status(of: again.call), .whenInUse)
+        XCTAssertEqual(rig.record(W.maps1)?.decision, .whenInUse)
+        XCTAssertEqual(rig.record(W.maps1)?.decisionAccuracy, .reduced, "the user's Precise switch counts")
+    }
+
+    func testPreciseOnIsAskedWithThePromptOfWhatIsStored() {
+        let rig = Rig(records: stored((W.maps1, .approvedReduced), (W.weather, .whenInUseReduced)))
+        let button = set(rig, W.maps1, nil, .full)
+        XCTAssertEqual(button.confirm?.kind, .oneTime, "the button's approval, at full accuracy")
+        XCTAssertEqual(rig.answer(button.promptID, "allow-once").status(of: button.call), .notDetermined)
+        XCTAssertEqual(rig.record(W.maps1)?.oneTimeAccuracy, .full)
+        let lasting = set(rig, W.weather, nil, .full)
+        XCTAssertEqual(lasting.confirm?.kind, .whenInUse)
+        rig.answer(lasting.promptID, "allow-while-using")
+        XCTAssertEqual(rig.record(W.weather)?.decisionAccuracy, .full)
+    }
+
+    func testAnAppsOwnRequestJoinsTheSettingsPromptAndLeavingDoesNotWithdrawIt() {
+        let rig = Rig(records: stored((W.maps1, .approvedFull)))
+        let s = set(rig, W.maps1, .whileUsing)
+        let own = rig.ask(W.maps1)
+        XCTAssertTrue(own.pending)
+        XCTAssertNil(own.confirm, "one prompt for both")
+        XCTAssertTrue(rig.leave(W.maps1).cancels.isEmpty, "the settings window still waits on it")
+        let yes = rig.answer(s.promptID, "allow-while-using")
+        XCTAssertEqual(yes.status(of: s.call), .whenInUse)
+    }
+
+    func testTheAgentLeavingOrLocationOffAnswersTheWaitingWindow() {
+        let rig = Rig(records: stored((W.maps1, .approvedFull), (W.weather, .approvedFull)))
+        let s = set(rig, W.maps1, .whileUsing)
+        let gone = rig.leave(W.agent)
+        XCTAssertEqual(gone.status(of: s.call), .notDetermined)
+        rig.manage(W.agent, .registerAgent(path: W.agentPath))
+        let t = set(rig, W.weather, .whileUsing)
+        let off = rig.manage(W.root, .setEnabled(false))
+        XCTAssertEqual(off.effects.status(of: t.call), .restricted)
+        XCTAssertEqual(off.effects.cancels, [t.promptID!])
+    }
+
+    func testRefusals() {
+        let rig = Rig(records: stored((W.maps1, .approvedFull), (W.bobMaps, .approvedFull)), agents: [])
+        XCTAssertEqual(set(rig, W.maps1, .whileUsing).error, .noAgent)
+        XCTAssertTrue(set(rig, W.bobMaps, .never, uid: 1001).accessDenied, "another user's app")
+        XCTAssertTrue(set(rig, W.maps1, .never, by: W.flatpak).accessDenied, "a sandbox decides for nobody")
+        guard case .invalidArgs? = set(rig, W.weather, .never).error else { return XCTFail("an app it knows nothing of") }
+        XCTAssertEqual(set(rig, W.bobMaps, .never, by: W.root, uid: 1001).status, .denied, "root may")
+        XCTAssertEqual(rig.core.records[W.bobMaps.app]?.decision, .denied)
+        rig.manage(W.agent, .registerAgent(path: W.agentPath))
+        let open = set(rig, W.maps1, .whileUsing)
+        XCTAssertEqual(set(rig, W.maps1, .whileUsing).error, .promptPending)
+        rig.answer(open.promptID, "deny")
+    }
+}
