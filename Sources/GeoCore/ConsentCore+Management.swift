@@ -25,6 +25,15 @@ extension ConsentCore {
         guard let (uid, g) = externalAgents.first(where: { $0.value.name == name }), g.maxAccuracy != maxAccuracy else { return }
         externalAgents[uid]?.maxAccuracy = maxAccuracy
         externalChanged.insert(uid)
+        // Switched off: our own API's one-time grants of the uid end, as when
+        // location is switched off for everyone (a client object's end with
+        // its updates, `announceChanges`).
+        if maxAccuracy == nil {
+            for s in sessions.all where s.caller.uid == uid && s.caller.session.busName != nil {
+                sessions[s.caller.session]?.tempGrant = nil
+                sessions[s.caller.session]?.limit = nil
+            }
+        }
     }
 
     /// Why `caller` may not register an agent of either kind, if it may not:

@@ -240,15 +240,23 @@ public final class ConsentCore {
         return externalAgents[caller.uid]
     }
 
-    /// A client object whose uid's agent of another protocol says location is off.
+    /// The desktop's own location switch is off for the caller's uid, as that
+    /// uid's agent of another protocol says (GNOME Shell's `MaxAccuracyLevel`
+    /// 0 when the user switches location off in GNOME's settings): for every
+    /// session of the uid, our own API's too. (Its reduced cap is for client
+    /// objects only: `externalAgent(of:)`.)
     func externalAgentOff(_ caller: Caller) -> Bool {
-        externalAgent(of: caller).map { $0.maxAccuracy == nil } ?? false
+        guard !externalAgents.isEmpty, let a = externalAgents[caller.uid] else { return false }
+        return a.maxAccuracy == nil
     }
 
     /// `always` applies only where the app-id is more than the caller's word
     /// (`Config.grantsByName`): a verified sandbox, or a system uid.
+    /// With `users = installed` for the app, also any uid's process whose
+    /// program the administrator installed (`Caller.installed`).
     func isAlways(_ caller: Caller) -> Bool {
-        policy(caller.app) == .always && config.grantsByName(to: caller)
+        policy(caller.app) == .always
+            && (config.grantsByName(to: caller) || (caller.installed && config.alwaysForInstalled.contains(caller.appID)))
     }
 
     /// Why the caller's login session is paused, if logind says it is.
@@ -417,7 +425,7 @@ public final class ConsentCore {
             if !externalChanged.isEmpty {
                 let listed = Set(names)
                 names += sessions.all.lazy.map(\.caller)
-                    .filter { self.externalChanged.contains($0.uid) && $0.session.busName == nil && !listed.contains($0.session) }
+                    .filter { self.externalChanged.contains($0.uid) && !listed.contains($0.session) }
                     .map(\.session).sorted()
             }
         }

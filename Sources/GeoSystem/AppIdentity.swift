@@ -274,7 +274,9 @@ public struct AppIdentityResolver: Sendable {
         var st = stat()
         guard executable.hasPrefix("/usr/"), fstatat(dir.fd, "exe", &st, 0) == 0,
               AppIdentityResolver.isRootsAlone(st) else { return false }
-        guard let script else { return true }
+        // An interpreter running code of no file (`-c`, standard input) runs
+        // the caller's code, not the administrator's.
+        guard let script else { return ScriptPath.interpreter(executable) == nil }
         return script.hasPrefix("/usr/") && DisplayText.isSafe(script) && stat(script, &st) == 0
             && AppIdentityResolver.isRootsAlone(st)
     }

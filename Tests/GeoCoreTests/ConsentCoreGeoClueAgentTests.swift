@@ -184,12 +184,31 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
     }
 
     func testOurOwnAPIIsNotAskedThroughAGeoClueAgentNorCapped() {
-        let rig = shellRig(nil)
+        let rig = shellRig(.full)
         XCTAssertEqual(rig.ask(W.maps1).error, .noAgent, "a GeoClue agent answers GeoClue clients only")
         let records = stored((W.maps1, .whenInUseFull))
-        let capped = shellRig(nil, records: records)
+        let capped = shellRig(.reduced, records: records)
         XCTAssertEqual(capped.ask(W.maps2).status, .whenInUse)
-        XCTAssertEqual(capped.core.grantedAccuracy(for: W.maps2.session), .full, "its cap is for GeoClue clients")
+        XCTAssertEqual(capped.core.grantedAccuracy(for: W.maps2.session), .full, "its reduced cap is for GeoClue clients")
+    }
+
+    /// The desktop's own switch (GNOME's location off: its agent's level 0)
+    /// holds for every app of the uid, our own API's too; its grants end, and
+    /// switched on again the app asks again (its stored decision applies again).
+    func testTheDesktopsLocationSwitchHoldsForOurOwnAPITooAndOnlyForItsUid() {
+        let rig = shellRig(.full, records: stored((W.weather, .whenInUseFull), (W.bobMaps, .whenInUseFull)))
+        rig.manage(W.agent, .registerAgent(path: W.agentPath))
+        rig.approveTap(W.maps1)
+        XCTAssertEqual(rig.auth(W.weather)?.status, .whenInUse)
+        let off = rig.send(.externalAgentLevel(name: Self.shell.connection, maxAccuracy: nil))
+        XCTAssertEqual(off.signals[W.maps1.session], .restricted)
+        XCTAssertEqual(off.signals[W.weather.session], .restricted)
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
+        XCTAssertEqual(rig.tap(W.maps2).status, .restricted, "no prompt while the desktop says off")
+        XCTAssertEqual(rig.auth(W.bobMaps)?.status, .whenInUse, "another user's desktop switch is their own")
+        let on = rig.send(.externalAgentLevel(name: Self.shell.connection, maxAccuracy: .full))
+        XCTAssertEqual(on.signals[W.weather.session], .whenInUse, "the stored decision applies again")
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session), "the one-time grant ended with the switch")
     }
 
     /// `MaxAccuracyLevel` changes while a client object runs: full, reduced, off, back on.

@@ -54,8 +54,8 @@ final class AppIdentityTests: XCTestCase {
         XCTAssertEqual(resolve(fake, 101), .success(ResolvedApp(appID: "/home/ann/tools/maps.py", identity: .script,
                                                                executable: python, script: "/home/ann/tools/maps.py")),
                        "relative to its working directory; not under /usr, so not installed")
-        XCTAssertEqual(resolve(fake, 102), .success(ResolvedApp(appID: python, identity: .executable, executable: python,
-                                                               installed: true)), "code of no file: the interpreter")
+        XCTAssertEqual(resolve(fake, 102), .success(ResolvedApp(appID: python, identity: .executable, executable: python)),
+                       "code of no file: the interpreter, running code that is not the administrator's")
         XCTAssertEqual(resolve(fake, 103), app("/usr/bin/app"), "no interpreter: its operands are no script")
     }
 

@@ -110,6 +110,15 @@ final class GeoClueAgentTests: GeoClueTestCase {
         XCTAssertEqual(authorizations(agentRun), [], "no prompt while location is off")
     }
 
+    /// GNOME's location switch off (its agent's level 0) holds for every app
+    /// of the uid, our own API's too: a tap is answered restricted, no prompt.
+    func testMaxAccuracyLevelZeroHoldsForOurOwnAPIToo() throws {
+        let agentRun = try startShellAgent(authorized: true, levels: [0])
+        let p = try stack.peer()
+        XCTAssertEqual(try p.tap().get(), 1, "restricted while the desktop says location is off")
+        XCTAssertEqual(authorizations(agentRun), [], "nobody was asked")
+    }
+
     func testMaxAccuracyLevelGoingToZeroStopsARunningClient() throws {
         let agentRun = try startShellAgent(authorized: true, levels: [8, 0])
         startFeeding(interval: 0.5)
