@@ -652,6 +652,16 @@ REQ_D2=$(awk '{print $2}' <<<"$READY_D2")
 xdotool windowfocus --sync "$(field "$READY_D2" window)" key alt+e || fail "xdotool key alt+e"
 wait_for 10 "Alt+E to answer" has_line agent_de "^answered $REQ_D2 allow-once$"
 stop agent_de
+# The settings window in German on the same dark theme.
+start settings_de "${GUI_ENV[@]}" LANG=de_DE.UTF-8 LC_ALL= GTK_THEME=Adwaita:dark "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
+wait_for 20 "the German settings window" has_line settings_de '^ready window='
+wait_for 10 "its rows" has_line settings_de '^row '
+SET_D=$(find_window '^Standorteinstellungen$')
+[[ -n $SET_D ]] || fail "no window titled Standorteinstellungen"
+xdotool mousemove 0 0
+sleep 0.3
+shot_window settings-de-dark.png "$SET_D"
+stop settings_de
 pass "in German on a dark theme the dialog is ${DW_D} px wide with its buttons stacked, warnings at $(field "$COLOURS_D" contrast):1; Esc closes it unanswered, Alt+E answers Allow Once"
 
 # ---- 7. the settings window comes back after its bus restarts -------------------
