@@ -7,7 +7,8 @@
 #   make test    install missing Debian packages, build, run every test
 #   make check   build, and run the tests that start no process (fast feedback)
 #   make build   build only (no packages installed: `make deps` does that)
-#   make install PREFIX=/usr DESTDIR=...   (see README "Install"; GEOCLUE=1: the GeoClue2 facade too)
+#   make install PREFIX=/usr DESTDIR=...   (see README "Install"; GEOCLUE=1: the GeoClue2 facade too;
+#                LOCKDOWN=1: the gpsd lockdown too, gpsd for geoconsentd alone)
 #   make deb     the Debian package in .build/deb, checked by lintian
 
 SHELL := /bin/bash
@@ -147,8 +148,8 @@ clean:
 #                                                    (no build, no deps: tests use this)
 #
 # Without BINDIR_SRC, install depends on `release` and installs its binaries.
-# Paths: binaries and man pages under PREFIX; the systemd unit, gpsd drop-ins
-# and sysusers.d entry under PREFIX/lib (systemd searches /usr/local/lib too);
+# Paths: binaries and man pages under PREFIX; the systemd units and sysusers.d
+# entry under PREFIX/lib (systemd searches /usr/local/lib too);
 # the bus activation file and introspection XML under PREFIX/share/dbus-1; the
 # bus policy under PREFIX/share/dbus-1/system.d only when PREFIX is /usr (the
 # system bus reads that and /etc/dbus-1/system.d, never /usr/local), else
@@ -160,8 +161,17 @@ clean:
 # org.freedesktop.GeoClue2 beside ours, and the unit drop-in
 # geoconsentd.service.d/geoclue.conf (--geoclue). The activation file has
 # GeoClue's own path: GeoClue must be gone or masked.
+#
+# LOCKDOWN=1 also installs the gpsd lockdown (install-lockdown;
+# docs/gpsd-lockdown.md): the drop-ins gpsd.service.d/geoconsent.conf and
+# gpsd.socket.d/geoconsent.conf, which put gpsd in a private network and IPC
+# namespace, and geoconsentd.service.d/gpsd-lockdown.conf, which makes the
+# daemon join it. It cuts gpsd off from every other program (cgps, gpsmon,
+# chrony/ntpd's SHM refclock, network sources): the administrator's choice,
+# never the default.
 PREFIX ?= /usr/local
 GEOCLUE ?=
+LOCKDOWN ?=
 SYSCONFDIR ?= /etc
 BINDIR ?= $(PREFIX)/bin
 LIBEXECDIR ?= $(PREFIX)/libexec
@@ -184,13 +194,13 @@ INSTALL_NEEDS :=
 INSTALL_FROM = $(BINDIR_SRC)
 endif
 
-.PHONY: install install-geoclue install-agent uninstall
+.PHONY: install install-geoclue install-lockdown install-agent uninstall uninstall-lockdown
 
-install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
+install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue) $(if $(filter 1,$(LOCKDOWN)),install-lockdown)
 	@test -x "$(INSTALL_FROM)/geoconsentd" -a -x "$(INSTALL_FROM)/geoconsentctl" -a -x "$(INSTALL_FROM)/geoconsent-wifi-helper" || \
 	  { echo "install: no geoconsentd/geoconsentctl/geoconsent-wifi-helper in '$(INSTALL_FROM)'" >&2; exit 1; }
-	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)/gpsd.service.d" \
-	  "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(DBUSPOLICYDIR)" \
+	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)" \
+	  "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(DBUSPOLICYDIR)" \
 	  "$(DESTDIR)$(DBUSDATADIR)/system-services" "$(DESTDIR)$(DBUSDATADIR)/interfaces" \
 	  "$(DESTDIR)$(SYSCONFDIR)/geoconsent/conf.d" \
 	  "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" "$(DESTDIR)$(MANDIR)/man8"
@@ -206,8 +216,6 @@ install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 	  > "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp"
 	$(INSTALL) -m 0644 "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp" "$(DESTDIR)$(UNITDIR)/geoconsentd.service"
 	rm -f "$(DESTDIR)$(UNITDIR)/geoconsentd.service.tmp"
-	$(INSTALL) -m 0644 systemd/gpsd.service.d/geoconsent.conf "$(DESTDIR)$(UNITDIR)/gpsd.service.d/geoconsent.conf"
-	$(INSTALL) -m 0644 systemd/gpsd.socket.d/geoconsent.conf "$(DESTDIR)$(UNITDIR)/gpsd.socket.d/geoconsent.conf"
 	$(INSTALL) -m 0644 systemd/geoconsent.sysusers "$(DESTDIR)$(SYSUSERSDIR)/geoconsent.conf"
 	$(INSTALL) -m 0644 dbus-policy/org.geoconsent.GeoConsent1.conf "$(DESTDIR)$(DBUSPOLICYDIR)/"
 	$(INSTALL) -m 0644 dbus-policy/org.geoconsent.GeoConsent1.service "$(DESTDIR)$(DBUSDATADIR)/system-services/"
@@ -231,9 +239,7 @@ install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue)
 	fi
 	@if [ -z "$(DESTDIR)" ]; then \
 	  echo "install: now run: systemd-sysusers; systemctl daemon-reload; systemctl reload dbus;"; \
-	  echo "         systemctl enable --now geoconsent-wifi.socket;"; \
-	  echo "         systemctl stop gpsd.service gpsd.socket geoconsentd.service; systemctl start gpsd.socket"; \
-	  echo "         (README \"Install\")"; \
+	  echo "         systemctl enable --now geoconsent-wifi.socket (README \"Install\")"; \
 	fi
 
 # The GeoClue2 facade's files alone (GEOCLUE=1 above; debian/rules installs them
@@ -260,6 +266,35 @@ install-geoclue:
 	  echo "         systemctl reload dbus; systemctl try-restart geoconsentd.service (docs/geoclue.md)"; \
 	fi
 
+# The gpsd lockdown alone (LOCKDOWN=1 above; debian/rules installs it into the
+# package geoconsent-gpsd-lockdown): gpsd's two drop-ins and the daemon's.
+# They take effect once systemd has reloaded them and the three units start
+# again (README "Install", the block after "After installing the lockdown").
+install-lockdown:
+	$(INSTALL) -d "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d"
+	$(INSTALL) -m 0644 systemd/gpsd.service.d/geoconsent.conf "$(DESTDIR)$(UNITDIR)/gpsd.service.d/geoconsent.conf"
+	$(INSTALL) -m 0644 systemd/gpsd.socket.d/geoconsent.conf "$(DESTDIR)$(UNITDIR)/gpsd.socket.d/geoconsent.conf"
+	$(INSTALL) -m 0644 systemd/geoconsentd.service.d/gpsd-lockdown.conf \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/gpsd-lockdown.conf"
+	@if [ -z "$(DESTDIR)" ]; then \
+	  echo "install: gpsd lockdown: systemctl daemon-reload;"; \
+	  echo "         systemctl stop gpsd.service gpsd.socket geoconsentd.service; systemctl start gpsd.socket"; \
+	  echo "         (README \"Install\", docs/gpsd-lockdown.md)"; \
+	fi
+
+# Removes the gpsd lockdown's files (uninstall does too). gpsd stays in its
+# namespace until its units start again (docs/gpsd-lockdown.md, "Undo").
+uninstall-lockdown:
+	@if [ -z "$(DESTDIR)" ] && [ -e "$(UNITDIR)/gpsd.socket.d/geoconsent.conf" ]; then \
+	  echo "uninstall: to give gpsd back to the machine, then run: systemctl daemon-reload;"; \
+	  echo "         systemctl stop gpsd.service gpsd.socket geoconsentd.service; systemctl start gpsd.socket"; \
+	fi
+	rm -f "$(DESTDIR)$(UNITDIR)/gpsd.service.d/geoconsent.conf" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d/geoconsent.conf" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d/gpsd-lockdown.conf"
+	-rmdir "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" \
+	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d" 2>/dev/null
+
 # The graphical consent agent and the settings window (desktop/; debian/rules
 # installs them into the package geoconsent-agent): the programs (thin launchers,
 # and the package geoconsent_desktop in PREFIX/share/geoconsent/python), their man pages, its XDG autostart
@@ -281,12 +316,11 @@ install-agent:
 	$(INSTALL) -m 0644 desktop/data/org.geoconsent.Agent.svg "$(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/"
 
 # Removes what install put there, except the config (yours) and the state.
-uninstall:
+uninstall: uninstall-lockdown
 	rm -f "$(DESTDIR)$(BINDIR)/geoconsentd" "$(DESTDIR)$(BINDIR)/geoconsentctl" \
 	  "$(DESTDIR)$(LIBEXECDIR)/geoconsent/geoconsent-wifi-helper" "$(DESTDIR)$(MANDIR)/man8/geoconsent-wifi-helper.8" \
 	  "$(DESTDIR)$(UNITDIR)/geoconsent-wifi.socket" "$(DESTDIR)$(UNITDIR)/geoconsent-wifi@.service" \
 	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service" \
-	  "$(DESTDIR)$(UNITDIR)/gpsd.service.d/geoconsent.conf" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d/geoconsent.conf" \
 	  "$(DESTDIR)$(SYSUSERSDIR)/geoconsent.conf" \
 	  "$(DESTDIR)$(DBUSPOLICYDIR)/org.geoconsent.GeoConsent1.conf" \
 	  "$(DESTDIR)$(DBUSDATADIR)/system-services/org.geoconsent.GeoConsent1.service" \
@@ -308,5 +342,4 @@ uninstall:
 	@f="$(DESTDIR)$(DBUSDATADIR)/system-services/org.freedesktop.GeoClue2.service"; \
 	  if grep -qx 'SystemdService=geoconsentd.service' "$$f" 2>/dev/null; then echo "rm -f $$f"; rm -f "$$f"; fi
 	-rmdir "$(DESTDIR)$(LIBEXECDIR)/geoconsent" 2>/dev/null
-	-rmdir "$(DESTDIR)$(UNITDIR)/gpsd.service.d" "$(DESTDIR)$(UNITDIR)/gpsd.socket.d" \
-	  "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d" 2>/dev/null
+	-rmdir "$(DESTDIR)$(UNITDIR)/geoconsentd.service.d" 2>/dev/null

@@ -16,7 +16,8 @@ out=$(mkdir -p "$1" && cd "$1" && pwd)
 version=$(dpkg-parsechangelog -S Version)
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 changes=$out/geoconsent_${version}_$arch.changes
-rm -f "$out"/geoconsent_* "$out"/geoconsent-dbgsym_* "$out"/geoconsent-geoclue_* "$out"/geoconsent-agent_*
+rm -f "$out"/geoconsent_* "$out"/geoconsent-dbgsym_* "$out"/geoconsent-geoclue_* "$out"/geoconsent-agent_* \
+    "$out"/geoconsent-gpsd-lockdown_*
 # The build's staging tree and bookkeeping under debian/ go when we are done,
 # whatever happened (`debian/rules clean` keeps .build: see there).
 trap 'debian/rules clean >/dev/null 2>&1 || true' EXIT

@@ -82,13 +82,14 @@ extension GeoConsentClient {
     }
 
     /// The user's own decision about an app (`SetConsent`): less is stored at
-    /// once, more is asked of the uid's consent agent first; the app's status after.
+    /// once, more is asked of the uid's consent agent first, so the reply may
+    /// take as long as the user does (`timeout` seconds, default a day); the
+    /// app's status after.
     public func setConsent(appID: String, decision: UserDecision? = nil, accuracy: Accuracy? = nil,
-                           uid: UInt32? = nil) async throws -> AuthorizationStatus {
-        let r = try await call("SetConsent", [.string(appID),
-                                              OptionDictionary.encodeSetConsent(decision: decision, accuracy: accuracy, uid: uid)])
-        guard let s = StatusReply.decode(r) else { throw DBusError.failed("unexpected reply \(r)") }
-        return s
+                           uid: UInt32? = nil, timeout: Double = 86_400) async throws -> AuthorizationStatus {
+        try Self.status(await call("SetConsent", [.string(appID),
+                                                  OptionDictionary.encodeSetConsent(decision: decision, accuracy: accuracy, uid: uid)],
+                                   timeout: timeout))
     }
 
     /// The live sessions of the caller's uid (root: of every uid), with their

@@ -159,12 +159,6 @@ public enum ConfigParser {
                         throw fail("policy must be 'always' or 'restricted', not '\(value)'")
                     }
                     result.apps[appID] = policy
-                case "users":
-                    switch value {
-                    case "system": result.alwaysForInstalled.remove(appID)
-                    case "installed": result.alwaysForInstalled.insert(appID)
-                    default: throw fail("users must be 'system' or 'installed', not '\(value)'")
-                    }
                 default:
                     throw fail("unknown key '\(key)' in [app \"\(appID)\"]")
                 }

@@ -25,14 +25,16 @@ extension ConsentCore {
         guard let (uid, g) = externalAgents.first(where: { $0.value.name == name }), g.maxAccuracy != maxAccuracy else { return }
         externalAgents[uid]?.maxAccuracy = maxAccuracy
         externalChanged.insert(uid)
-        // Switched off: our own API's one-time grants of the uid end, as when
-        // location is switched off for everyone (a client object's end with
-        // its updates, `announceChanges`).
-        if maxAccuracy == nil {
-            for s in sessions.all where s.caller.uid == uid && s.caller.session.busName != nil {
-                sessions[s.caller.session]?.tempGrant = nil
-                sessions[s.caller.session]?.limit = nil
-            }
+        if maxAccuracy == nil { endOwnAPIGrants(of: uid) }
+    }
+
+    /// The desktop's location switch is off for `uid`: our own API's one-time
+    /// grants of the uid end, as when location is switched off for everyone
+    /// (client objects end with their updates, `announceChanges`).
+    func endOwnAPIGrants(of uid: UInt32) {
+        for s in sessions.all where s.caller.uid == uid && s.caller.session.busName != nil {
+            sessions[s.caller.session]?.tempGrant = nil
+            sessions[s.caller.session]?.limit = nil
         }
     }
 
@@ -85,6 +87,7 @@ extension ConsentCore {
             externalAgents[caller.uid] = ExternalAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy,
                                                        label: label)
             externalChanged.insert(caller.uid)
+            if maxAccuracy == nil { endOwnAPIGrants(of: caller.uid) }
             effects.append(.reply(call, .empty))
             // Our own agent answers first: another protocol's is asked only where the uid has none.
             if isNew && agents[caller.uid] == nil { agentArrived(caller.uid, external: true) }
@@ -108,6 +111,7 @@ extension ConsentCore {
             }
             let app = AppKey(uid: target, appID: appID)
             if consents.removeValue(forKey: app) != nil { effects.append(.saveConsents(urgent: true)) }
+            withdrawSettingsPrompt(app)
             // Forgetting an app also ends its live temporary grants: fail closed.
             for name in sessions.names(of: app) {
                 sessions[name]?.tempGrant = nil

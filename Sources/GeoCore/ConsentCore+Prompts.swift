@@ -120,7 +120,7 @@ extension ConsentCore {
         }
         let waiter = Waiter(call: call, session: name, kind: kind, options: o, start: start)
         if let openID = openPrompt[app], var p = prompts[openID] {
-            if p.kind == kind && p.accuracy.covers(o.accuracy) {
+            if p.kind == kind && p.accuracy.covers(o.accuracy) && p.asker == nil {
                 p.waiters.append(waiter)
                 prompts[openID] = p
                 s.waiting = .prompt(openID)

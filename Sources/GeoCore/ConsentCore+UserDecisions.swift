@@ -21,6 +21,10 @@ extension ConsentCore {
             return effects.append(.fail(call, .invalidArgs("No consent or session of \(DisplayText.escaped(appID)) for uid \(target)")))
         }
         let record = consents[app] ?? ConsentRecord()
+        if decision == .never, consents[app] == nil, !mayStore(app) {
+            return effects.append(.fail(call, .limitsExceeded(
+                "uid \(target) has \(config.limits.consentsPerUser) stored decisions, its limit (consents-per-user)")))
+        }
 
         switch decision {
         case .never?:
@@ -65,18 +69,35 @@ extension ConsentCore {
         case nil:
             break
         }
+        // Less now wins over more asked before: a settings prompt still open for
+        // the app is withdrawn (its window told what holds now), so that a later
+        // yes there cannot undo this.
+        if decision == .never || decision == .ask || accuracy == .reduced { withdrawSettingsPrompt(app) }
         effects.append(.reply(call, .status(appStatus(app))))
     }
 
     /// The app's status as a caller of it would get it now, without a session
     /// of its own: what is stored, or `restricted` when location is off for it.
     func appStatus(_ app: AppKey) -> AuthorizationStatus {
-        if !enabled || policy(app) == .restricted { return .restricted }
+        let desktopOff = externalAgents[app.uid].map { $0.maxAccuracy == nil } ?? false
+        if !enabled || policy(app) == .restricted || desktopOff { return .restricted }
         switch consents[app]?.decision {
         case .whenInUse?: return .whenInUse
         case .denied?: return .denied
         case nil: return .notDetermined
         }
+    }
+
+    /// Withdraws the app's open prompt a settings window asked for, answering
+    /// that window with the status then; requests of the app's own are never
+    /// joined to such a prompt (`ask`), so none waits on it.
+    func withdrawSettingsPrompt(_ app: AppKey) {
+        guard let id = openPrompt[app], let p = prompts[id], let asker = p.asker else { return }
+        prompts[id] = nil
+        openPrompt[app] = nil
+        withdraw(p)
+        effects.append(.reply(asker, .status(appStatus(app))))
+        reevaluateQueued(app)
     }
 
     private func store(_ app: AppKey, _ r: ConsentRecord) {
@@ -96,7 +117,7 @@ extension ConsentCore {
     /// Opens a prompt of `kind` for `app` that the settings call `call` waits
     /// on; the agent's answer decides (`answered`, which replies to it).
     private func askFromSettings(_ call: CallID, _ caller: Caller, _ app: AppKey, _ kind: PromptKind, _ accuracy: Accuracy) {
-        if !enabled || policy(app) == .restricted { return effects.append(.reply(call, .status(.restricted))) }
+        if appStatus(app) == .restricted { return effects.append(.reply(call, .status(.restricted))) }
         guard let agent = agents[app.uid] else { return effects.append(.fail(call, .noAgent)) }
         if openPrompt[app] != nil { return effects.append(.fail(call, .promptPending)) }
         if prompts.count >= Limits.openPrompts

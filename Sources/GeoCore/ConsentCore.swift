@@ -252,11 +252,8 @@ public final class ConsentCore {
 
     /// `always` applies only where the app-id is more than the caller's word
     /// (`Config.grantsByName`): a verified sandbox, or a system uid.
-    /// With `users = installed` for the app, also any uid's process whose
-    /// program the administrator installed (`Caller.installed`).
     func isAlways(_ caller: Caller) -> Bool {
-        policy(caller.app) == .always
-            && (config.grantsByName(to: caller) || (caller.installed && config.alwaysForInstalled.contains(caller.appID)))
+        policy(caller.app) == .always && config.grantsByName(to: caller)
     }
 
     /// Why the caller's login session is paused, if logind says it is.

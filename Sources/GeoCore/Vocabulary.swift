@@ -136,10 +136,7 @@ public struct Config: Equatable, Sendable {
     public var systemUIDMax: UInt32 = 999
     /// Admin rulings per app-id.
     public var apps: [String: AppPolicy] = [:]
-    /// App-ids whose `policy = always` also applies to a process of any uid
-    /// whose program the administrator installed (`[app "ID"] users =
-    /// installed`): the desktop's own components, which run as the user.
-    public var alwaysForInstalled: Set<String> = []
+
     /// What one user can make the daemon hold.
     public var limits = Limits()
     /// Where positions come from (`[sources]`).

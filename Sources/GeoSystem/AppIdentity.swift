@@ -259,8 +259,9 @@ public struct AppIdentityResolver: Sendable {
     /// The script an interpreter runs (`ScriptPath`), display-safe and within
     /// the identity's bound; nil for any other program, or when it cannot be told.
     private func scriptOf(_ dir: ProcessDirectory, executable: String) -> String? {
+        // A command line longer than is read may have its operand cut: no script then.
         guard let interpreter = ScriptPath.interpreter(executable),
-              let cmdline = try? dir.readKernelFilePrefix("cmdline") else { return nil }
+              let cmdline = try? dir.readKernelFilePrefix("cmdline"), cmdline.complete else { return nil }
         let cwd = try? dir.readLink("cwd")
         guard let path = ScriptPath.script(inCommandLine: cmdline.bytes, of: interpreter, cwd: cwd) else { return nil }
         let shown = DisplayText.escaped(path)

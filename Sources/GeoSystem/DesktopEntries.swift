@@ -64,9 +64,10 @@ public struct DesktopEntries {
     /// What an entry's `[Desktop Entry]` says that matters here: its programs
     /// (`programs(ofEntry:)`), and whether it is deleted (`Hidden`) or kept
     /// out of menus (`NoDisplay`).
-    static func facts(ofEntry bytes: [UInt8]) -> (programs: [String], hidden: Bool, noDisplay: Bool) {
+    static func facts(ofEntry bytes: [UInt8]) -> (programs: [String], exec: [String], hidden: Bool, noDisplay: Bool) {
         var inMain = false
         var found: [String] = []
+        var command: [String] = []
         var hidden = false, noDisplay = false
         for raw in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
             let line = String(decoding: raw, as: UTF8.self).trimmingSpaces()
@@ -90,6 +91,7 @@ public struct DesktopEntries {
                     }
                 }
                 if let program = words.first, !program.isEmpty { found.append(program) }
+                command = Array(words)
             case "Hidden":
                 hidden = value == "true"
             case "NoDisplay":
@@ -98,7 +100,7 @@ public struct DesktopEntries {
                 break
             }
         }
-        return (found, hidden, noDisplay)
+        return (found, command, hidden, noDisplay)
     }
 
     /// `Exec`'s words: split at spaces, with the specification's double

@@ -86,7 +86,8 @@ public final class DesktopEntryIndex {
     private func entryRunning(_ program: String) -> String? {
         guard program.hasPrefix("/") else { return nil }
         rescanIfChanged()
-        let all = byProgram[program] ?? []
+        // The caller's script path is as its command line gave it: a link is followed.
+        let all = byProgram[program] ?? entries.resolve(program).flatMap { byProgram[$0] } ?? []
         let shown = all.filter(\.shown)
         let pool = shown.isEmpty ? all : shown
         if pool.count == 1 { return pool[0].path }
@@ -114,11 +115,25 @@ public final class DesktopEntryIndex {
                 read += 1
                 let facts = DesktopEntries.facts(ofEntry: bytes)
                 guard !facts.hidden else { continue }
-                for program in Set(facts.programs.compactMap(entries.resolve)) {
+                for program in Set(facts.programs.compactMap { runs($0, exec: facts.exec) }) {
                     byProgram[program, default: []].append(Candidate(id: id, path: path, shown: !facts.noDisplay))
                 }
             }
         }
+    }
+
+    /// What an entry's program runs, resolved: the program itself, or for an
+    /// interpreter (`Exec=python3 /opt/app/main.py`) the script its command
+    /// names, as the caller's identity would (`ScriptPath`); nil for an
+    /// interpreter given no script (`sh -c …`), which would name every
+    /// process of that interpreter after this entry.
+    private func runs(_ program: String, exec: [String]) -> String? {
+        guard let resolved = entries.resolve(program) else { return nil }
+        guard let interpreter = ScriptPath.interpreter(resolved) else { return resolved }
+        guard exec.first == program else { return nil }   // TryExec: the command says which script
+        let argv = exec.flatMap { Array($0.utf8) + [UInt8(0)] }
+        guard let script = ScriptPath.script(inCommandLine: argv, of: interpreter, cwd: nil) else { return nil }
+        return entries.resolve(script)
     }
 
     /// The `*.desktop` names in `dir`, sorted; nil when it cannot be read.

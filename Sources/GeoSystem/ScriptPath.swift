@@ -27,6 +27,30 @@ public enum ScriptPath {
         let code: Set<String>
         let withValue: Set<String>
 
+        enum Option { case code, valueFollows, alone }
+
+        /// What an option word does. `--name=value` carries its value; a
+        /// single-dash word is read letter by letter, as getopt does: flags run
+        /// together (`-Es`), and the first letter that takes a value takes the
+        /// rest of the word (`-cCODE`, `-Wignore`) or, last, the next word. A
+        /// code option anywhere, its value attached or not, means no script.
+        func option(_ w: String) -> Option {
+            if w.hasPrefix("--") {
+                let name = String(w.split(separator: "=", maxSplits: 1)[0])
+                if code.contains(name) { return .code }
+                return withValue.contains(name) && !w.contains("=") ? .valueFollows : .alone
+            }
+            if code.contains(w) { return .code }
+            if withValue.contains(w) { return .valueFollows }
+            let sign = w.first!
+            for (i, letter) in w.dropFirst().enumerated() {
+                let single = "\(sign)\(letter)"
+                if code.contains(single) { return .code }
+                if withValue.contains(single) { return i == w.count - 2 ? .valueFollows : .alone }
+            }
+            return .alone
+        }
+
         static let python = Interpreter(code: ["-c", "-m", "-"], withValue: ["-W", "-X", "-Q"])
         static let perl = Interpreter(code: ["-e", "-E", "-"], withValue: ["-I", "-M", "-m"])
         static let ruby = Interpreter(code: ["-e", "-"], withValue: ["-I", "-r", "-C"])
@@ -64,10 +88,11 @@ public enum ScriptPath {
                 break
             }
             guard w.hasPrefix("-") || (w.hasPrefix("+") && interpreter == .shell) else { break }
-            if interpreter.code.contains(w) { return nil }
-            // Flags run together (`python3 -Ic CODE`): the last letter is the one that takes a word.
-            if w.count > 2, !w.hasPrefix("--"), let last = w.last, interpreter.code.contains("-\(last)") { return nil }
-            words = words.dropFirst(interpreter.withValue.contains(w) ? 2 : 1)
+            switch interpreter.option(w) {
+            case .code: return nil
+            case .valueFollows: words = words.dropFirst(2)
+            case .alone: words = words.dropFirst()
+            }
         }
         guard let operand = words.first, !operand.isEmpty else { return nil }
         let path = String(decoding: operand, as: UTF8.self)

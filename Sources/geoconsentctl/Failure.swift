@@ -61,7 +61,7 @@ func notAuthorized(_ status: AuthorizationStatus, enabled: Bool?, appID: String)
     case .restricted where enabled == false:
         return tr("location is switched off for everyone: 'geoconsentctl enable' as root switches it on")
     case .restricted:
-        return tr("location is restricted for this app: by the administrator (geoconsent.conf(5), [app]), or while your login session is locked or in the background")
+        return tr("location is restricted for this app: by the administrator (geoconsent.conf(5), [app]), while your login session is locked or in the background, or while your desktop's location switch is off")
     case .denied:
         return tr("location was denied to this app: 'geoconsentctl reset {app}' forgets that answer", ["app": appID])
     case .notDetermined:

@@ -97,10 +97,6 @@ final class ConfigParserTests: XCTestCase {
                 $0.apps == ["x": .always, "y": .restricted]
             },
             Case(text: "[app \"x\"]\npolicy = always\npolicy = restricted") { $0.apps == ["x": .restricted] },
-            Case(text: "[app \"org.gnome.Settings\"]\npolicy = always\nusers = installed") {
-                $0.apps == ["org.gnome.Settings": .always] && $0.alwaysForInstalled == ["org.gnome.Settings"]
-            },
-            Case(text: "[app \"x\"]\nusers = installed\nusers = system") { $0.alwaysForInstalled.isEmpty },
             Case(text: "[daemon]\ndesktop-entries = /a; /b") { $0.desktopEntries == ["/a", "/b"] },
             Case(text: "[daemon]\nprompt-timeout = 5\n[daemon]\nprompt-timeout = 7") { $0.promptTimeout == 7 },
             Case(text: "[limits]\nsessions-per-user = 8") { $0.limits.sessionsPerUser == 8 },
@@ -205,7 +201,7 @@ final class ConfigParserTests: XCTestCase {
             ("[app \"x\"]\npolicy = allow", 2, "policy must be 'always' or 'restricted'"),
             ("[app \"x\"]\npolicy = Always", 2, "policy must be"),
             ("[app \"x\"]\npolicy =", 2, "policy must be"),
-            ("[app \"x\"]\npolicy = always\nusers = everyone", 3, "users must be 'system' or 'installed'"),
+            ("[app \"x\"]\npolicy = always\nusers = installed", 3, "unknown key 'users'"),
             ("[daemon]\ndesktop-entries = usr/share/applications", 2, "desktop-entries wants absolute directories"),
             ("[daemon]\r\nprompt-timeout = 5\r\nx\r\n", 3, "expected 'key = value'"),
         ]

@@ -209,6 +209,21 @@ final class ConsentCoreGeoClueAgentTests: XCTestCase {
         let on = rig.send(.externalAgentLevel(name: Self.shell.connection, maxAccuracy: .full))
         XCTAssertEqual(on.signals[W.weather.session], .whenInUse, "the stored decision applies again")
         XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session), "the one-time grant ended with the switch")
+        XCTAssertEqual(rig.manage(W.aliceCtl, .setConsent(appID: W.weatherID, uid: nil, decision: nil, accuracy: .full)).status,
+                       .whenInUse)
+    }
+
+    /// A desktop agent that registers with location already off ends the
+    /// one-time grants as a switch turned off does; a settings window is told restricted.
+    func testAnAgentRegisteringWithLocationOffEndsTheGrantsToo() {
+        let rig = Rig(records: stored((W.weather, .approvedFull)))
+        rig.approveTap(W.maps1)
+        let s = rig.manage(Self.shell, .addExternalAgent(maxAccuracy: nil, label: "GeoClue agent"))
+        XCTAssertEqual(s.effects.signals[W.maps1.session], .restricted)
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session))
+        let more = rig.manage(W.aliceCtl, .setConsent(appID: W.weatherID, uid: nil, decision: .whileUsing, accuracy: nil))
+        XCTAssertEqual(more.status, .restricted, "no prompt while the desktop says off")
+        XCTAssertNil(more.confirm)
     }
 
     /// `MaxAccuracyLevel` changes while a client object runs: full, reduced, off, back on.

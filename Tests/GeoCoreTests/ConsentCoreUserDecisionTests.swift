@@ -86,15 +86,46 @@ final class ConsentCoreUserDecisionTests: XCTestCase {
         XCTAssertEqual(rig.record(W.weather)?.decisionAccuracy, .full)
     }
 
-    func testAnAppsOwnRequestJoinsTheSettingsPromptAndLeavingDoesNotWithdrawIt() {
+    /// The app's own request does not join a prompt a settings window asked
+    /// for (its answers are read for the window): it waits, and is answered
+    /// afresh when that prompt ends; the app leaving does not withdraw it.
+    func testAnAppsOwnRequestWaitsBehindTheSettingsPrompt() {
         let rig = Rig(records: stored((W.maps1, .approvedFull)))
         let s = set(rig, W.maps1, .whileUsing)
-        let own = rig.ask(W.maps1)
+        let own = rig.ask(W.maps2)
         XCTAssertTrue(own.pending)
-        XCTAssertNil(own.confirm, "one prompt for both")
-        XCTAssertTrue(rig.leave(W.maps1).cancels.isEmpty, "the settings window still waits on it")
+        XCTAssertNil(own.confirm, "one prompt at a time for the app")
+        XCTAssertTrue(rig.leave(W.maps2).cancels.isEmpty, "the settings window still waits on it")
+        let again = rig.ask(W.maps3)
         let yes = rig.answer(s.promptID, "allow-while-using")
         XCTAssertEqual(yes.status(of: s.call), .whenInUse)
+        XCTAssertEqual(yes.status(of: again.call), .whenInUse, "the app's own request, answered from what is stored now")
+    }
+
+    /// Less now wins over more asked before: Never while a While Using prompt
+    /// is open withdraws it, and a yes given there afterwards changes nothing.
+    func testLessWithdrawsAnOpenPromptForMore() {
+        let rig = Rig(records: stored((W.maps1, .approvedFull)))
+        let more = set(rig, W.maps1, .whileUsing)
+        let never = set(rig, W.maps1, .never)
+        XCTAssertEqual(never.status, .denied)
+        XCTAssertEqual(never.effects.status(of: more.call), .denied, "the waiting window is answered")
+        XCTAssertEqual(never.effects.cancels, [more.promptID!])
+        rig.answer(more.promptID, "allow-while-using")
+        XCTAssertEqual(rig.record(W.maps1)?.decision, .denied)
+        let reset = set(rig, W.maps1, .whileUsing)
+        let r = rig.manage(W.aliceCtl, .resetConsent(appID: W.mapsID, uid: nil))
+        XCTAssertEqual(r.effects.cancels, [reset.promptID!], "a reset withdraws it too")
+    }
+
+    /// Never stores a record: within the uid's limit of stored decisions.
+    func testNeverIsWithinTheLimitOfStoredDecisions() {
+        var c = Config()
+        c.limits.consentsPerUser = 1
+        let rig = Rig(config: c, records: stored((W.maps1, .approvedFull)))
+        _ = rig.auth(W.weather)
+        guard case .limitsExceeded? = set(rig, W.weather, .never).error else { return XCTFail("beyond consents-per-user") }
+        XCTAssertEqual(set(rig, W.maps1, .never).status, .denied, "an existing record may change")
     }
 
     func testTheAgentLeavingOrLocationOffAnswersTheWaitingWindow() {

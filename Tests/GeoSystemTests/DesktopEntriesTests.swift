@@ -113,6 +113,20 @@ final class DesktopEntriesTests: XCTestCase {
         XCTAssertEqual(index.scans, 2, "the directory changed: scanned again")
         XCTAssertEqual(named(bin + "/maps", .executable, bin + "/maps"), apps + "/org.example.Maps.desktop")
         XCTAssertEqual(index.scans, 2)
+
+        // An entry that runs a script through its interpreter names the script,
+        // never the interpreter (else every python3 -c would be named after it).
+        for program in ["python3", "sh", "tool.py"] {
+            try writeFileAtomically(path: bin + "/" + program, contents: "#!/bin/sh\n", mode: 0o755)
+        }
+        symlink(bin + "/tool.py", bin + "/tool-link")
+        try entry(apps + "/org.example.Tool.desktop", "Exec=python3 \(bin)/tool.py %U\n")
+        try entry(apps + "/shell.desktop", "Exec=sh -c 'exec tool'\n")
+        XCTAssertEqual(named(bin + "/tool.py", .script, bin + "/python3", script: bin + "/tool.py"), apps + "/org.example.Tool.desktop")
+        XCTAssertEqual(named(bin + "/tool-link", .script, bin + "/python3", script: bin + "/tool-link"),
+                       apps + "/org.example.Tool.desktop", "the caller's script through a link")
+        XCTAssertNil(named(bin + "/python3", .executable, bin + "/python3"), "the interpreter alone is no app of the entry")
+        XCTAssertNil(named(bin + "/sh", .executable, bin + "/sh"))
     }
 
     /// The entry Debian's geoclue-2-demo installs for where-am-i, which the

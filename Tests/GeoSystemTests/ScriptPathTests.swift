@@ -42,6 +42,16 @@ final class ScriptPathTests: XCTestCase {
         // Code of no file: in the command line, a module, standard input, or nothing.
         XCTAssertNil(script(["python3", "-c", "print(1)", "/usr/bin/meld"]))
         XCTAssertNil(script(["python3", "-Ic", "print(1)"]))
+        // Code attached to its option runs too, whatever operand follows it.
+        XCTAssertNil(script(["python3", "-cimport os", "/usr/bin/meld"]))
+        XCTAssertNil(script(["python3", "-Icimport os", "/usr/bin/meld"]))
+        XCTAssertNil(script(["perl", "-eprint 1", "/usr/bin/x"], "/usr/bin/perl"))
+        XCTAssertNil(script(["node", "--eval=1", "/srv/app.js"], "/usr/bin/node"))
+        XCTAssertNil(script(["lua", "-eprint(1)", "/usr/bin/x"], "/usr/bin/lua5.4"))
+        XCTAssertNil(script(["gjs", "-cprint(1)", "/usr/bin/gnome-maps"], "/usr/bin/gjs"))
+        XCTAssertEqual(script(["python3", "-Wignore", "/usr/bin/meld"]), "/usr/bin/meld", "a value attached")
+        XCTAssertEqual(script(["python3", "-uW", "ignore", "/usr/bin/meld"]), "/usr/bin/meld", "its value the next word")
+        XCTAssertEqual(script(["node", "--require=x", "/srv/app.js"], "/usr/bin/node"), "/srv/app.js")
         XCTAssertNil(script(["python3", "-m", "http.server"]))
         XCTAssertNil(script(["python3", "-"]))
         XCTAssertNil(script(["python3"]))

@@ -21,26 +21,50 @@ final class ServiceTests: XCTestCase {
     static let unitFile = root + "/systemd/geoconsentd.service"
     static let policyFile = root + "/dbus-policy/org.geoconsent.GeoConsent1.conf"
     static let geoCluePolicyFile = root + "/dbus-policy/org.freedesktop.GeoClue2.geoconsent.conf"
-    /// Our bar for `systemd-analyze security`.
-    static let maxExposure = 1.5
+    /// The daemon's side of the gpsd lockdown (make install LOCKDOWN=1, the package geoconsent-gpsd-lockdown).
+    static let lockdownDropIn = root + "/systemd/geoconsentd.service.d/gpsd-lockdown.conf"
+    /// Our bars for `systemd-analyze security`: the unit as shipped rates 1.6
+    /// (the machine's network, loopback only: PrivateNetwork= is 0.5 of it),
+    /// and 1.1 with the gpsd lockdown's drop-in.
+    static let maxExposure = 1.7
+    static let maxExposureWithLockdown = 1.5
 
     // MARK: - systemd-analyze
 
-    func testUnitSecurityExposureIsAtMostOnePointFive() throws {
+    func testUnitSecurityExposureWithAndWithoutTheGpsdLockdown() throws {
         let analyze = try requireTool("systemd-analyze")
-        let r = try runLogged(analyze, ["security", "--offline=yes", "--no-pager", ServiceTests.unitFile])
-        let all = r.output + r.log
-        guard let exposure = parseExposure(all) else {
-            return XCTFail("no 'Overall exposure level' in systemd-analyze output:\n\(all)")
-        }
-        let failing = all.split(separator: "\n").filter { $0.hasPrefix("✗") }.joined(separator: "\n")
-        XCTAssertLessThanOrEqual(exposure, ServiceTests.maxExposure,
-                                 "geoconsentd.service exposure \(exposure) > \(ServiceTests.maxExposure); open items:\n\(failing)")
         // The settings this design rests on must be what the assessment saw.
-        for item in ["PrivateNetwork=", "User=/DynamicUser=", "ProtectSystem=", "SystemCallFilter=~@debug",
-                     "CapabilityBoundingSet=~CAP_SYS_ADMIN", "PrivateTmp=", "ProtectProc="] {
-            XCTAssertTrue(all.split(separator: "\n").contains { $0.hasPrefix("✓ " + item) }, "\(item) not satisfied:\n\(all)")
+        let items = ["User=/DynamicUser=", "ProtectSystem=", "SystemCallFilter=~@debug",
+                     "CapabilityBoundingSet=~CAP_SYS_ADMIN", "PrivateTmp=", "ProtectProc="]
+        func assess(_ unit: String, max: Double, satisfied: [String], open: [String], _ what: String) throws {
+            let r = try runLogged(analyze, ["security", "--offline=yes", "--no-pager", unit])
+            let all = r.output + r.log
+            guard let exposure = parseExposure(all) else {
+                return XCTFail("\(what): no 'Overall exposure level' in systemd-analyze output:\n\(all)")
+            }
+            let lines = all.split(separator: "\n")
+            let failing = lines.filter { $0.hasPrefix("✗") }.joined(separator: "\n")
+            XCTAssertLessThanOrEqual(exposure, max, "\(what): exposure \(exposure) > \(max); open items:\n\(failing)")
+            for item in satisfied {
+                XCTAssertTrue(lines.contains { $0.hasPrefix("✓ " + item) }, "\(what): \(item) not satisfied:\n\(all)")
+            }
+            for item in open {
+                XCTAssertTrue(lines.contains { $0.hasPrefix("✗ " + item) }, "\(what): \(item) unexpectedly satisfied:\n\(all)")
+            }
         }
+        // The offline assessment also reads the drop-ins in UNIT.d/ beside the unit, and
+        // systemd/geoconsentd.service.d holds the optional ones: the unit goes to a directory
+        // of its own, first alone, then with the lockdown's drop-in.
+        let dir = try TempDir()
+        try FileManager.default.copyItem(atPath: ServiceTests.unitFile, toPath: dir.file("geoconsentd.service"))
+        // As shipped: gpsd as the distribution has it, reached on the machine's loopback.
+        try assess(dir.file("geoconsentd.service"), max: ServiceTests.maxExposure, satisfied: items,
+                   open: ["PrivateNetwork="], "geoconsentd.service")
+        try makeDirs(dir.file("geoconsentd.service.d"))
+        try FileManager.default.copyItem(atPath: ServiceTests.lockdownDropIn,
+                                         toPath: dir.file("geoconsentd.service.d/gpsd-lockdown.conf"))
+        try assess(dir.file("geoconsentd.service"), max: ServiceTests.maxExposureWithLockdown,
+                   satisfied: items + ["PrivateNetwork="], open: [], "geoconsentd.service + gpsd-lockdown.conf")
     }
 
     func testUnitAndGpsdDropInsPassSystemdAnalyzeVerify() throws {
@@ -53,7 +77,7 @@ final class ServiceTests: XCTestCase {
         // a copy pointing at the built daemon, and our man pages on MANPATH.
         let dir = try TempDir()
         let units = dir.file("units")
-        try makeDirs(units + "/gpsd.service.d", units + "/gpsd.socket.d")
+        try makeDirs(units + "/gpsd.service.d", units + "/gpsd.socket.d", units + "/geoconsentd.service.d")
         let daemon = TestPaths.binDir + "/geoconsentd"
         try unit.replacingOccurrences(of: "\nExecStart=/usr/bin/geoconsentd\n", with: "\nExecStart=\(daemon)\n")
             .write(toFile: units + "/geoconsentd.service", atomically: true, encoding: .utf8)
@@ -61,6 +85,9 @@ final class ServiceTests: XCTestCase {
             try FileManager.default.copyItem(atPath: ServiceTests.root + "/systemd/\(d)/geoconsent.conf",
                                              toPath: units + "/\(d)/geoconsent.conf")
         }
+        // The lockdown's drop-in of the daemon's unit too.
+        try FileManager.default.copyItem(atPath: ServiceTests.lockdownDropIn,
+                                         toPath: units + "/geoconsentd.service.d/gpsd-lockdown.conf")
         let manPath = try manTree(in: dir)
         var targets = [units + "/geoconsentd.service"]
         // The drop-ins are checked together with gpsd's own units, when gpsd is installed.
@@ -435,8 +462,6 @@ final class ServiceTests: XCTestCase {
         let expected = [
             "/usr/bin/geoconsentd", "/usr/bin/geoconsentctl",
             "/usr/lib/systemd/system/geoconsentd.service",
-            "/usr/lib/systemd/system/gpsd.service.d/geoconsent.conf",
-            "/usr/lib/systemd/system/gpsd.socket.d/geoconsent.conf",
             "/usr/lib/sysusers.d/geoconsent.conf",
             "/usr/share/dbus-1/system.d/org.geoconsent.GeoConsent1.conf",
             "/usr/share/dbus-1/system-services/org.geoconsent.GeoConsent1.service",
@@ -452,6 +477,16 @@ final class ServiceTests: XCTestCase {
         for f in expected {
             XCTAssertTrue(FileManager.default.fileExists(atPath: dest + f), "missing \(f)")
         }
+        // The gpsd lockdown only with LOCKDOWN=1: without it gpsd is left as it is.
+        let lockdown = [("systemd/gpsd.service.d/geoconsent.conf", "/usr/lib/systemd/system/gpsd.service.d/geoconsent.conf"),
+                        ("systemd/gpsd.socket.d/geoconsent.conf", "/usr/lib/systemd/system/gpsd.socket.d/geoconsent.conf"),
+                        ("systemd/geoconsentd.service.d/gpsd-lockdown.conf",
+                         "/usr/lib/systemd/system/geoconsentd.service.d/gpsd-lockdown.conf")]
+        for (_, dst) in lockdown {
+            XCTAssertFalse(FileManager.default.fileExists(atPath: dest + dst), "\(dst) installed without LOCKDOWN=1")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dest + "/usr/lib/systemd/system/gpsd.service.d"),
+                       "make install made gpsd.service.d without LOCKDOWN=1")
         let fm = FileManager.default
         for exe in ["/usr/bin/geoconsentd", "/usr/bin/geoconsentctl", "/usr/libexec/geoconsent/geoconsent-wifi-helper"] {
             XCTAssertEqual(access(dest + exe, X_OK), 0, "\(exe) not executable")
@@ -505,7 +540,16 @@ final class ServiceTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: dest + "/etc/geoconsent/geoconsent.conf", encoding: .utf8),
                        "[daemon]\nprompt-timeout = 5\n")
 
-        // uninstall removes everything but the config.
+        // LOCKDOWN=1 adds the gpsd lockdown's three drop-ins, unchanged.
+        let locked = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "install", "DESTDIR=\(dest)", "PREFIX=/usr",
+                                                 "BINDIR_SRC=\(TestPaths.binDir)", "LOCKDOWN=1"],
+                                          timeout: 120, logPath: log, environment: cleanMake)
+        XCTAssertEqual(locked.status, 0, tailOf(log))
+        for (src, dst) in lockdown {
+            XCTAssertTrue(fm.contentsEqual(atPath: ServiceTests.root + "/" + src, andPath: dest + dst), "\(dst) differs from \(src)")
+        }
+
+        // uninstall removes everything but the config, the lockdown too.
         let un = try ChildProcess.run(make, ["-s", "-C", ServiceTests.root, "uninstall", "DESTDIR=\(dest)", "PREFIX=/usr"],
                                       timeout: 60, logPath: log, environment: cleanMake)
         XCTAssertEqual(un.status, 0, tailOf(log))

@@ -370,13 +370,14 @@ class PromptWindow(Gtk.Window):
         outer.pack_start(col, True, True, 0)
 
         # The headline names the app as a person knows it: its desktop entry's
-        # Name; else its id, marked when it is not proven.
-        if self.entry_name:
-            self.headline_app = f"<b>{esc(self.entry_name)}</b>"
-        elif identity_proven:
-            self.headline_app = f"<b>{esc(app_id)}</b>"
+        # Name, else its id; marked whenever the daemon does not hold it proven
+        # (a program of the user's can show an installed program's path and so
+        # its entry's name: the tone, not the mark, depends on the program).
+        named = self.entry_name or app_id
+        if identity_proven:
+            self.headline_app = f"<b>{esc(named)}</b>"
         else:
-            self.headline_app = _("<b>{app}</b> (not verified)").format(app=esc(app_id))
+            self.headline_app = _("<b>{app}</b> (not verified)").format(app=esc(named))
         self.head = self._label("", "headline")
         col.pack_start(self.head, False, False, 0)
         if main_identity:
@@ -388,8 +389,9 @@ class PromptWindow(Gtk.Window):
         # Another program asked for this (a settings window's SetConsent): say which.
         asked_by = shown(d.get("asked-by"), 4096)
         if asked_by:
-            col.pack_start(self._label(_("<b>{program}</b> asks for this, not the app itself.")
-                                       .format(program=esc(asked_by))), False, False, 0)
+            # The asking program's id is its own claim as much as any app's.
+            col.pack_start(self._label(_("{program} asks for this, not the app itself.").format(
+                program=_("<b>{app}</b> (not verified)").format(app=esc(asked_by)))), False, False, 0)
 
         # Where the position would come from (the daemon's `sources`; an older daemon says nothing).
         sources = d.get("sources") if isinstance(d.get("sources"), list) else []
@@ -467,6 +469,8 @@ class PromptWindow(Gtk.Window):
         bbox.set_spacing(8)
         bbox.set_margin_top(6)
         for decision, text in ANSWERS[prompt.kind]:
+            if asked_by and prompt.kind == "when-in-use" and decision == "allow-once":
+                continue  # a settings window asked for While Using: Allow Once answers nothing
             b = Gtk.Button.new_with_mnemonic(keep_words(text))
             b.set_sensitive(False)  # armed after ARM_DELAY_MS
             b.set_can_default(False)
@@ -667,12 +671,16 @@ class PromptWindow(Gtk.Window):
             return
         if GdkX11 is None or not isinstance(self.get_display(), GdkX11.X11Display):
             return
+        # The app chose the window and may destroy it meanwhile: an X error
+        # here must not end the agent (GTK exits on an untrapped one).
+        Gdk.error_trap_push()
         parent = GdkX11.X11Window.foreign_new_for_display(self.get_display(), handle)
-        if parent is None:  # gone, or never was
+        if parent is not None:
+            own.set_transient_for(parent)
+            _, px, py = parent.get_origin()
+            geometry = (px, py, parent.get_width(), parent.get_height())
+        if Gdk.error_trap_pop() or parent is None:  # gone, or never was
             return
-        own.set_transient_for(parent)
-        _, px, py = parent.get_origin()
-        geometry = (px, py, parent.get_width(), parent.get_height())
         monitor = self.get_display().get_monitor_at_point(px + geometry[2] // 2, py + geometry[3] // 2)
         area = monitor.get_workarea()
         size = self.get_preferred_size()[1]

@@ -15,13 +15,20 @@ CHECKS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$CHECKS_DIR/../.." && pwd)
 TRACK=$REPO/data/track.nmea
 # gpsd reads the replayed track from this UDP port, on the loopback of its
-# private namespace (/etc/default/gpsd DEVICES=, as an admin would set a device).
+# private namespace under the lockdown, of the machine's without it
+# (/etc/default/gpsd DEVICES=, as an admin would set a device).
 FEED_PORT=29470
 # CAP_SYS_PTRACE (19), the unit's only capability.
 CAP_MASK=0000000000080000
 # gpsd's shared-memory export: SysV key "GPSD".
 GPSD_SHM_KEY=$((0x47505344))
+# systemd-analyze security geoconsentd.service, online: with the gpsd
+# lockdown's drop-in (PrivateNetwork=) it rates 1.1; without it 1.6, the
+# difference being PrivateNetwork= (0.5: the machine's network, loopback
+# only by IPAddressAllow=localhost). Each limit is above its own score, and
+# the lockdown's below the score without it.
 EXPOSURE_LIMIT=1.5
+SHARED_EXPOSURE_LIMIT=1.7
 # The Wi-Fi helper's unit (geoconsent-wifi@.service) rates 1.1: what remains
 # is the network it exists for (AF_INET/AF_INET6, no PrivateNetwork=, no IP
 # allow list: the server is wherever wifi-url says), AF_UNIX, the host's root
@@ -167,29 +174,91 @@ check_process() {
     expect "the state directory /var/lib/geoconsent is 0700 geoconsent ($mode)" test "$mode" = "700 geoconsent geoconsent"
 }
 
-# A feeder unit that joins gpsd's namespace and replays the track to it over
-# UDP (in /etc, so that it is still there after a reboot), and a consent agent
-# of nobody's that answers "Allow Once".
-start_feeder_and_agent() {
+# start_feeder [lockdown|shared]: a feeder unit that replays the track to
+# gpsd over UDP (in /etc, so that it is still there after a reboot). Under the
+# gpsd lockdown (the default) it joins gpsd's namespace, where gpsd reads
+# 127.0.0.1:$FEED_PORT; with gpsd shared (geoconsent alone), gpsd and so the
+# feeder are on the machine's network.
+start_feeder() {
+    local where=${1:-lockdown} unit
     # Copied in: the feeder's PrivateTmp= would hide a checkout under /tmp.
     mkdir -p "$CT_ROOT$FEEDER_DIR"
     cp "$FEEDER" "$TRACK" "$CT_ROOT$FEEDER_DIR/"
-    ct_sh "cat >/etc/systemd/system/geoconsent-test-feeder.service" <<EOF
-[Unit]
+    if [[ $where == lockdown ]]; then
+        unit="[Unit]
 Description=geoconsent test: replays data/track.nmea to gpsd, inside gpsd's namespace
 JoinsNamespaceOf=gpsd.service gpsd.socket geoconsentd.service
 [Service]
 ExecStart=$FEEDER_DIR/nmea-replay --loop --now --quiet 127.0.0.1:$FEED_PORT $FEEDER_DIR/track.nmea
 PrivateNetwork=yes
 PrivateIPC=yes
-PrivateTmp=yes
-EOF
+PrivateTmp=yes"
+    else
+        unit="[Unit]
+Description=geoconsent test: replays data/track.nmea to gpsd, on the machine's network
+[Service]
+ExecStart=$FEEDER_DIR/nmea-replay --loop --now --quiet 127.0.0.1:$FEED_PORT $FEEDER_DIR/track.nmea"
+    fi
+    ct_sh "cat >/etc/systemd/system/geoconsent-test-feeder.service" <<<"$unit"
     ct_exec systemctl daemon-reload
     ct_exec systemctl start geoconsent-test-feeder.service
-    ct_exec systemd-run --quiet --unit=geoconsent-test-agent -p User=nobody \
+}
+
+# start_agent UNIT: a consent agent of nobody's that answers "Allow Once".
+start_agent() {
+    ct_exec systemd-run --quiet --unit="$1" -p User=nobody \
         /usr/bin/geoconsentctl agent --auto allow-once
-    wait_for 10 ct_sh "journalctl -u geoconsent-test-agent --no-pager | grep -q 'Consent agent registered'" ||
+    wait_for 10 ct_sh "journalctl -u $1 --no-pager | grep -q 'Consent agent registered'" ||
         info "the agent did not say it registered"
+}
+
+# The feeder in gpsd's namespace, and the agent whose answers the checks count.
+start_feeder_and_agent() {
+    start_feeder lockdown
+    start_agent geoconsent-test-agent
+}
+
+# geoconsent alone, without geoconsent-gpsd-lockdown: gpsd stays as Debian
+# ships it. No drop-in of ours applies to gpsd, gpsd and the daemon are in
+# the machine's network and IPC namespaces, 127.0.0.1:2947 answers every
+# local process (nobody reads a fix from it without asking: what the
+# lockdown package is for), and the daemon still gets the button a fix
+# through the machine's loopback. Leaves no feeder, agent or consent behind,
+# so that the checks after the lockdown start as after a fresh installation.
+check_gpsd_shared() {
+    local left dropins out g d ns n1 ng nd
+    left=$(ct_sh 'ls -d /lib/systemd/system/gpsd.*.d /usr/lib/systemd/system/gpsd.*.d 2>/dev/null' | xargs)
+    expect "no drop-in directory of gpsd's units under /lib/systemd/system${left:+: $left}" test -z "$left"
+    dropins=$(unit_prop gpsd.service DropInPaths)$(unit_prop gpsd.socket DropInPaths)
+    expect "gpsd.service and gpsd.socket load no drop-in${dropins:+: $dropins}" test -z "$dropins"
+    expect "geoconsentd.service asks for no private network or IPC (PrivateNetwork=$(unit_prop geoconsentd.service PrivateNetwork), PrivateIPC=$(unit_prop geoconsentd.service PrivateIPC))" \
+        test "$(unit_prop geoconsentd.service PrivateNetwork)/$(unit_prop geoconsentd.service PrivateIPC)" = no/no
+    start_feeder shared
+    start_agent geoconsent-test-agent-shared
+    out=$(as_nobody timeout 30 geoconsentctl locate 2>&1)
+    expect "geoconsentctl locate as nobody (allow-once agent) gets a fix through the daemon from the machine's gpsd$(
+            [[ $out == *Latitude:* ]] || echo ": ${out:-nothing}")" eval '[[ $out == *Latitude:* ]]'
+    g=$(unit_prop gpsd.service MainPID); d=$(daemon_pid)
+    for ns in net ipc; do
+        n1=$(ct_exec readlink "/proc/1/ns/$ns"); ng=$(ct_exec readlink "/proc/$g/ns/$ns"); nd=$(ct_exec readlink "/proc/$d/ns/$ns")
+        expect "gpsd (pid $g) and the daemon (pid $d) are in the machine's $ns namespace ($n1)$(
+                [[ $ng == "$n1" && $nd == "$n1" ]] || echo "; gpsd is in ${ng:-none}, the daemon in ${nd:-none}")" \
+            test -n "$n1" -a "$ng" = "$n1" -a "$nd" = "$n1"
+    done
+    expect "outside any unit, 127.0.0.1:2947 answers" tcp_open 127.0.0.1 2947
+    # A client of gpsd's own protocol, as nobody: ?WATCH, then the first TPV with a latitude.
+    out=$(as_nobody timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/2947
+        printf "%s\n" "?WATCH={\"enable\":true,\"json\":true}" >&3
+        grep -m 1 -o "\"class\":\"TPV\".*\"lat\":[-0-9.]*" <&3' 2>&1)
+    expect "and nobody reads a fix straight from gpsd, unasked (${out:0:60}...)" eval '[[ $out == *\"lat\":* ]]'
+    expect "the GPSD shared-memory segment is in the machine's IPC namespace" \
+        eval 'ct_exec cat /proc/sysvipc/shm | shm_has_gpsd'
+    unit_exposure geoconsentd.service "$SHARED_EXPOSURE_LIMIT"
+    ct_exec systemctl stop geoconsent-test-agent-shared.service geoconsent-test-feeder.service
+    as_nobody timeout 10 geoconsentctl reset /usr/bin/geoconsentctl >/dev/null 2>&1
+    expect "nobody's consent is reset, the agent and the feeder are stopped" \
+        eval '! as_nobody timeout 10 geoconsentctl consents | grep -q " /usr/bin/geoconsentctl " &&
+              [[ $(unit_prop geoconsent-test-feeder.service ActiveState) == inactive ]]'
 }
 
 # The track's bounding box, from its GGA sentences: "LATMIN LATMAX LONMIN LONMAX".
@@ -263,7 +332,7 @@ check_login_session() {
     expect "the one-time grant ended at the lock: the watch stopped" wait_for 5 \
         eval 'session_out | grep -q "authorization ended: restricted"'
     expect "a tap in the locked session is answered restricted" wait_for 10 \
-        eval 'session_out | grep -q "location is restricted for this app: .*or while your login session is locked"'
+        eval 'session_out | grep -q "location is restricted for this app: .*while your login session is locked"'
     ct_exec busctl call org.freedesktop.login1 "$path" org.freedesktop.login1.Session SetLockedHint b false
     ct_exec touch /tmp/geoconsent-test-unlocked
     expect "SetLockedHint false: a tap grants again and a fix comes" wait_for 20 \

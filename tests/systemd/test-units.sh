@@ -10,20 +10,25 @@
 # from this machine's own Debian, an overlay root in memory), installs
 # geoconsent in it, and runs checks.sh against the real units:
 #
-#   make-install  `make install PREFIX=/usr DESTDIR= BINDIR_SRC=RELEASE_DIR`
-#                 inside the booted container, then README "Install"'s
-#                 post-install block, taken from README.md and run as it is.
+#   make-install  `make install PREFIX=/usr DESTDIR= BINDIR_SRC=RELEASE_DIR
+#                 LOCKDOWN=1` inside the booted container, then README
+#                 "Install"'s post-install block and the gpsd lockdown's, taken
+#                 from README.md and run as they are.
 #                 The release binaries are the ones `make release` (and so the
 #                 package) built: building again inside would take minutes
 #                 and test nothing more; the install step itself is the real
 #                 `make install`.
 #   deb           `apt install ./geoconsent_*.deb` from DEB_DIR (`make deb`),
-#                 whose maintainer scripts do the post-install steps; after the
-#                 checks, geoconsent-geoclue_*_all.deb from the same directory
+#                 whose maintainer scripts do the post-install steps. Alone it
+#                 must leave gpsd shared, as Debian ships it (and the daemon
+#                 still gets a fix from it); then
+#                 geoconsent-gpsd-lockdown_*_all.deb from the same directory,
+#                 the administrator's choice, moves gpsd into the namespace
+#                 and the checks run. After them, geoconsent-geoclue_*_all.deb
 #                 (the GeoClue2 facade: replaces geoclue-2.0, the daemon owns
-#                 the name, activation by a GeoClue call, purge); then
-#                 `apt purge` must leave nothing of ours but the system
-#                 user, and give gpsd back to the machine.
+#                 the name, activation by a GeoClue call, purge); then `apt
+#                 purge` of the lockdown gives gpsd back to the machine, and
+#                 of geoconsent must leave nothing of ours but the system user.
 #
 # RELEASE_DIR also provides nmea-replay, which feeds gpsd the bundled track.
 # Needs root (CI runs as root); elsewhere it says so and exits 0. Whatever
@@ -153,8 +158,18 @@ readme_post_install() {
          inside { print }' "$REPO/README.md"
 }
 
+# README "Install": the sh block after "After installing the lockdown"
+# (make install LOCKDOWN=1), run as it is after the one above.
+readme_lockdown_post_install() {
+    awk '/^After installing the lockdown/ { found = 1 }
+         found && /^```sh/ { inside = 1; next }
+         inside && /^```/ { exit }
+         inside { print }' "$REPO/README.md"
+}
+
 # boot_for VARIANT: boot a fresh container and prepare gpsd's device, as an
-# admin would (/etc/default/gpsd): a UDP source inside gpsd's namespace.
+# admin would (/etc/default/gpsd): a UDP source on gpsd's loopback (inside
+# its namespace under the lockdown).
 boot_for() {
     VARIANT=$1
     if ! ct_boot "$1-$RUN_ID"; then
@@ -174,10 +189,11 @@ run_logged() {
 
 variant_make_install() {
     boot_for make-install || return
-    local block
+    local block lockdown
     block=$(readme_post_install)
-    run_logged "make install PREFIX=/usr DESTDIR= (release binaries)" \
-        ct_exec make -s -C "$REPO" install PREFIX=/usr DESTDIR= BINDIR_SRC="$BIN" || { ct_teardown; return; }
+    lockdown=$(readme_lockdown_post_install)
+    run_logged "make install PREFIX=/usr DESTDIR= LOCKDOWN=1 (release binaries)" \
+        ct_exec make -s -C "$REPO" install PREFIX=/usr DESTDIR= BINDIR_SRC="$BIN" LOCKDOWN=1 || { ct_teardown; return; }
     if [[ -z $block ]]; then
         fail "README.md has no post-install block after 'After installing'"
     else
@@ -185,6 +201,13 @@ variant_make_install() {
         # that failed and the journal's last lines follow it.
         run_logged "README \"Install\"'s post-install steps" ct_exec bash -e -x -c "$block" ||
             info "$(ct_exec systemctl --no-pager --failed 2>&1; ct_exec journalctl -b --no-pager -n 40 2>&1)"
+    fi
+    if [[ -z $lockdown ]]; then
+        fail "README.md has no post-install block after 'After installing the lockdown'"
+    else
+        run_logged "README \"Install\"'s post-install steps of the gpsd lockdown" ct_exec bash -e -x -c "$lockdown" ||
+            info "$(ct_exec systemctl --no-pager --failed 2>&1; ct_exec journalctl -b --no-pager -n 40 \
+                -u gpsd.socket -u gpsd.service -u geoconsentd.service 2>&1)"
     fi
     run_checks
     ct_teardown
@@ -197,6 +220,8 @@ variant_deb() {
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y "$DEB" || { ct_teardown; return; }
     expect "/etc/geoconsent/geoconsent.conf is a conffile" \
         eval 'ct_exec dpkg-query -W -f="\${Conffiles}" geoconsent | grep -q "^ */etc/geoconsent/geoconsent.conf "'
+    check_gpsd_shared
+    check_lockdown_package || { ct_teardown; return; }
     run_checks
     check_agent_package
     check_geoclue_package
@@ -205,6 +230,47 @@ variant_deb() {
     check_purge
     ct_teardown
     expect "the container is gone without a trace" test -z "$(ct_leftovers)"
+}
+
+# The gpsd lockdown's package (docs/gpsd-lockdown.md), the administrator's
+# choice, installed while gpsd and the daemon run on the machine's network
+# (check_gpsd_shared): its postinst restarts the daemon and gpsd's socket
+# into one private namespace at once (gpsd itself starts there on the next
+# connection), with gpsd's port closed outside and the shared-memory segment
+# the shared gpsd left there removed. The daemon is then stopped, so
+# that run_checks finds it as after a fresh installation (not running before
+# the first call).
+check_lockdown_package() {
+    local ldeb pid gpsd files ns nd ng n1
+    ldeb=$(compgen -G "$(dirname "$DEB")/geoconsent-gpsd-lockdown_*_all.deb" | head -n 1)
+    [[ -n $ldeb ]] || { fail "no geoconsent-gpsd-lockdown_*_all.deb beside $DEB (make deb)"; return 1; }
+    # The daemon and gpsd run before (gpsd since the fix above).
+    ct_exec timeout 20 geoconsentctl status >/dev/null 2>&1
+    tcp_open 127.0.0.1 2947
+    pid=$(daemon_pid); gpsd=$(unit_prop gpsd.service MainPID)
+    run_logged "apt install ./$(basename "$ldeb")" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y "$ldeb" || return 1
+    files=$(ct_exec dpkg-query -L geoconsent-gpsd-lockdown | grep '\.conf$' | sort | xargs)
+    expect "it installed gpsd's two drop-ins and the daemon's ($files)" test "$files" = \
+        "/lib/systemd/system/geoconsentd.service.d/gpsd-lockdown.conf /lib/systemd/system/gpsd.service.d/geoconsent.conf /lib/systemd/system/gpsd.socket.d/geoconsent.conf"
+    expect "its postinst started the running daemon again (pid $pid before)" \
+        eval '[[ $pid != 0 && $(unit_prop geoconsentd.service ActiveState) == active && $(daemon_pid) != "$pid" ]]'
+    expect "stopped gpsd.service, which ran (pid $gpsd before), and started gpsd.socket again" \
+        eval '[[ $gpsd != 0 && $(unit_prop gpsd.service MainPID) != "$gpsd" && $(unit_prop gpsd.socket ActiveState) == active ]]'
+    # gpsd.service (disabled, as Debian ships it) starts on a connection: the daemon's, as it would.
+    tcp_open_in "$(daemon_pid)" 127.0.0.1 2947
+    wait_for 10 eval '[[ $(unit_prop gpsd.service ActiveState) == active ]]' || info "gpsd.service did not start"
+    for ns in net ipc; do
+        n1=$(ct_exec readlink "/proc/1/ns/$ns")
+        nd=$(ct_exec readlink "/proc/$(daemon_pid)/ns/$ns"); ng=$(ct_exec readlink "/proc/$(unit_prop gpsd.service MainPID)/ns/$ns")
+        expect "the daemon and gpsd share one $ns namespace ($nd), not the machine's ($n1)$(
+                [[ $nd == "$ng" ]] || echo "; gpsd is in ${ng:-none}")" \
+            test -n "$nd" -a "$nd" = "$ng" -a "$nd" != "$n1"
+    done
+    expect "outside, 127.0.0.1:2947 is closed at once" eval '! tcp_open 127.0.0.1 2947'
+    expect "and the GPSD shared-memory segment gpsd had left outside, with its last fixes, is gone" \
+        eval '! ct_exec cat /proc/sysvipc/shm | shm_has_gpsd'
+    ct_exec systemctl stop geoconsentd.service
 }
 
 # The GeoClue2 facade's package beside it (docs/geoclue.md, "Switching over"):
@@ -292,15 +358,32 @@ check_reinstall() {
     expect "the daemon answers after the upgrade" eval 'ct_exec timeout 10 geoconsentctl status >/dev/null'
 }
 
-# apt purge: every file of the package, the state and the config are gone,
+# apt purge of geoconsent-gpsd-lockdown: its drop-ins are gone and its
+# postrm restarted what ran, so gpsd is back on the machine's loopback and in
+# its namespaces, and so is the daemon that ran. Then apt purge of
+# geoconsent: every file of the package, the state and the config are gone,
 # the Wi-Fi helper's socket unit is stopped and its socket file removed;
-# the system user stays (Debian keeps system users); gpsd is back on the
-# machine's loopback (the drop-ins are gone and postrm restarted its socket).
+# the system user stays (Debian keeps system users); gpsd stays on the
+# machine's loopback.
 check_purge() {
-    local files left state
+    local files left state ns n1 ng nd
     # The test's own feeder unit is not the package's: it goes first.
     ct_exec systemctl stop geoconsent-test-feeder.service
     ct_exec rm -rf /etc/systemd/system/geoconsent-test-feeder.service "$FEEDER_DIR"
+    ct_exec timeout 20 geoconsentctl status >/dev/null 2>&1   # the daemon runs before
+    files=$(ct_exec dpkg-query -L geoconsent-gpsd-lockdown)
+    run_logged "apt purge geoconsent-gpsd-lockdown" \
+        ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent-gpsd-lockdown
+    left=$(ct_sh 'while read -r f; do [[ -d $f || ! -e $f && ! -L $f ]] || echo "$f"; done' <<<"$files")
+    expect "no file of the lockdown package is left${left:+: $left}" test -z "$left"
+    expect "gpsd is back on the machine's 127.0.0.1:2947" wait_for 5 tcp_open 127.0.0.1 2947
+    for ns in net ipc; do
+        n1=$(ct_exec readlink "/proc/1/ns/$ns")
+        nd=$(ct_exec readlink "/proc/$(daemon_pid)/ns/$ns"); ng=$(ct_exec readlink "/proc/$(unit_prop gpsd.service MainPID)/ns/$ns")
+        expect "gpsd and the daemon, started again, are in the machine's $ns namespace ($n1)$(
+                [[ $ng == "$n1" && $nd == "$n1" ]] || echo "; gpsd is in ${ng:-none}, the daemon in ${nd:-none}")" \
+            test -n "$n1" -a "$ng" = "$n1" -a "$nd" = "$n1"
+    done
     files=$(ct_exec dpkg-query -L geoconsent)
     run_logged "apt purge geoconsent" \
         ct_exec env DEBIAN_FRONTEND=noninteractive timeout 300 apt-get purge -y geoconsent
@@ -318,7 +401,7 @@ check_purge() {
     if ct_exec getent passwd geoconsent >/dev/null; then
         info "the system user geoconsent stays after purge, as Debian keeps system users"
     fi
-    expect "gpsd is back on the machine's 127.0.0.1:2947" wait_for 5 tcp_open 127.0.0.1 2947
+    expect "gpsd is still on the machine's 127.0.0.1:2947" wait_for 5 tcp_open 127.0.0.1 2947
 }
 
 # CT_VARIANTS (default: both) picks the variants, for a quicker run by hand.
