@@ -527,6 +527,23 @@ row_gone() {
 # row had not gone after 10 s; why is not known yet: on a failure the
 # daemon's log is kept with the others.)
 wait_for 30 "the settings window to drop geoconsentctl" row_gone
+# The user's own switch: off at once (every app of the user restricted), and
+# on again only after the user's dialog said yes (it says the window asked).
+wait_for 10 "the user switch laid out" has_line settings '^user-switch '
+click_rect "$SET_WIN" "$(field "$(line settings '^user-switch ')" at)"
+wait_for 10 "location off for the user's apps" has_line_after settings '^user-location-set off$' '^user-location off$'
+[[ $("$BUSCTL" --address="$BUS" call org.geoconsent.GeoConsent1 /org/geoconsent/GeoConsent1 \
+    org.geoconsent.GeoConsent1 GetUserLocation 'a{sv}' 0) == "b false" ]] || fail "the daemon's GetUserLocation after the click"
+click_rect "$SET_WIN" "$(field "$(line settings '^user-switch ')" at)"
+wait_for 20 "the dialog to switch it on" has_line agent '^prompt [0-9]* kind=location-on '
+REQ_U=$(line agent '^prompt [0-9]* kind=location-on ' | awk '{print $2}')
+wait_for 10 "its buttons to arm" has_line agent "^ready $REQ_U "
+READY_U=$(line agent "^ready $REQ_U ")
+sleep 0.2
+shot consent-prompt-location-on.png
+click_rect "$(field "$READY_U" window)" "$(field "$READY_U" allow-once)"
+wait_for 20 "location on again" has_line_after settings '^user-location-set on$' '^user-location on$'
+pass "the user's own switch: off at once, on again after the user's dialog (Switch On)"
 stop settings
 pass "the settings window shows geoconsentctl in use now, and Ask Next Time forgets it and ends the grant at once (the watch ended)"
 

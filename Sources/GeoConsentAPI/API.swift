@@ -39,6 +39,8 @@ public enum GeoConsentAPI {
             .init(name: "ListConsents", inArgs: [], outArgs: [Arg("consents", "a(usa{sv})")]),
             .init(name: "ResetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: []),
             .init(name: "SetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: [Arg("status", "u")]),
+            .init(name: "SetUserLocation", inArgs: [Arg("enabled", "b"), Arg("options", "a{sv}")], outArgs: []),
+            .init(name: "GetUserLocation", inArgs: [Arg("options", "a{sv}")], outArgs: [Arg("enabled", "b")]),
             .init(name: "ListSessions", inArgs: [], outArgs: [Arg("sessions", "a(susub)")]),
             .init(name: "ListSessionDetails", inArgs: [], outArgs: [Arg("sessions", "a(sa{sv})")]),
             .init(name: "WatchSessions", inArgs: [], outArgs: []),

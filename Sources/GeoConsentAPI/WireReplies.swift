@@ -29,6 +29,7 @@ public enum AuthorizationReply {
             "app-id": .string(a.appID),
             "one-time-approved": .bool(a.oneTimeApproved),
             "agent-registered": .bool(a.agentRegistered),
+            "user-location": .bool(a.userLocation),
         ])]
     }
 
@@ -41,6 +42,7 @@ public enum AuthorizationReply {
                                      appID: d["app-id"]?.stringValue ?? "",
                                      oneTimeApproved: d["one-time-approved"]?.boolValue ?? false)
         info.agentRegistered = d["agent-registered"]?.boolValue ?? false
+        info.userLocation = d["user-location"]?.boolValue ?? true
         return info
     }
 }

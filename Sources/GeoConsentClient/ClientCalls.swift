@@ -92,6 +92,20 @@ extension GeoConsentClient {
                                    timeout: timeout))
     }
 
+    /// Location on or off for the apps of the caller's user (root: of `uid`):
+    /// off at once; on by root or the user's agent at once, else after that
+    /// agent's yes (the reply waits for it, `timeout` seconds).
+    public func setUserLocation(_ on: Bool, uid: UInt32? = nil, timeout: Double = 86_400) async throws {
+        _ = try await call("SetUserLocation", [.bool(on), OptionDictionary.encodeReset(uid: uid)], timeout: timeout)
+    }
+
+    /// Whether location is on for the apps of the caller's user (root: of `uid`).
+    public func userLocation(uid: UInt32? = nil) async throws -> Bool {
+        let r = try await call("GetUserLocation", [OptionDictionary.encodeReset(uid: uid)])
+        guard let on = r.first?.boolValue else { throw DBusError.failed("unexpected reply \(r)") }
+        return on
+    }
+
     /// The live sessions of the caller's uid (root: of every uid), with their
     /// pauses; from a daemon without `ListSessionDetails`, without them.
     public func listSessions() async throws -> [SessionInfo] {

@@ -50,6 +50,11 @@ final class ConsentPersistence {
         save("WiFiEnabled") { try store.saveWiFiEnabled(on) }
     }
 
+    /// Writes the per-user switches; nil, or why they could not be written.
+    func saveUsersOff(_ users: UsersOff) -> String? {
+        save("the users' location switches") { try store.saveUsersOff(users) }
+    }
+
     /// Writes `Enabled`; nil, or why it could not be written.
     func saveEnabled(_ enabled: Bool) -> String? {
         save("Enabled") { try store.saveEnabled(enabled) }

@@ -82,7 +82,9 @@ public final class Daemon {
         if let p = consents.problem { Log.error(p) }
         let enabled = store.loadEnabled()
         if let p = enabled.problem { Log.error(p) }
-        core = ConsentCore(config: config, records: consents.records, enabled: enabled.enabled)
+        let usersOff = store.loadUsersOff()
+        if let p = usersOff.problem { Log.error(p) }
+        core = ConsentCore(config: config, records: consents.records, enabled: enabled.enabled, usersOff: usersOff.users)
 
         let bus = BusAddress(argument: options.bus)
         do {
@@ -376,6 +378,8 @@ public final class Daemon {
                 }
             case .saveEnabled:
                 if let e = persistence.saveEnabled(core.enabled) { saveFailure = e }
+            case .saveUsersOff:
+                if let e = persistence.saveUsersOff(core.usersOff) { saveFailure = e }
             case .wifiSwitched(let on):
                 if let e = persistence.saveWiFiEnabled(on) { saveFailure = e }
                 location.wifiSwitched(on)

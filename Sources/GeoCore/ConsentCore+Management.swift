@@ -118,6 +118,14 @@ extension ConsentCore {
                 sessions[name]?.limit = nil
             }
             effects.append(.reply(call, .empty))
+        case .getUserLocation(let uid):
+            let target = uid ?? caller.uid
+            if target != caller.uid && !caller.isRoot {
+                return effects.append(.fail(call, .accessDenied("Only root may read another user's location switch")))
+            }
+            effects.append(.reply(call, .flag(!usersOff.isOff(target))))
+        case .setUserLocation(let on, let uid):
+            setUserLocation(call, caller, on: on, uid: uid)
         case .setConsent(let appID, let uid, let decision, let accuracy):
             setConsent(call, caller, appID: appID, uid: uid, decision: decision, accuracy: accuracy)
         case .listSessions, .listSessionDetails:

@@ -46,6 +46,8 @@ extension ConsentCore {
             if record?.decision == .denied {
                 return conclude(call, name, status(s), start)
             }
+        case .locationOn:
+            return   // never an app's request: SetUserLocation asks it (ConsentCore+UserDecisions)
         }
         ask(call, name, kind, o, start: start)
     }
@@ -168,7 +170,7 @@ extension ConsentCore {
         guard let p = prompts.removeValue(forKey: id) else { return }   // late answer after Cancel
         openPrompt[p.app] = nil
         var decision: AgentDecision?
-        defer { if let asker = p.asker { effects.append(.reply(asker, .status(appStatus(p.app)))) } }
+        defer { answerAsker(p) }
         // What the answer allows at most (an agent of another protocol's allowed level): a
         // grant, stored or not, is never for more.
         var cap = Accuracy.full
@@ -180,8 +182,12 @@ extension ConsentCore {
         func allowed(_ a: Accuracy) -> Accuracy { cap == .reduced ? .reduced : a }
         // A settings window asked for more: only the answer that gives it counts
         // (a denial there is no decision about the app's own requests).
-        if p.asker != nil, let d = decision, !(p.kind == .oneTime ? d == .allowOnce : d == .allowWhileUsing) {
+        if p.asker != nil, let d = decision, !(p.kind == .whenInUse ? d == .allowWhileUsing : d == .allowOnce) {
             decision = nil
+        }
+        if p.kind == .locationOn {
+            if decision != nil, usersOff.set(p.app.uid, off: false) { userSwitched(p.app.uid) }
+            return
         }
         let live = p.waiters.filter { sessions[$0.session] != nil }
         for w in live { sessions[w.session]?.waiting = nil }
@@ -307,18 +313,24 @@ extension ConsentCore {
 
     /// Location was switched off: every open or queued request is answered
     /// `restricted` now and its prompt withdrawn, so no answer given later can grant.
-    func withdrawAllPrompts() {
+    func withdrawAllPrompts() { withdrawPrompts { _ in true } }
+
+    /// The prompts of the apps `matching` says, and the requests queued for
+    /// them: withdrawn, and answered `restricted` now (or the settings window's
+    /// status), so that no answer given later grants them.
+    func withdrawPrompts(of matching: (AppKey) -> Bool) {
         for id in prompts.keys.sorted() {
-            guard let p = prompts.removeValue(forKey: id) else { continue }
+            guard let p = prompts[id], matching(p.app) else { continue }
+            prompts[id] = nil
             openPrompt[p.app] = nil
             withdraw(p)
-            if let asker = p.asker { effects.append(.reply(asker, .status(.restricted))) }
+            answerAsker(p)
             for w in p.waiters where sessions[w.session] != nil {
                 sessions[w.session]?.waiting = nil
                 conclude(w.call, w.session, .restricted, w.start)
             }
         }
-        for app in queued.keys.sorted() {
+        for app in queued.keys.sorted() where matching(app) {
             for w in queued.removeValue(forKey: app) ?? [] where sessions[w.session] != nil {
                 sessions[w.session]?.waiting = nil
                 conclude(w.call, w.session, .restricted, w.start)

@@ -80,7 +80,7 @@ extension ConsentCore {
     /// of its own: what is stored, or `restricted` when location is off for it.
     func appStatus(_ app: AppKey) -> AuthorizationStatus {
         let desktopOff = externalAgents[app.uid].map { $0.maxAccuracy == nil } ?? false
-        if !enabled || policy(app) == .restricted || desktopOff { return .restricted }
+        if !enabled || usersOff.isOff(app.uid) || policy(app) == .restricted || desktopOff { return .restricted }
         switch consents[app]?.decision {
         case .whenInUse?: return .whenInUse
         case .denied?: return .denied
@@ -92,11 +92,11 @@ extension ConsentCore {
     /// that window with the status then; requests of the app's own are never
     /// joined to such a prompt (`ask`), so none waits on it.
     func withdrawSettingsPrompt(_ app: AppKey) {
-        guard let id = openPrompt[app], let p = prompts[id], let asker = p.asker else { return }
+        guard let id = openPrompt[app], let p = prompts[id], p.asker != nil else { return }
         prompts[id] = nil
         openPrompt[app] = nil
         withdraw(p)
-        effects.append(.reply(asker, .status(appStatus(app))))
+        answerAsker(p)
         reevaluateQueued(app)
     }
 
@@ -142,5 +142,73 @@ extension ConsentCore {
         request.installed = live?.caller.installed ?? false
         request.askedBy = caller.appID
         effects.append(.confirm(request))
+    }
+}
+
+/// The per-user switch (`SetUserLocation`, docs/dbus-api.md): a user's apps get
+/// no location while it is off. Switching it off takes away: anyone of the uid.
+/// Switching it on gives back every stored decision: root, the uid's agent of
+/// ours (the trusted prompt's program), or anyone else after that agent's yes.
+extension ConsentCore {
+    func setUserLocation(_ call: CallID, _ caller: Caller, on: Bool, uid: UInt32?) {
+        let target = uid ?? caller.uid
+        if target != caller.uid && !caller.isRoot {
+            return effects.append(.fail(call, .accessDenied("Only root may switch location for another user's apps")))
+        }
+        if caller.sandboxed {
+            return effects.append(.fail(call, .accessDenied("A sandboxed application may not switch location for the user")))
+        }
+        if !on {
+            if usersOff.set(target, off: true) {
+                userSwitched(target)
+                endAllGrants(of: target)
+            }
+            return effects.append(.reply(call, .empty))
+        }
+        guard usersOff.isOff(target) else { return effects.append(.reply(call, .empty)) }
+        // Root deciding for another user is the administrator; its own apps' switch is asked like anyone's.
+        if (caller.isRoot && target != caller.uid) || agents[target]?.name == caller.connection {
+            usersOff.set(target, off: false)
+            userSwitched(target)
+            return effects.append(.reply(call, .empty))
+        }
+        let key = AppKey(uid: target, appID: "")
+        guard let agent = agents[target] else { return effects.append(.fail(call, .noAgent)) }
+        if openPrompt[key] != nil { return effects.append(.fail(call, .promptPending)) }
+        let id = String(nextPromptID)
+        nextPromptID += 1
+        prompts[id] = Prompt(id: id, app: key, kind: .locationOn, accuracy: .full, agent: agent, waiters: [], asker: call)
+        openPrompt[key] = id
+        var request = ConfirmRequest(
+            agentName: agent.name, agentPath: agent.path, requestID: id, appID: "", kind: .locationOn,
+            appName: "", reason: "", accuracy: .full, pid: 0, sandboxed: false, identity: nil,
+            identityProven: false, executable: "", parentWindow: "", timeout: config.promptTimeout, uid: target)
+        request.askedBy = caller.appID
+        effects.append(.confirm(request))
+    }
+
+    /// Every session of `uid` may have a new status (`announceChanges`), and the
+    /// switches are written.
+    func userSwitched(_ uid: UInt32) {
+        externalChanged.insert(uid)
+        effects.append(.saveUsersOff)
+    }
+
+    /// Location went off for `uid`'s apps: their one-time grants end and their
+    /// waiting requests are answered now, as when it goes off for everyone.
+    private func endAllGrants(of uid: UInt32) {
+        for s in sessions.all where s.caller.uid == uid {
+            sessions[s.caller.session]?.tempGrant = nil
+            sessions[s.caller.session]?.limit = nil
+        }
+        // (The switch's own prompt has the empty app id: it stays.)
+        withdrawPrompts { $0.uid == uid && !$0.appID.isEmpty }
+    }
+
+    /// Answers the settings window waiting on prompt `p`, if one is: the app's
+    /// status then, or nothing for the user's switch.
+    func answerAsker(_ p: Prompt) {
+        guard let asker = p.asker else { return }
+        effects.append(.reply(asker, p.kind == .locationOn ? .empty : .status(appStatus(p.app))))
     }
 }

@@ -124,11 +124,16 @@ public final class ConsentCore {
     var externalChanged: Set<UInt32> = []
     var now: UInt64 = 0
 
-    public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true) {
+    public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true,
+                usersOff: UsersOff = UsersOff()) {
         self.config = config
         self.consents = RecordTable(records)
         self.enabled = enabled
+        self.usersOff = usersOff
     }
+
+    /// The users who switched location off for their own apps (`SetUserLocation`).
+    public internal(set) var usersOff: UsersOff
 
     // MARK: Queries (for the daemon and tests)
 
@@ -230,7 +235,7 @@ public final class ConsentCore {
 
     /// `restricted` applies to whoever shows the app-id: it only takes away.
     func isRestricted(_ caller: Caller) -> Bool {
-        !enabled || policy(caller.app) == .restricted || externalAgentOff(caller)
+        !enabled || usersOff.isOff(caller.uid) || policy(caller.app) == .restricted || externalAgentOff(caller)
     }
 
     /// The agent of another protocol of a client object's uid (it speaks for
@@ -337,6 +342,7 @@ public final class ConsentCore {
                 appID: caller.appID,
                 oneTimeApproved: record?.oneTimeApproved ?? false)
             info.agentRegistered = agents[caller.uid] != nil || externalAgents[caller.uid] != nil
+            info.userLocation = !usersOff.isOff(caller.uid)
             effects.append(.reply(call, .authorization(info)))
         case .revoke:
             s.tempGrant = nil

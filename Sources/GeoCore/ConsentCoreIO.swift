@@ -83,6 +83,9 @@ public struct AuthOptions: Equatable, Sendable {
 public enum PromptKind: String, Sendable {
     case oneTime = "one-time"
     case whenInUse = "when-in-use"
+    /// Switch location back on for the user's apps (`SetUserLocation`): asked
+    /// with an empty app id; `allow-once` switches it on.
+    case locationOn = "location-on"
 }
 
 /// The answers an agent's `Confirm` may give (docs/dbus-api.md), as the agent spells them.
@@ -164,6 +167,12 @@ public enum ManagementRequest: Equatable, Sendable {
     /// changes what `ListSessionDetails` shows of it.
     case watchSessions
     case setEnabled(Bool)
+    /// `SetUserLocation`: location on or off for the apps of `uid` (the
+    /// caller's own without it). Off at once; on by root or the uid's agent at
+    /// once, else asked of that agent first.
+    case setUserLocation(on: Bool, uid: UInt32?)
+    /// `GetUserLocation`: whether location is on for the apps of `uid` (the caller's own without it).
+    case getUserLocation(uid: UInt32?)
     /// `WiFiEnabled` (root only): Wi-Fi positioning on or off for everyone.
     case setWiFiEnabled(Bool)
     /// The caller's connection becomes its uid's agent of another protocol
@@ -276,6 +285,9 @@ public struct AuthorizationInfo: Equatable, Sendable {
     /// A consent agent of the caller's uid is registered (ours, or one of
     /// another protocol's): a prompt can be shown (`agent-registered`).
     public var agentRegistered = false
+    /// The caller's user has location on for their apps (`user-location`;
+    /// `SetUserLocation`): false while they switched it off.
+    public var userLocation = true
     public init(status: AuthorizationStatus, temporary: Bool, accuracy: Accuracy?, appID: String, oneTimeApproved: Bool) {
         self.status = status
         self.temporary = temporary
@@ -294,10 +306,13 @@ public enum CoreReply: Equatable, Sendable {
     case sessions([SessionInfo])
     /// The same list, for `ListSessionDetails`.
     case sessionDetails([SessionInfo])
+    /// A yes or no: `GetUserLocation`.
+    case flag(Bool)
 
     public static func == (a: CoreReply, b: CoreReply) -> Bool {
         switch (a, b) {
         case (.empty, .empty): return true
+        case (.flag(let x), .flag(let y)): return x == y
         case (.status(let x), .status(let y)): return x == y
         case (.authorization(let x), .authorization(let y)): return x == y
         case (.sessions(let x), .sessions(let y)), (.sessionDetails(let x), .sessionDetails(let y)): return x == y
@@ -421,6 +436,8 @@ public enum CoreEffect: Equatable, Sendable {
     /// otherwise it may be batched (only `last-used` changed).
     case saveConsents(urgent: Bool)
     case saveEnabled
+    /// Write the per-user switches (`UsersOff`); urgent, as a decision.
+    case saveUsersOff
     /// Broadcast `PropertiesChanged` for `Enabled`.
     case enabledChanged(Bool)
     /// Root switched Wi-Fi positioning (`WiFiEnabled`): keep it, and tell the location side.

@@ -32,6 +32,8 @@ public final class StateStore: Sendable {
     public var enabledPath: String { directory + "/enabled" }
     /// `DIR/wifi`: the `WiFiEnabled` property.
     public var wifiPath: String { directory + "/wifi" }
+    /// `DIR/users-off`: the users who switched location off for their own apps.
+    public var usersOffPath: String { directory + "/users-off" }
 
     // MARK: consents
 
@@ -86,6 +88,59 @@ public final class StateStore: Sendable {
         try saveSwitch(wifiPath, "wifi", enabled)
     }
 
+    // MARK: users-off
+
+    static let usersOffHeader = "# geoconsent users-off v1"
+
+    /// The per-user switches: none when the file is missing; every user but
+    /// root off when it was damaged and moved aside (its contents unknown).
+    public func loadUsersOff() -> (users: UsersOff, problem: String?) {
+        switch load(usersOffPath, parse: StateStore.parseUsersOff) {
+        case .missing: return (UsersOff(), nil)
+        case .loaded(let users): return (users, nil)
+        case .damaged(let problem):
+            return (.everyone, problem + "; location stays off for every user's apps until each user (or root) switches it on")
+        }
+    }
+
+    public func saveUsersOff(_ users: UsersOff) throws {
+        try makeDirectory(directory, mode: 0o700)
+        try writeFileAtomically(path: usersOffPath, contents: StateStore.formatUsersOff(users), mode: 0o600)
+    }
+
+    /// The header, then a uid per line (sorted); after a damaged file, `*`
+    /// and a `+UID` line per user who switched location on since.
+    static func formatUsersOff(_ users: UsersOff) -> String {
+        var lines = [usersOffHeader]
+        if let allBut = users.allBut {
+            lines.append("*")
+            lines += allBut.sorted().map { "+\($0)" }
+        } else {
+            lines += users.uids.sorted().map { "\($0)" }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func parseUsersOff(_ bytes: [UInt8]) throws -> UsersOff {
+        let lines = try splitLines(bytes)
+        guard let header = lines.first, header.elementsEqual(usersOffHeader.utf8) else {
+            throw ParseFailure(line: 1, reason: "missing header '\(usersOffHeader)'")
+        }
+        let all = lines.count > 1 && word(lines[1]) == "*"
+        var uids = Set<UInt32>()
+        for (i, line) in lines.enumerated().dropFirst(all ? 2 : 1) {
+            var text = word(line)
+            if all {
+                guard text.hasPrefix("+") else { throw ParseFailure(line: i + 1, reason: "expected +UID after '*'") }
+                text.removeFirst()
+            }
+            guard let n = number(ArraySlice(text.utf8)), n <= UInt64(UInt32.max), uids.insert(UInt32(n)).inserted else {
+                throw ParseFailure(line: i + 1, reason: "expected a uid, once")
+            }
+        }
+        return all ? UsersOff(allBut: uids) : UsersOff(uids: uids)
+    }
+
     /// A switch file: the state header, then `KEY=true` or `KEY=false`.
     private func saveSwitch(_ path: String, _ key: String, _ on: Bool) throws {
         try makeDirectory(directory, mode: 0o700)
@@ -100,7 +155,7 @@ public final class StateStore: Sendable {
     private func removeStaleTemporaryFiles() {
         guard let names = try? listDirectory(directory) else { return }
         for name in names {
-            guard let prefix = [".consents.tmp-", ".enabled.tmp-", ".wifi.tmp-"].first(where: { name.hasPrefix($0) }) else { continue }
+            guard let prefix = [".consents.tmp-", ".enabled.tmp-", ".wifi.tmp-", ".users-off.tmp-"].first(where: { name.hasPrefix($0) }) else { continue }
             let rest = name.dropFirst(prefix.count)
             guard let dash = rest.firstIndex(of: "-"), let pid = Int32(rest[..<dash]), pid > 0, pid != getpid() else { continue }
             if kill(pid, 0) == 0 || errno == EPERM { continue }

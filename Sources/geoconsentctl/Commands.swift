@@ -249,6 +249,32 @@ func decideCommand(_ ctx: inout Context) async throws {
     }
 }
 
+/// `user-location [on|off] [--uid UID]`: location for the apps of the user (the
+/// settings window's switch; SetUserLocation). Off at once; on asks the user's
+/// consent agent unless root asks (this waits for it); no word: says which.
+func userLocationCommand(_ ctx: inout Context) async throws {
+    let uid = try ctx.option("--uid")
+    let word = ctx.args.first
+    if word != nil { ctx.args.removeFirst() }
+    try ctx.noMoreArguments()
+    let target = try uid.map { u -> UInt32 in
+        guard let v = UInt32(u) else { throw UsageError(tr("--uid wants a number")) }
+        return v
+    }
+    let client = try connect(ctx)
+    defer { client.close() }
+    switch word {
+    case "on"?: try await client.setUserLocation(true, uid: target)
+    case "off"?: try await client.setUserLocation(false, uid: target)
+    case nil: break
+    default: throw UsageError(tr("user-location wants on or off"))
+    }
+    let on = try await client.userLocation(uid: target)
+    if ctx.json { return print(JSON.object([("user_location", .bool(on))]).text) }
+    print(on ? tr("Location is on for the apps of uid {uid}.", ["uid": "\(target ?? getuid())"])
+             : tr("Location is off for the apps of uid {uid}.", ["uid": "\(target ?? getuid())"]))
+}
+
 /// `reset` of an app the daemon knows nothing of for that user.
 func unknownApp(_ app: String, _ uid: UInt32) -> Failure {
     Failure(tr("no consent or session of {app} for uid {uid}: see 'geoconsentctl consents'",

@@ -82,6 +82,10 @@ final class TerminalAgent {
     }
 
     func describe(_ p: AgentPrompt) -> String {
+        if p.kind == .locationOn {
+            // The user switched location off for their apps; a program asks to switch it back on.
+            return tr("Switch location back on for your apps")
+        }
         let name = TerminalAgent.printable(p.appName)
         let who = tr("{app} (pid {pid})", ["app": TerminalAgent.printable(p.appID, limit: 4096), "pid": "\(p.pid)"])
             + (name.isEmpty ? "" : tr(", calling itself \"{name}\" (not proven)", ["name": name]))
@@ -117,13 +121,13 @@ final class TerminalAgent {
     }
 
     /// Precise can be turned off only when the app asks for it.
-    static func offersPrecise(_ p: AgentPrompt) -> Bool { p.accuracy == .full }
+    static func offersPrecise(_ p: AgentPrompt) -> Bool { p.accuracy == .full && p.kind != .locationOn }
 
     func showNext() {
         guard shown == nil, let p = prompts.first else { return }
         shown = p.id
         print("\n\(describe(p.prompt)).")
-        print(TerminalAgent.identityLine(p.prompt))
+        if p.prompt.kind != .locationOn { print(TerminalAgent.identityLine(p.prompt)) }
         if !p.prompt.reason.isEmpty {
             print(tr("Reason given by the app: {reason}", ["reason": TerminalAgent.printable(p.prompt.reason)]))
         }
@@ -132,7 +136,9 @@ final class TerminalAgent {
             print(tr("Asked by {program}, not by the app itself", ["program": TerminalAgent.printable(p.prompt.askedBy, limit: 4096)]))
         }
         // One letter per answer whatever the prompt: o Allow Once, w Allow While Using, d Don't Allow.
-        if p.prompt.kind == .oneTime {
+        if p.prompt.kind == .locationOn {
+            print(tr("[o] Switch On   [d] Keep Off"))
+        } else if p.prompt.kind == .oneTime {
             print(tr("[o] Allow Once   [d] Don't Allow"))
         } else {
             print(tr("[o] Allow Once   [w] Allow While Using   [d] Don't Allow"))
@@ -165,9 +171,9 @@ final class TerminalAgent {
             line.removeLast()
         }
         let decision: AgentDecision?
-        switch (p.prompt.kind == .oneTime, line) {
+        switch (p.prompt.kind == .whenInUse, line) {
         case (_, "o"): decision = .allowOnce
-        case (false, "w"): decision = .allowWhileUsing
+        case (true, "w"): decision = .allowWhileUsing
         case (_, "d"): decision = .deny
         default: decision = nil
         }

@@ -25,6 +25,9 @@ Commands:
   decide APP_ID [never|ask|while-using] [--precise on|off] [--uid UID]
                                 decide for an app as the settings window does; more
                                 than is stored is confirmed in your consent agent
+  user-location [on|off] [--uid UID]
+                                location for your apps; on is confirmed in your
+                                consent agent (root: at once)
   enable | disable              switch location on or off for everyone (root)
   wifi on | off                 switch Wi-Fi positioning on or off for everyone (root)
 
@@ -85,6 +88,7 @@ do {
     case "sessions": try await sessionsCommand(&ctx)
     case "reset": try await resetCommand(&ctx)
     case "decide": try await decideCommand(&ctx)
+    case "user-location": try await userLocationCommand(&ctx)
     case "enable": try await setEnabledCommand(&ctx, true)
     case "disable": try await setEnabledCommand(&ctx, false)
     case "wifi": try await setWiFiCommand(&ctx)

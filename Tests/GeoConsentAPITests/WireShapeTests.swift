@@ -63,11 +63,16 @@ final class WireShapeTests: XCTestCase {
                                      oneTimeApproved: false)
         XCTAssertEqual(AuthorizationReply.encode(none), [.uint32(0), .vardict([
             "temporary": .bool(false), "accuracy": .string("none"), "app-id": .string("/usr/bin/x"),
-            "one-time-approved": .bool(false), "agent-registered": .bool(false),
+            "one-time-approved": .bool(false), "agent-registered": .bool(false), "user-location": .bool(true),
         ])])
         var granted = AuthorizationInfo(status: .whenInUse, temporary: true, accuracy: .reduced, appID: "org.example.Maps",
                                         oneTimeApproved: true)
         granted.agentRegistered = true
+        var off = none
+        off.userLocation = false
+        XCTAssertEqual(AuthorizationReply.decode(AuthorizationReply.encode(off))?.userLocation, false)
+        XCTAssertEqual(AuthorizationReply.decode([.uint32(0), .vardict([:])])?.userLocation, true,
+                       "a daemon without the switch: on")
         XCTAssertEqual(AuthorizationReply.encode(granted)[1].vardictValue?["accuracy"], .string("reduced"))
         XCTAssertEqual(AuthorizationReply.decode(AuthorizationReply.encode(none)), none)
         XCTAssertEqual(AuthorizationReply.decode(AuthorizationReply.encode(granted)), granted)

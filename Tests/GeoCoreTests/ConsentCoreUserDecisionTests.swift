@@ -154,3 +154,74 @@ final class ConsentCoreUserDecisionTests: XCTestCase {
         rig.answer(open.promptID, "deny")
     }
 }
+
+/// The user's own switch (`SetUserLocation`): off at once for every app of the
+/// uid; on again by root or the uid's agent at once, else only after that
+/// agent's yes.
+final class ConsentCoreUserLocationTests: XCTestCase {
+    typealias W = Who
+
+    func testOffAtOnceForEveryAppOfTheUserOnlyAndOnThroughTheAgent() {
+        let rig = Rig(records: stored((W.weather, .whenInUseFull), (W.bobMaps, .whenInUseFull)))
+        rig.approveTap(W.maps1)
+        XCTAssertEqual(rig.auth(W.weather)?.status, .whenInUse)
+        XCTAssertEqual(rig.auth(W.bobMaps)?.status, .whenInUse)
+        let off = rig.manage(W.aliceCtl, .setUserLocation(on: false, uid: nil))
+        XCTAssertEqual(off.reply, .empty)
+        XCTAssertEqual(off.effects.signals[W.maps1.session], .restricted)
+        XCTAssertEqual(off.effects.signals[W.weather.session], .restricted)
+        XCTAssertTrue(off.effects.contains(.saveUsersOff))
+        XCTAssertNil(rig.core.grantedAccuracy(for: W.maps1.session), "its one-time grant ended")
+        XCTAssertEqual(rig.auth(W.bobMaps)?.status, .whenInUse, "another user's apps are not touched")
+        XCTAssertEqual(rig.auth(W.weather)?.userLocation, false)
+        XCTAssertEqual(rig.tap(W.maps2).status, .restricted, "no prompt while off")
+        XCTAssertEqual(rig.manage(W.aliceCtl, .getUserLocation(uid: nil)).reply, .flag(false))
+
+        // On: a program of the user asks; the agent says no, then yes.
+        let ask = rig.manage(W.aliceCtl, .setUserLocation(on: true, uid: nil))
+        let c = try! XCTUnwrap(ask.confirm)
+        XCTAssertEqual(c.kind, .locationOn)
+        XCTAssertEqual(c.appID, "")
+        XCTAssertEqual(c.askedBy, W.aliceCtl.appID)
+        XCTAssertTrue(ask.pending)
+        XCTAssertEqual(rig.manage(W.aliceCtl, .setUserLocation(on: true, uid: nil)).error, .promptPending)
+        XCTAssertEqual(rig.answer(c.requestID, "deny").reply(to: ask.call), .empty)
+        XCTAssertTrue(rig.core.usersOff.isOff(1000), "Keep Off")
+        let again = rig.manage(W.aliceCtl, .setUserLocation(on: true, uid: nil))
+        let yes = rig.answer(again.promptID, "allow-once")
+        XCTAssertEqual(yes.reply(to: again.call), .empty)
+        XCTAssertFalse(rig.core.usersOff.isOff(1000))
+        XCTAssertEqual(yes.signals[W.weather.session], .whenInUse, "the stored decision applies again")
+    }
+
+    func testRootAndTheUsersAgentSwitchOnAtOnceAndOthersAreRefused() {
+        let rig = Rig()
+        rig.manage(W.aliceCtl, .setUserLocation(on: false, uid: nil))
+        XCTAssertTrue(rig.manage(W.bobCtl, .setUserLocation(on: true, uid: 1000)).accessDenied)
+        XCTAssertTrue(rig.manage(W.flatpak, .setUserLocation(on: false, uid: nil)).accessDenied, "a sandbox switches nothing")
+        let byAgent = rig.manage(W.agent, .setUserLocation(on: true, uid: nil))
+        XCTAssertNil(byAgent.confirm, "the uid's agent is the trusted prompt's program")
+        XCTAssertFalse(rig.core.usersOff.isOff(1000))
+        rig.manage(W.aliceCtl, .setUserLocation(on: false, uid: nil))
+        XCTAssertNil(rig.manage(W.root, .setUserLocation(on: true, uid: 1000)).confirm, "the administrator, for another user")
+        XCTAssertFalse(rig.core.usersOff.isOff(1000))
+        let rootsOwn = Rig(agents: [Caller(session: ":1.9", uid: 0, pid: 9, appID: "/usr/bin/root-agent")])
+        rootsOwn.manage(W.root, .setUserLocation(on: false, uid: nil))
+        XCTAssertEqual(rootsOwn.manage(W.root, .setUserLocation(on: true, uid: nil)).confirm?.kind, .locationOn,
+                       "root's own apps: asked like anyone's")
+        let noAgent = Rig(agents: [])
+        noAgent.manage(W.aliceCtl, .setUserLocation(on: false, uid: nil))
+        XCTAssertEqual(noAgent.manage(W.aliceCtl, .setUserLocation(on: true, uid: nil)).error, .noAgent)
+    }
+
+    /// A damaged file's users are unknown: every user off but root, until each switches on.
+    func testAfterADamagedFileEveryUserButRootIsOff() {
+        var users = UsersOff.everyone
+        XCTAssertTrue(users.isOff(1000))
+        XCTAssertFalse(users.isOff(0))
+        XCTAssertTrue(users.set(1000, off: false))
+        XCTAssertFalse(users.isOff(1000))
+        XCTAssertTrue(users.isOff(1001))
+        XCTAssertFalse(users.set(1000, off: false))
+    }
+}

@@ -75,6 +75,24 @@ final class UserDecisionBusTests: StackTestCase {
         XCTAssertEqual(try stack.ctl(["decide", appID, "sometimes"]).status, 2)
     }
 
+    /// The user's own switch through the real daemon: off restricts the user's
+    /// apps and is kept across a restart; on again after the agent's yes.
+    func testTheUsersOwnSwitchIsKeptAcrossARestart() throws {
+        try startAgent("allow-once")
+        let off = try stack.ctl(["user-location", "off"])
+        XCTAssertEqual(off.status, 0)
+        XCTAssertEqual(off.output, "Location is off for the apps of uid \(getuid()).\n")
+        XCTAssertEqual(try stack.peer().tap().get(), 1, "restricted, no prompt")
+        try stack.restartDaemon()
+        XCTAssertEqual(try stack.ctl(["user-location"]).output, "Location is off for the apps of uid \(getuid()).\n",
+                       "kept in the state directory")
+        XCTAssertEqual(try stack.peer().tap().get(), 1)
+        try startAgent("allow-once")   // the daemon restarted: an agent again (it answers Switch On)
+        XCTAssertEqual(try stack.ctl(["user-location", "on"], timeout: 40).output,
+                       "Location is on for the apps of uid \(getuid()).\n")
+        XCTAssertEqual(try stack.peer().tap().get(), 4)
+    }
+
     /// Without an agent nobody can say yes: more is refused, less still works.
     func testWithoutAnAgentMoreIsRefusedAndLessIsNot() throws {
         let app = try stack.peer()

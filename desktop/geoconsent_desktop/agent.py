@@ -164,6 +164,8 @@ ANSWERS = {
     "one-time": [("deny", _("_Don't Allow")), ("allow-once", _("Allow _Once"))],
     "when-in-use": [("deny", _("_Don't Allow")), ("allow-while-using", _("Allow _While Using App")),
                     ("allow-once", _("Allow _Once"))],
+    # The user's own switch for their apps (SetUserLocation): allow-once switches it on.
+    "location-on": [("deny", _("_Keep Off")), ("allow-once", _("_Switch On"))],
 }
 # The widest the text column may be, in characters: labels wrap there.
 COLUMN_CHARS = 52
@@ -315,6 +317,9 @@ class PromptWindow(Gtk.Window):
         self.wrap_said = False
 
         d = prompt.details
+        if prompt.kind == "location-on":
+            self._build_location_on(d, waiting)
+            return
         accuracy = d.get("accuracy") if isinstance(d.get("accuracy"), str) else "full"
         precise = accuracy != "reduced"
         app_name = shown(d.get("app-name", ""))
@@ -455,6 +460,44 @@ class PromptWindow(Gtk.Window):
         col.pack_start(self.acc_label, False, False, 0)
         self._show_accuracy(precise)
 
+        # A settings window asked for While Using: Allow Once answers nothing there.
+        self._add_answers(col, waiting, [(dec, text) for dec, text in ANSWERS[prompt.kind]
+                                         if not (asked_by and prompt.kind == "when-in-use" and dec == "allow-once")])
+
+        self.connect("map-event", self._on_map)
+
+    def _build_location_on(self, d, waiting):
+        """The user switched location off for their apps, and a program asks to
+        switch it back on (SetUserLocation): Keep Off or Switch On."""
+        self.details = None
+        outer = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=16)
+        for side in ("top", "start", "end"):
+            getattr(outer, f"set_margin_{side}")(20)
+        outer.set_margin_bottom(16)
+        self.add(outer)
+        icon = Gtk.DrawingArea()
+        icon.set_size_request(44, 44)
+        icon.set_valign(Gtk.Align.START)
+        blue = Gdk.RGBA()
+        blue.parse("#1a73e8")
+        icon.connect("draw", lambda _w, cr: draw_location_arrow(cr, 44, blue, False))
+        outer.pack_start(icon, False, False, 0)
+        col = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
+        outer.pack_start(col, True, True, 0)
+        self.head = self._label("<b>" + esc(_("Switch location back on for your apps?")) + "</b>", "headline")
+        col.pack_start(self.head, False, False, 0)
+        col.pack_start(self._label(esc(_("You switched location off for your apps. Switched on, the apps you "
+                                         "allowed get your location again."))), False, False, 0)
+        asked_by = shown(d.get("asked-by"), 4096)
+        if asked_by:
+            col.pack_start(self._label(_("{program} asks for this.").format(
+                program=_("<b>{app}</b> (not verified)").format(app=esc(asked_by)))), False, False, 0)
+        self._add_answers(col, waiting, ANSWERS["location-on"])
+        self.connect("map-event", self._on_map)
+
+    def _add_answers(self, col, waiting, answers):
+        """The line that says how many more requests wait, then a button per
+        (decision, text), disarmed until ARM_DELAY_MS after it is where it is."""
         # One line, always there (empty or not): a request that queues must not move the buttons.
         self.waiting_label = Gtk.Label(label="\u00a0")
         self.waiting_label.set_xalign(0)
@@ -463,14 +506,13 @@ class PromptWindow(Gtk.Window):
         self.waiting_label.get_style_context().add_class("waiting")
         col.pack_start(self.waiting_label, False, False, 0)
         self.set_waiting(waiting)
-
         bbox = Gtk.ButtonBox(orientation=Gtk.Orientation.HORIZONTAL)
         bbox.set_layout(Gtk.ButtonBoxStyle.END)
         bbox.set_spacing(8)
         bbox.set_margin_top(6)
-        for decision, text in ANSWERS[prompt.kind]:
-            if asked_by and prompt.kind == "when-in-use" and decision == "allow-once":
-                continue  # a settings window asked for While Using: Allow Once answers nothing
+        col.pack_start(bbox, False, False, 0)
+        self.column, self.button_box, self.stacked = col, bbox, False
+        for decision, text in answers:
             b = Gtk.Button.new_with_mnemonic(keep_words(text))
             b.set_sensitive(False)  # armed after ARM_DELAY_MS
             b.set_can_default(False)
@@ -478,10 +520,6 @@ class PromptWindow(Gtk.Window):
             b.connect("size-allocate", self._on_moved)
             bbox.add(b)
             self.buttons[decision] = b
-        col.pack_start(bbox, False, False, 0)
-        self.column, self.button_box, self.stacked = col, bbox, False
-
-        self.connect("map-event", self._on_map)
 
     @staticmethod
     def _label(markup, css_class=None):
@@ -703,6 +741,8 @@ class PromptWindow(Gtk.Window):
             x, y = (pos[0], pos[1]) if pos else (alloc.x, alloc.y)
             rects.append(f"precise={x},{y},{alloc.width},{alloc.height}")
         # The Details expander's title: a click there opens or closes it, at any time.
+        if self.details is None:
+            return rects
         title = self.details.get_label_widget()
         alloc = title.get_allocation()
         pos = title.translate_coordinates(self, 0, 0)

@@ -159,20 +159,19 @@ class Settings(Gtk.Window):
         self.who_can.set_line_wrap(True)
         box.pack_start(self.who_can, False, False, 0)
 
+        # The user's own switch for their apps (SetUserLocation): off at once;
+        # on again is confirmed in the user's consent dialog, as any program
+        # of the user could ask for it.
+        user_row, self.user_switch = self._switch_row(_("Location for your apps"), self._on_user_switch)
+        box.pack_start(user_row, False, False, 0)
+
         # Where positions come from (Sources), and root's Wi-Fi switch when
         # Wi-Fi positioning is configured (WiFiEnabled).
         self.sources = Gtk.Label()
         self.sources.set_xalign(0)
         self.sources.set_line_wrap(True)
         box.pack_start(self.sources, False, False, 0)
-        self.wifi_row = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=12)
-        wifi_label = Gtk.Label(label=_("Wi-Fi positioning"))
-        wifi_label.set_xalign(0)
-        self.wifi_row.pack_start(wifi_label, True, True, 0)
-        self.wifi = Gtk.Switch()
-        self.wifi.set_valign(Gtk.Align.CENTER)
-        self.wifi.connect("state-set", self._on_wifi)
-        self.wifi_row.pack_end(self.wifi, False, False, 0)
+        self.wifi_row, self.wifi = self._switch_row(_("Wi-Fi positioning"), self._on_wifi)
         self.wifi_row.set_no_show_all(True)
         box.pack_start(self.wifi_row, False, False, 0)
         self.wifi_who = Gtk.Label()
@@ -198,6 +197,19 @@ class Settings(Gtk.Window):
         self.updating = False
         self.connect("map-event", self._on_map)
         self._connect(conn)
+
+    @staticmethod
+    def _switch_row(text, on_state_set):
+        """A row of a label and a switch at its end; the row and the switch."""
+        row = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=12)
+        label = Gtk.Label(label=text)
+        label.set_xalign(0)
+        row.pack_start(label, True, True, 0)
+        switch = Gtk.Switch()
+        switch.set_valign(Gtk.Align.CENTER)
+        switch.connect("state-set", on_state_set)
+        row.pack_end(switch, False, False, 0)
+        return row, switch
 
     # -- the bus and the daemon
 
@@ -270,6 +282,7 @@ class Settings(Gtk.Window):
     def refresh(self):
         self._call("GetAll", GLib.Variant("(s)", (IFACE,)), self._got_properties,
                    iface="org.freedesktop.DBus.Properties")
+        self._call("GetUserLocation", GLib.Variant("(a{sv})", ({},)), self._got_user_location)
         self._call("ListConsents", None, lambda r: self._call(
             "ListSessionDetails", None, lambda s: self._fill(r.unpack()[0], s.unpack()[0])))
 
@@ -301,14 +314,35 @@ class Settings(Gtk.Window):
                                  "(sudo geoconsentctl wifi on or off)."))
         log("sources", ",".join(sources) or "-", "wifi=" + (("on" if wifi_on else "off") if configured else "-"))
         if configured and root:
-            GLib.idle_add(self._log_wifi_switch)
+            GLib.idle_add(self._log_switch, "wifi-switch", self.wifi)
 
-    def _log_wifi_switch(self):
-        # Once laid out on screen: the rectangle is where a click lands.
-        if not self.get_mapped() or self.wifi.get_allocated_width() <= 1:
-            GLib.timeout_add(50, self._log_wifi_switch)
+    def _got_user_location(self, reply):
+        on = reply.unpack()[0]
+        self.updating = True
+        self.user_switch.set_state(on)
+        self.user_switch.set_active(on)
+        self.updating = False
+        log("user-location", "on" if on else "off")
+        GLib.idle_add(self._log_switch, "user-switch", self.user_switch)
+
+    def _on_user_switch(self, _switch, state):
+        if self.updating:
             return False
-        log("wifi-switch", "at={},{},{},{}".format(*self._rect(self.wifi)))
+        log("user-location-set", "on" if state else "off")
+
+        def failed(e):
+            self._say_refused(Gio.DBusError.get_remote_error(e), e)
+            self.refresh()
+        self._call("SetUserLocation", GLib.Variant("(ba{sv})", (state, {})), lambda _r: self.refresh(),
+                   failed=failed, timeout_ms=180000)
+        return True  # the switch shows what the daemon says, once it has said it
+
+    def _log_switch(self, name, switch):
+        # Once laid out on screen: the rectangle is where a click lands.
+        if not self.get_mapped() or switch.get_allocated_width() <= 1:
+            GLib.timeout_add(50, self._log_switch, name, switch)
+            return False
+        log(name, "at={},{},{},{}".format(*self._rect(switch)))
         return False
 
     def _on_wifi(self, _switch, state):
@@ -329,8 +363,10 @@ class Settings(Gtk.Window):
             self.who_can.set_text(_("Location is on for every user of this computer.") if on
                                   else _("Location is off for every user of this computer."))
         else:
-            self.who_can.set_text(_("Only an administrator can switch location on or off "
-                                    "(sudo geoconsentctl enable or disable)."))
+            self.who_can.set_text(_("Location is on for every user of this computer; only an administrator "
+                                    "can switch it off (sudo geoconsentctl disable).") if on
+                                  else _("Location is off for every user of this computer; only an administrator "
+                                         "can switch it on (sudo geoconsentctl enable)."))
 
     def _on_enabled(self, _switch, state):
         if self.updating:

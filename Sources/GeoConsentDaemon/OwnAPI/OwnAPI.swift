@@ -67,6 +67,14 @@ final class OwnAPI: FrontEnd {
                     d.management(call, .setConsent(appID: $0.0, uid: $0.1.uid, decision: $0.1.decision, accuracy: $0.1.accuracy))
                 }
             },
+            "SetUserLocation": { d, call in
+                d.decoded(call, { (call.arguments[0].boolValue ?? false, try OptionDictionary.decodeReset(call.arguments[1])) }) {
+                    d.management(call, .setUserLocation(on: $0.0, uid: $0.1))
+                }
+            },
+            "GetUserLocation": { d, call in
+                d.decoded(call, { try OptionDictionary.decodeReset(call.arguments[0]) }) { d.management(call, .getUserLocation(uid: $0)) }
+            },
             "ListSessions": { d, call in d.management(call, .listSessions) },
             "ListSessionDetails": { d, call in d.management(call, .listSessionDetails) },
             "WatchSessions": { d, call in d.management(call, .watchSessions) },
@@ -128,6 +136,8 @@ final class OwnAPI: FrontEnd {
             return ConsentListReply.encode(list)
         case .sessions(let list):
             return SessionListReply.encode(list)
+        case .flag(let on):
+            return [.bool(on)]
         case .sessionDetails(var list):
             let sources = host.lastSources
             for i in list.indices { list[i].source = sources[list[i].name] }
