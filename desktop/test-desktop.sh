@@ -681,6 +681,37 @@ shot_window settings-de-dark.png "$SET_D"
 stop settings_de
 pass "in German on a dark theme the dialog is ${DW_D} px wide with its buttons stacked, warnings at $(field "$COLOURS_D" contrast):1; Esc closes it unanswered, Alt+E answers Allow Once"
 
+# ---- 7c. every language in light and dark --------------------------------------
+# The standard prompt and the settings window in the three languages, each in
+# Adwaita's light and dark theme (the ones the steps above did not take).
+shoot_language() {   # shoot_language NAME LOCALE THEME PROMPT-TITLE SETTINGS-TITLE
+    local name=$1 locale=$2 theme=$3 ready req
+    start "agent_$name" "${GUI_ENV[@]}" LANG="$locale" LC_ALL= GTK_THEME="$theme" "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
+    wait_for 20 "the $name agent to register" has_line "agent_$name" '^registered '
+    gdbus_ask "ask_$name"
+    wait_for 20 "the $name dialog" has_line "agent_$name" '^ready '
+    ready=$(line "agent_$name" '^ready ')
+    req=$(awk '{print $2}' <<<"$ready")
+    [[ $(find_window "^$4\$") == "$(field "$ready" window)" ]] || fail "no window titled $4 for '$ready'"
+    readable "$(line "agent_$name" "^colours $req ")" || fail "the warning colour ($name): '$(line "agent_$name" "^colours $req ")'"
+    sleep 0.3
+    shot_window "consent-prompt-$name.png" "$(field "$ready" window)"
+    xdotool windowfocus --sync "$(field "$ready" window)" key Escape || fail "xdotool key Escape"
+    wait_for 10 "Esc ($name)" has_line "agent_$name" "^answered $req dismissed$"
+    stop "agent_$name"
+    start "settings_$name" "${GUI_ENV[@]}" LANG="$locale" LC_ALL= GTK_THEME="$theme" "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
+    wait_for 20 "the $name settings window" has_line "settings_$name" '^ready window='
+    wait_for 10 "its rows" has_line "settings_$name" '^row '
+    xdotool mousemove 0 0
+    sleep 0.3
+    shot_window "settings-$name.png" "$(find_window "^$5\$")"
+    stop "settings_$name"
+}
+shoot_language en-dark C.UTF-8 Adwaita:dark 'Location request' 'Location Settings'
+shoot_language ko-dark ko_KR.UTF-8 Adwaita:dark '위치 요청' '위치 설정'
+shoot_language de de_DE.UTF-8 Adwaita 'Standortanfrage' 'Standorteinstellungen'
+pass "the prompt and the settings window in English, Korean and German, light and dark (warnings readable in each)"
+
 # ---- 7. the settings window comes back after its bus restarts -------------------
 # On a bus of its own (no daemon on it: it says the service cannot be reached):
 # the bus goes away and comes back at the same address, and the window
