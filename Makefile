@@ -179,6 +179,8 @@ MANDIR ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 DBUSDATADIR ?= $(PREFIX)/share/dbus-1
+# polkit reads actions from /usr/share/polkit-1/actions alone, whatever PREFIX.
+POLKITDIR ?= $(if $(filter /usr/local,$(PREFIX)),/usr/share,$(PREFIX)/share)/polkit-1/actions
 ifeq ($(PREFIX),/usr)
 DBUSPOLICYDIR ?= $(DBUSDATADIR)/system.d
 else
@@ -220,6 +222,8 @@ install: $(INSTALL_NEEDS) $(if $(filter 1,$(GEOCLUE)),install-geoclue) $(if $(fi
 	$(INSTALL) -m 0644 dbus-policy/org.geoconsent.GeoConsent1.conf "$(DESTDIR)$(DBUSPOLICYDIR)/"
 	$(INSTALL) -m 0644 dbus-policy/org.geoconsent.GeoConsent1.service "$(DESTDIR)$(DBUSDATADIR)/system-services/"
 	$(INSTALL) -m 0644 interfaces/org.geoconsent.GeoConsent1.xml "$(DESTDIR)$(DBUSDATADIR)/interfaces/"
+	$(INSTALL) -d "$(DESTDIR)$(POLKITDIR)"
+	$(INSTALL) -m 0644 polkit/org.geoconsent.policy "$(DESTDIR)$(POLKITDIR)/"
 	$(INSTALL) -m 0644 man/geoconsentctl.1 "$(DESTDIR)$(MANDIR)/man1/"
 	$(INSTALL) -m 0644 man/geoconsent.conf.5 "$(DESTDIR)$(MANDIR)/man5/"
 	$(INSTALL) -m 0644 man/geoconsentd.8 man/geoconsent-wifi-helper.8 "$(DESTDIR)$(MANDIR)/man8/"
@@ -325,6 +329,7 @@ uninstall: uninstall-lockdown
 	  "$(DESTDIR)$(DBUSPOLICYDIR)/org.geoconsent.GeoConsent1.conf" \
 	  "$(DESTDIR)$(DBUSDATADIR)/system-services/org.geoconsent.GeoConsent1.service" \
 	  "$(DESTDIR)$(DBUSDATADIR)/interfaces/org.geoconsent.GeoConsent1.xml" \
+	  "$(DESTDIR)$(POLKITDIR)/org.geoconsent.policy" \
 	  "$(DESTDIR)$(MANDIR)/man1/geoconsentctl.1" "$(DESTDIR)$(MANDIR)/man5/geoconsent.conf.5" \
 	  "$(DESTDIR)$(MANDIR)/man8/geoconsentd.8"
 	rm -rf "$(DESTDIR)$(PREFIX)/share/geoconsent/python"

@@ -160,8 +160,10 @@ extension ConsentCore {
             }
             effects.append(.wifiSwitched(value))
             effects.append(.reply(call, .empty))
-        case .setEnabled(let value):
-            guard caller.isRoot else { return effects.append(.fail(call, .accessDenied("Only root may switch location on or off"))) }
+        case .setEnabled(let value, let authorized):
+            guard caller.isRoot || authorized else {
+                return effects.append(.fail(call, .accessDenied("Only root may switch location on or off")))
+            }
             if value != enabled {
                 enabled = value
                 effects.append(.saveEnabled)

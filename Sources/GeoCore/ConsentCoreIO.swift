@@ -166,7 +166,8 @@ public enum ManagementRequest: Equatable, Sendable {
     /// whenever a session of its uid (root: of any uid) starts, ends, or
     /// changes what `ListSessionDetails` shows of it.
     case watchSessions
-    case setEnabled(Bool)
+    /// `Enabled`: root's, or another caller's that polkit authorized (`authorized`).
+    case setEnabled(Bool, authorized: Bool = false)
     /// `SetUserLocation`: location on or off for the apps of `uid` (the
     /// caller's own without it). Off at once; on by root or the uid's agent at
     /// once, else asked of that agent first.

@@ -214,6 +214,15 @@ final class ConsentCoreUserLocationTests: XCTestCase {
         XCTAssertEqual(noAgent.manage(W.aliceCtl, .setUserLocation(on: true, uid: nil)).error, .noAgent)
     }
 
+    /// `Enabled` from a caller polkit authorized (the daemon asked it first) is
+    /// the administrator's; from anyone else it is refused.
+    func testEnabledFromAPolkitAuthorizedUser() {
+        let rig = Rig()
+        XCTAssertTrue(rig.manage(W.aliceCtl, .setEnabled(false)).accessDenied)
+        XCTAssertEqual(rig.manage(W.aliceCtl, .setEnabled(false, authorized: true)).reply, .empty)
+        XCTAssertFalse(rig.core.enabled)
+    }
+
     /// A damaged file's users are unknown: every user off but root, until each switches on.
     func testAfterADamagedFileEveryUserButRootIsOff() {
         var users = UsersOff.everyone

@@ -357,23 +357,28 @@ class Settings(Gtk.Window):
         self.enabled.set_state(on)
         self.enabled.set_active(on)
         self.updating = False
+        # Anyone may try: the daemon asks polkit, which asks an administrator's password.
         root = os.getuid() == 0
-        self.enabled.set_sensitive(root)
         if root:
             self.who_can.set_text(_("Location is on for every user of this computer.") if on
                                   else _("Location is off for every user of this computer."))
         else:
-            self.who_can.set_text(_("Location is on for every user of this computer; only an administrator "
-                                    "can switch it off (sudo geoconsentctl disable).") if on
-                                  else _("Location is off for every user of this computer; only an administrator "
-                                         "can switch it on (sudo geoconsentctl enable)."))
+            self.who_can.set_text(_("Location is on for every user of this computer; switching it off "
+                                    "asks for an administrator's password.") if on
+                                  else _("Location is off for every user of this computer; switching it on "
+                                         "asks for an administrator's password."))
 
     def _on_enabled(self, _switch, state):
         if self.updating:
             return False
+        def failed(e):
+            self._say_refused(Gio.DBusError.get_remote_error(e), e)
+            self.refresh()
+        # A user's write waits for polkit, which may ask for a password.
         self._call("Set", GLib.Variant("(ssv)", (IFACE, "Enabled", GLib.Variant("b", state))),
-                   lambda _r: self.refresh(), iface="org.freedesktop.DBus.Properties")
-        return False
+                   lambda _r: self.refresh(), iface="org.freedesktop.DBus.Properties", failed=failed,
+                   timeout_ms=180000)
+        return True  # the switch shows what the daemon says, once it has said it
 
     def _fill(self, consents, sessions):
         uid = os.getuid()

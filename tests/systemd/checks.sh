@@ -538,6 +538,30 @@ namespace_units_said() {
 
 check_exposure() { unit_exposure geoconsentd.service "$EXPOSURE_LIMIT"; }
 
+# The switch for everyone through polkit (polkit/org.geoconsent.policy): the
+# real polkitd refuses a user it has no rule for (auth_admin, and no agent to
+# ask), and lets one through that a rule allows.
+check_polkit() {
+    local out rules=/etc/polkit-1/rules.d/49-geoconsent-test.rules
+    expect "the package ships the polkit action" ct_exec test -f /usr/share/polkit-1/actions/org.geoconsent.policy
+    out=$(as_nobody timeout 30 geoconsentctl disable 2>&1)
+    expect "nobody may not switch location off for everyone without polkit's yes: ${out//$'\n'/ }" \
+        eval '[[ $out == *"polkit did not"* && $(ct_exec geoconsentctl --json status) == *"\"enabled\":true"* ]]'
+    ct_sh "cat >$rules" <<'EOF2'
+polkit.addRule(function (action, subject) {
+    if (action.id == "org.geoconsent.set-enabled" && subject.user == "nobody") {
+        return polkit.Result.YES;
+    }
+});
+EOF2
+    # polkitd reads new rules when the directory changes.
+    allowed() { as_nobody timeout 30 geoconsentctl disable >/dev/null 2>&1; }
+    expect "with a polkit rule for nobody, nobody switches location off for everyone" wait_for 10 allowed
+    expect "and the daemon says so" eval '[[ $(ct_exec geoconsentctl --json status) == *"\"enabled\":false"* ]]'
+    expect "and on again" eval 'as_nobody timeout 30 geoconsentctl enable'
+    ct_exec rm -f "$rules"
+}
+
 # unit_exposure UNIT LIMIT: systemd-analyze security UNIT, online, at most LIMIT.
 unit_exposure() {
     local unit=$1 limit=$2 out score
@@ -705,6 +729,7 @@ run_checks() {
     check_wifi_helper
     check_namespace_order
     check_exposure
+    check_polkit
     check_kill
     check_kill_helper
     check_bus_reload

@@ -22,6 +22,7 @@ final class OwnAPI: FrontEnd {
     init(host: FrontEndHost) {
         self.host = host
         sends = FixSends(server: host.server)
+        precondition(host.register(PolkitCheck.purpose), "the budgets of all purposes would pass the bus's share")
     }
 
     var busNames: [String] { [] }   // the daemon owns GeoConsentAPI.busName itself
@@ -88,7 +89,7 @@ final class OwnAPI: FrontEnd {
             DaemonProperties.wifiEnabled: { d in .bool(d.host.wifiEnabled) },
         ],
         setters: [
-            DaemonProperties.enabled: { d, call, value in d.management(call, .setEnabled(value.boolValue ?? false)) },
+            DaemonProperties.enabled: { d, call, value in d.setEnabled(call, value.boolValue ?? false) },
             DaemonProperties.wifiEnabled: { d, call, value in d.management(call, .setWiFiEnabled(value.boolValue ?? false)) },
         ])
 
@@ -100,6 +101,22 @@ final class OwnAPI: FrontEnd {
             call.fail(e)
         } catch {
             call.fail(.invalidArgs("\(error)"))
+        }
+    }
+
+    /// `Enabled` written: root's at once; anyone else's once polkit says that
+    /// caller may (`PolkitCheck`), the core then taking it as the administrator's.
+    private func setEnabled(_ call: MethodCall, _ value: Bool) {
+        call.releaseArguments()
+        host.resolveCaller(call) { [weak self] caller in
+            guard let self else { return }
+            let id = self.host.hold(call)
+            guard !caller.isRoot else { return self.host.feed(.management(id, caller, .setEnabled(value))) }
+            PolkitCheck.check(self.host, caller, action: PolkitCheck.setEnabled) { [weak self] refusal in
+                guard let self else { return }
+                if let refusal { return self.host.abandon(id, refusal) }
+                self.host.feed(.management(id, caller, .setEnabled(value, authorized: true)))
+            }
         }
     }
 
