@@ -506,10 +506,22 @@ click_rect "$(field "$READY_S" window)" "$(field "$READY_S" allow-while-using)"
 wait_for 20 "the window to hear the answer" has_line settings "^decided $DEMO_SCRIPT while-using status=4$"
 wait_for 10 "the demo's row to show it" has_line_after settings "^decided $DEMO_SCRIPT while-using " \
     "^row $DEMO_SCRIPT decision=when-in-use accuracy=full "
+# By keyboard: Tab to the demo's Precise, Space turns it off (less: at once).
+xdotool windowfocus --sync "$SET_WIN" || fail "xdotool windowfocus"
+for _ in $(seq 60); do
+    [[ $(line settings '^focus ') == "focus $DEMO_SCRIPT precise" ]] && break
+    xdotool key Tab
+    sleep 0.05
+done
+[[ $(line settings '^focus ') == "focus $DEMO_SCRIPT precise" ]] || fail "Tab never reached the demo's Precise: $(line settings '^focus ')"
+xdotool key space
+wait_for 10 "Precise off, by keyboard" has_line settings "^decided $DEMO_SCRIPT precise-off status=4$"
+wait_for 10 "the demo's row to show it" has_line_after settings "^decided $DEMO_SCRIPT precise-off " \
+    "^row $DEMO_SCRIPT decision=when-in-use accuracy=reduced "
 click_rect "$SET_WIN" "$(field "$(line settings "^row $DEMO_SCRIPT ")" never)"
 wait_for 10 "Never, at once" has_line settings "^decided $DEMO_SCRIPT never status=2$"
 wait_for 10 "the demo's row to show it" has_line_after settings "^decided $DEMO_SCRIPT never " "^row $DEMO_SCRIPT decision=denied "
-pass "the settings window decides: While Using was confirmed in the user's dialog first (which said the window asked), Never at once"
+pass "the settings window decides: While Using was confirmed in the user's dialog first (which said the window asked), Precise off by keyboard (Tab, Space) and Never at once"
 
 # Ask Next Time for geoconsentctl, in use now: its decision is forgotten and its grant ends.
 ROW=$(line settings '^row [^ ]*/geoconsentctl ')

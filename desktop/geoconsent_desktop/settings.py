@@ -196,6 +196,7 @@ class Settings(Gtk.Window):
 
         self.updating = False
         self.connect("map-event", self._on_map)
+        self.connect("set-focus", self._on_focus)
         self._connect(conn)
 
     @staticmethod
@@ -567,6 +568,14 @@ class Settings(Gtk.Window):
         self.unreachable_text.set_text(text)
         self.unreachable_text.show()
         self.unreachable.show()
+
+    def _on_focus(self, _window, widget):
+        """Says which control has the keyboard focus (for a keyboard user's test)."""
+        for app, controls in self.controls.items():
+            for name, c in controls.items():
+                if c is widget:
+                    return log("focus", app, name)
+        log("focus", "-")
 
     def _on_map(self, *_):
         def ready():
