@@ -358,10 +358,8 @@ public final class Daemon {
                 frontEnds.owner(of: session)?.authorizationChanged(session, status)
             case .confirm(var request):
                 request.sources = location.sourcesOn.filter { $0 != .wifi || location.wifiEnabled }
-                // A settings window's prompt may know the app by its id alone: a path is a program's.
-                let kind = request.identity ?? (request.appID.hasPrefix("/") ? .executable : .unverifiedFlatpak)
-                request.desktopEntry = desktopIndex.entry(naming: request.appID, identity: kind,
-                                                          executable: request.executable.isEmpty ? request.appID : request.executable,
+                request.desktopEntry = desktopIndex.entry(naming: request.appID, identity: request.identity,
+                                                          executable: request.executable,
                                                           script: request.script.isEmpty ? nil : request.script) ?? ""
                 agentCalls.confirm(request)
             case .askExternalAgent(let request):

@@ -15,7 +15,7 @@ extension ConsentCore {
     /// The agent is gone: its prompts count as no answer, and its cap goes with it.
     func dropExternalAgent(_ uid: UInt32) {
         guard let g = externalAgents.removeValue(forKey: uid) else { return }
-        externalChanged.insert(uid)
+        uidsChanged.insert(uid)
         dropPrompts(of: Agent(name: g.name, path: "", uid: uid, external: true))
     }
 
@@ -24,7 +24,7 @@ extension ConsentCore {
     func externalAgentLevel(_ name: String, _ maxAccuracy: Accuracy?) {
         guard let (uid, g) = externalAgents.first(where: { $0.value.name == name }), g.maxAccuracy != maxAccuracy else { return }
         externalAgents[uid]?.maxAccuracy = maxAccuracy
-        externalChanged.insert(uid)
+        uidsChanged.insert(uid)
         if maxAccuracy == nil { endOwnAPIGrants(of: uid) }
     }
 
@@ -32,10 +32,7 @@ extension ConsentCore {
     /// grants of the uid end, as when location is switched off for everyone
     /// (client objects end with their updates, `announceChanges`).
     func endOwnAPIGrants(of uid: UInt32) {
-        for s in sessions.all where s.caller.uid == uid && s.caller.session.busName != nil {
-            sessions[s.caller.session]?.tempGrant = nil
-            sessions[s.caller.session]?.limit = nil
-        }
+        endTemporaryGrants(of: sessions.all.lazy.map(\.caller).filter { $0.uid == uid && $0.session.busName != nil }.map(\.session))
     }
 
     /// Why `caller` may not register an agent of either kind, if it may not:
@@ -86,7 +83,7 @@ extension ConsentCore {
             let isNew = externalAgents[caller.uid] == nil
             externalAgents[caller.uid] = ExternalAgent(name: caller.connection, uid: caller.uid, maxAccuracy: maxAccuracy,
                                                        label: label)
-            externalChanged.insert(caller.uid)
+            uidsChanged.insert(caller.uid)
             if maxAccuracy == nil { endOwnAPIGrants(of: caller.uid) }
             effects.append(.reply(call, .empty))
             // Our own agent answers first: another protocol's is asked only where the uid has none.
@@ -113,10 +110,7 @@ extension ConsentCore {
             if consents.removeValue(forKey: app) != nil { effects.append(.saveConsents(urgent: true)) }
             withdrawSettingsPrompt(app)
             // Forgetting an app also ends its live temporary grants: fail closed.
-            for name in sessions.names(of: app) {
-                sessions[name]?.tempGrant = nil
-                sessions[name]?.limit = nil
-            }
+            endTemporaryGrants(of: sessions.names(of: app))
             effects.append(.reply(call, .empty))
         case .getUserLocation(let uid):
             let target = uid ?? caller.uid
@@ -168,10 +162,7 @@ extension ConsentCore {
                 enabled = value
                 effects.append(.saveEnabled)
                 if !value {
-                    for name in sessions.names {
-                        sessions[name]?.tempGrant = nil
-                        sessions[name]?.limit = nil
-                    }
+                    endTemporaryGrants(of: sessions.names)
                     withdrawAllPrompts()
                 }
                 effects.append(.reply(call, .empty))

@@ -35,10 +35,10 @@ extension ConsentCore {
             r.oneTimeAccuracy = nil
             r.decidedAt = now
             store(app, r)
-            endGrants(of: app)
+            endTemporaryGrants(of: sessions.names(of: app))
         case .ask?:
             if consents.removeValue(forKey: app) != nil { effects.append(.saveConsents(urgent: true)) }
-            endGrants(of: app)
+            endTemporaryGrants(of: sessions.names(of: app))
         case .whileUsing? where record.decision != .whenInUse:
             // More than stored: the user confirms it in their agent's prompt.
             let wanted = accuracy ?? record.oneTimeAccuracy ?? .full
@@ -79,8 +79,7 @@ extension ConsentCore {
     /// The app's status as a caller of it would get it now, without a session
     /// of its own: what is stored, or `restricted` when location is off for it.
     func appStatus(_ app: AppKey) -> AuthorizationStatus {
-        let desktopOff = externalAgents[app.uid].map { $0.maxAccuracy == nil } ?? false
-        if !enabled || usersOff.isOff(app.uid) || policy(app) == .restricted || desktopOff { return .restricted }
+        if locationOff(app) { return .restricted }
         switch consents[app]?.decision {
         case .whenInUse?: return .whenInUse
         case .denied?: return .denied
@@ -104,14 +103,6 @@ extension ConsentCore {
         guard consents[app] != r else { return }
         consents[app] = r
         effects.append(.saveConsents(urgent: true))
-    }
-
-    /// Live temporary grants of `app` end, as at a reset: fail closed.
-    private func endGrants(of app: AppKey) {
-        for name in sessions.names(of: app) {
-            sessions[name]?.tempGrant = nil
-            sessions[name]?.limit = nil
-        }
     }
 
     /// Opens a prompt of `kind` for `app` that the settings call `call` waits
@@ -190,17 +181,14 @@ extension ConsentCore {
     /// Every session of `uid` may have a new status (`announceChanges`), and the
     /// switches are written.
     func userSwitched(_ uid: UInt32) {
-        externalChanged.insert(uid)
+        uidsChanged.insert(uid)
         effects.append(.saveUsersOff)
     }
 
     /// Location went off for `uid`'s apps: their one-time grants end and their
     /// waiting requests are answered now, as when it goes off for everyone.
     private func endAllGrants(of uid: UInt32) {
-        for s in sessions.all where s.caller.uid == uid {
-            sessions[s.caller.session]?.tempGrant = nil
-            sessions[s.caller.session]?.limit = nil
-        }
+        endTemporaryGrants(of: sessions.all.lazy.map(\.caller).filter { $0.uid == uid }.map(\.session))
         // (The switch's own prompt has the empty app id: it stays.)
         withdrawPrompts { $0.uid == uid && !$0.appID.isEmpty }
     }

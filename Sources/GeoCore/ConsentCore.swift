@@ -117,11 +117,11 @@ public final class ConsentCore {
     var endCause = ""
     /// `Enabled` changed in this event: every session may have a new status.
     var allChanged = false
-    /// Uids whose agent of another protocol came, went or changed its cap in
-    /// this event: their client objects' sessions may have a new status (only
-    /// theirs: an agent's arrival and departure, which a caller can repeat at
-    /// will, compare no other session).
-    var externalChanged: Set<UInt32> = []
+    /// Uids whose agent of another protocol came, went or changed its cap, or
+    /// whose own location switch changed, in this event: their sessions may
+    /// have a new status (only theirs: an agent's arrival and departure, which
+    /// a caller can repeat at will, compare no other uid's sessions).
+    var uidsChanged: Set<UInt32> = []
     var now: UInt64 = 0
 
     public init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true,
@@ -223,7 +223,7 @@ public final class ConsentCore {
         sessions.forgetChanges()
         consents.forgetChanges()
         allChanged = false
-        externalChanged = []
+        uidsChanged = []
         return effects
     }
 
@@ -234,8 +234,12 @@ public final class ConsentCore {
     func policy(_ app: AppKey) -> AppPolicy? { config.apps.isEmpty ? nil : config.apps[app.appID] }
 
     /// `restricted` applies to whoever shows the app-id: it only takes away.
-    func isRestricted(_ caller: Caller) -> Bool {
-        !enabled || usersOff.isOff(caller.uid) || policy(caller.app) == .restricted || externalAgentOff(caller)
+    func isRestricted(_ caller: Caller) -> Bool { locationOff(caller.app) }
+
+    /// Location is off for `app`: for everyone (`Enabled`), for its user
+    /// (their own switch, or their desktop's), or for the app (`policy = restricted`).
+    func locationOff(_ app: AppKey) -> Bool {
+        !enabled || usersOff.isOff(app.uid) || policy(app) == .restricted || desktopSwitchOff(app.uid)
     }
 
     /// The agent of another protocol of a client object's uid (it speaks for
@@ -245,14 +249,23 @@ public final class ConsentCore {
         return externalAgents[caller.uid]
     }
 
-    /// The desktop's own location switch is off for the caller's uid, as that
-    /// uid's agent of another protocol says (GNOME Shell's `MaxAccuracyLevel`
-    /// 0 when the user switches location off in GNOME's settings): for every
-    /// session of the uid, our own API's too. (Its reduced cap is for client
-    /// objects only: `externalAgent(of:)`.)
-    func externalAgentOff(_ caller: Caller) -> Bool {
-        guard !externalAgents.isEmpty, let a = externalAgents[caller.uid] else { return false }
+    /// The desktop's own location switch is off for `uid`, as that uid's agent
+    /// of another protocol says (GNOME Shell's `MaxAccuracyLevel` 0 when the
+    /// user switches location off in GNOME's settings): for every session of
+    /// the uid, our own API's too. (Its reduced cap is for client objects
+    /// only: `externalAgent(of:)`.)
+    func desktopSwitchOff(_ uid: UInt32) -> Bool {
+        guard !externalAgents.isEmpty, let a = externalAgents[uid] else { return false }
         return a.maxAccuracy == nil
+    }
+
+    /// The one-time grants of these sessions end (and a lower accuracy they
+    /// asked for with them): fail closed, when what gave them is taken away.
+    func endTemporaryGrants<S: Sequence>(of names: S) where S.Element == SessionID {
+        for name in names {
+            sessions[name]?.tempGrant = nil
+            sessions[name]?.limit = nil
+        }
     }
 
     /// `always` applies only where the app-id is more than the caller's word
@@ -425,10 +438,10 @@ public final class ConsentCore {
             for name in sessions.changed.sorted() {
                 if let app = sessions[name]?.caller.app, !apps.contains(app) { names.append(name) }
             }
-            if !externalChanged.isEmpty {
+            if !uidsChanged.isEmpty {
                 let listed = Set(names)
                 names += sessions.all.lazy.map(\.caller)
-                    .filter { self.externalChanged.contains($0.uid) && !listed.contains($0.session) }
+                    .filter { self.uidsChanged.contains($0.uid) && !listed.contains($0.session) }
                     .map(\.session).sorted()
             }
         }

@@ -55,18 +55,22 @@ public final class DesktopEntryIndex {
     }
 
     /// The path of the entry that names the app (see the type), or nil.
-    public func entry(naming appID: String, identity: IdentityKind, executable: String, script: String?) -> String? {
-        let program = script ?? executable
+    /// `identity` nil: the app is known by its id alone (a settings window's
+    /// prompt, with no call of the app's): a path is a program's, else none.
+    public func entry(naming appID: String, identity: IdentityKind?, executable: String, script: String?) -> String? {
+        let program = script ?? (executable.isEmpty ? appID : executable)
         switch identity {
-        case .systemdUnit:
+        case nil:
+            return appID.hasPrefix("/") ? entryRunning(appID) : nil
+        case .systemdUnit?:
             return entries.path(appID, names: program)
-        case .executable, .script:
+        case .executable?, .script?:
             return entryRunning(program)
-        case .flatpak:
+        case .flatpak?:
             return firstSystemEntry(appID, in: flatpakDirectories)
-        case .snap:
+        case .snap?:
             return firstSystemEntry(appID + "_" + appID, in: snapDirectories)
-        case .unverifiedFlatpak:
+        case .unverifiedFlatpak?:
             return nil
         }
     }

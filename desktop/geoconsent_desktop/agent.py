@@ -268,6 +268,8 @@ class Prompt:
         self.details = details
         self.invocation = invocation
         self.window = None
+        # The administrator's entry the daemon named the app by, read once.
+        self.entry = desktop_entry(details.get("desktop-entry"))
 
     def reply(self, decision):
         if self.invocation is not None:
@@ -335,7 +337,7 @@ class PromptWindow(Gtk.Window):
         identity_proven = proven and verified_text is not None
         script = shown(d.get("script"), 4096)
         installed = d.get("program-installed") is True
-        entry = desktop_entry(d.get("desktop-entry"))
+        entry = prompt.entry
         self.entry_name = shown(entry.get_name(), 100) if entry else ""
         # What the dialog itself says of the identity: a proven one, or a
         # warning where one is deserved (a claimed sandbox, a program where the
@@ -865,7 +867,7 @@ class Agent:
             log("identity", shown(request_id), f"kind={shown(identity) if isinstance(identity, str) else 'unknown'}",
                 f"proven={1 if p.details.get('identity-proven') is True else 0}",
                 f"installed={1 if p.details.get('program-installed') is True else 0}")
-            entry = desktop_entry(p.details.get("desktop-entry"))
+            entry = p.entry
             log("named", shown(request_id), f"entry={shown(entry.get_filename(), 4096) if entry else '-'}",
                 f"name={shown(entry.get_name(), 100) if entry else '-'}")
             if shown(p.details.get("asked-by")):

@@ -121,6 +121,8 @@ class Settings(Gtk.Window):
         # Each app's controls by name (never, ask, while-using, precise): what
         # the user decides with, armed once laid out (_arm_controls).
         self.controls = {}
+        # Whether each app's Precise switch may be used (it has something stored to lower or raise).
+        self.precise_applies = {}
         # Filling rows sets the controls to what is stored: no call for that.
         self.filling = False
         # Where each app's controls were when they armed; the rows' data to log then.
@@ -391,6 +393,7 @@ class Settings(Gtk.Window):
         for child in self.rows.get_children():
             self.rows.remove(child)
         self.controls = {}
+        self.precise_applies = {}
         self.laying_out = True
         self.filling = True
         for app in sorted(set(records) | live):
@@ -465,7 +468,6 @@ class Settings(Gtk.Window):
         precise.connect("toggled", self._on_precise, app)
         box.pack_start(precise, False, False, 0)
         controls["precise"] = precise
-        self.precise_applies = getattr(self, "precise_applies", {})
         self.precise_applies[app] = granted
         for c in controls.values():
             c.set_sensitive(False)  # armed once laid out (_arm_controls)
