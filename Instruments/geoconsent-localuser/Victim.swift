@@ -10,7 +10,10 @@ nonisolated(unsafe) var victimStop: Int32 = 0
 /// agent every time, taps, and asks for a fix. Prints
 /// `round N tap=ok|STATUS|ERROR MS fix=ok|ERROR MS`, and at the end
 /// `summary rounds=… taps-ok=… taps-failed=… fixes-ok=… fixes-failed=… tap-p50-ms=… tap-max-ms=…`.
-func runVictim(bus: String, maxSeconds: Double) -> Int32 {
+/// With `keepConsent`, it keeps its app's confirmation: every tap after the
+/// first is a silent tap (rule 3), checked with its agent's `CheckFocus`
+/// when the agent registered with that feature.
+func runVictim(bus: String, maxSeconds: Double, keepConsent: Bool = false) -> Int32 {
     signal(SIGTERM) { _ in victimStop = 1 }
     let deadline = monotonic() + maxSeconds
     var appID: String?
@@ -23,7 +26,7 @@ func runVictim(bus: String, maxSeconds: Double) -> Int32 {
         if appID == nil, case .success(let v) = call(c, "GetAuthorization") {
             appID = v.dropFirst().first?.vardictValue?["app-id"]?.stringValue
         }
-        if let appID { _ = call(c, "ResetConsent", [.string(appID), .vardict([:])]) }
+        if let appID, !keepConsent { _ = call(c, "ResetConsent", [.string(appID), .vardict([:])]) }
 
         let t0 = monotonic()
         let tap = call(c, "RequestOneTimeAuthorization", [.vardict(["reason": .string("victim round \(round)")])], timeout: 10)

@@ -10,11 +10,11 @@ let usage = """
 usage: geoconsent-localuser --bus ADDRESS COMMAND [OPTIONS]
        geoconsent-localuser deny-capset PROGRAM [ARGS...]
       runs PROGRAM with capset(2) failing (EPERM), as a SystemCallFilter= denying it does
-  victim [--max-seconds S]
+  victim [--max-seconds S] [--keep-consent yes]
       round after round on a fresh connection: forget the app's one-time
       confirmation, tap (this uid's agent answers), fetch a fix; prints each
       round and, on SIGTERM, a summary with the tap latencies
-  agent [--answer DECISION|never]
+  agent [--answer DECISION|never] [--features focus,notices] [--focus yes|no|hold]
       a consent agent for this uid that prints what each Confirm carries (UTF-8
       as hex) and answers DECISION (default allow-once), or never answers
   tap [--app-name NAME]
@@ -110,9 +110,12 @@ setvbuf(stdout, nil, _IOLBF, 0)
 
 switch argv[3] {
 case "victim":
-    exit(runVictim(bus: bus, maxSeconds: Double(options.values["--max-seconds"] ?? "") ?? 300))
+    exit(runVictim(bus: bus, maxSeconds: Double(options.values["--max-seconds"] ?? "") ?? 300,
+                   keepConsent: options.values["--keep-consent"] == "yes"))
 case "agent":
-    exit(runAgent(bus: bus, answer: options.values["--answer"] ?? "allow-once"))
+    exit(runAgent(bus: bus, answer: options.values["--answer"] ?? "allow-once",
+                  features: (options.values["--features"] ?? "").split(separator: ",").map(String.init),
+                  focus: options.values["--focus"] ?? "yes"))
 case "tap":
     exit(runTap(bus: bus, appName: options.values["--app-name"] ?? "geoconsent-localuser"))
 case "taps":

@@ -35,7 +35,9 @@ public enum GeoConsentAPI {
             .init(name: "StopUpdates", inArgs: [], outArgs: []),
             .init(name: "Revoke", inArgs: [], outArgs: []),
             .init(name: "RegisterAgent", inArgs: [Arg("path", "o")], outArgs: []),
+            .init(name: "RegisterAgentWithOptions", inArgs: [Arg("path", "o"), Arg("options", "a{sv}")], outArgs: []),
             .init(name: "UnregisterAgent", inArgs: [Arg("path", "o")], outArgs: []),
+            .init(name: "EndGrants", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: []),
             .init(name: "ListConsents", inArgs: [], outArgs: [Arg("consents", "a(usa{sv})")]),
             .init(name: "ResetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: []),
             .init(name: "SetConsent", inArgs: [Arg("app_id", "s"), Arg("options", "a{sv}")], outArgs: [Arg("status", "u")]),
@@ -68,6 +70,8 @@ public enum GeoConsentAPI {
                   inArgs: [Arg("request_id", "s"), Arg("app_id", "s"), Arg("kind", "s"), Arg("details", "a{sv}")],
                   outArgs: [Arg("decision", "s")]),
             .init(name: "Cancel", inArgs: [Arg("request_id", "s")], outArgs: []),
+            .init(name: "Notice", inArgs: [Arg("app_id", "s"), Arg("kind", "s"), Arg("details", "a{sv}")], outArgs: []),
+            .init(name: "CheckFocus", inArgs: [Arg("pid", "u"), Arg("details", "a{sv}")], outArgs: [Arg("answer", "a{sv}")]),
         ],
         signals: [],
         properties: [])

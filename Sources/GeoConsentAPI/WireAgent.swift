@@ -157,3 +157,72 @@ public enum CancelCall {
         values.count == 1 ? values[0].stringValue : nil
     }
 }
+
+/// `Notice(s app_id, s kind, a{sv} details) -> ()`: a silent tap's grant, told
+/// to an agent with the `notices` feature.
+public enum NoticeCall {
+    public static let member = "Notice"
+    /// The one kind of this contract.
+    public static let silentGrant = "silent-grant"
+
+    /// The daemon's call: the app as `Confirm` shows it, and what the tap rests on.
+    public static func encode(_ n: NoticeRequest) -> [DBusValue] {
+        let r = n.about
+        return [.string(r.appID), .string(silentGrant), .vardict([
+            "app-name": .string(r.appName),
+            "accuracy": .string(r.accuracy.rawValue),
+            "identity": .string(r.identity?.rawValue ?? ""),
+            "identity-proven": .bool(r.identityProven),
+            "executable": .string(r.executable),
+            "script": .string(r.script),
+            "desktop-entry": .string(r.desktopEntry),
+            "focus": .string(n.witness.rawValue),
+            "always": .bool(n.always),
+        ])]
+    }
+
+    /// An agent's reading: the app id, the kind, what the tap rests on (nil
+    /// for a word this library does not know) and whether it must be shown;
+    /// nil unless the values are typed as declared.
+    public static func decode(_ values: [DBusValue]) -> (appID: String, kind: String, witness: TapWitness?, always: Bool)? {
+        guard values.count == 3, let app = values[0].stringValue, let kind = values[1].stringValue,
+              let d = values[2].vardictValue else { return nil }
+        return (app, kind, d["focus"]?.stringValue.flatMap(TapWitness.init(rawValue:)), d["always"]?.boolValue ?? false)
+    }
+}
+
+/// `CheckFocus(u pid, a{sv} details) -> (a{sv} answer)`: is the tapping process the app in front?
+public enum CheckFocusCall {
+    public static let member = "CheckFocus"
+
+    public static func encode(_ r: FocusCheckRequest) -> [DBusValue] {
+        [.uint32(r.pid), .vardict(["app-id": .string(r.appID)])]
+    }
+
+    /// The pid asked about; nil unless typed as declared.
+    public static func decode(_ values: [DBusValue]) -> UInt32? {
+        guard values.count == 2, let pid = values[0].uint32Value, values[1].vardictValue != nil else { return nil }
+        return pid
+    }
+}
+
+/// `CheckFocus`'s reply: `(a{sv} answer)` with `focused`, `press` and `via`.
+public enum CheckFocusReply {
+    public static func encode(focused: FocusFact, press: FocusFact, via: String) -> [DBusValue] {
+        [.vardict(["focused": .string(focused.rawValue), "press": .string(press.rawValue), "via": .string(via)])]
+    }
+
+    /// What the daemon makes of a reply: without a `focused` it knows, or of
+    /// another shape, it is no answer (rule 3 then prompts). A `press` it does
+    /// not know reads as `no`, the reading that prompts.
+    public static func decode(signature: String, _ values: [DBusValue]) -> FocusAnswer {
+        guard signature == "a{sv}", let d = values.first?.vardictValue else {
+            return .noAnswer("a reply of type (\(signature)), not (a{sv})")
+        }
+        guard let f = d["focused"]?.stringValue.flatMap(FocusFact.init(rawValue:)) else {
+            return .noAnswer("a reply without a 'focused' of yes, no or unknown")
+        }
+        let press = d["press"].map { $0.stringValue.flatMap(FocusFact.init(rawValue:)) ?? .no } ?? .unknown
+        return .answered(focused: f, press: press)
+    }
+}

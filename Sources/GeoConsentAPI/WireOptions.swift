@@ -165,4 +165,30 @@ public enum OptionDictionary {
         }
         return (decision, accuracy, try uid(d))
     }
+
+    // MARK: RegisterAgentWithOptions
+
+    /// At most this many features, each at most this long (a later contract
+    /// may name more than this one knows; none needs to be long).
+    public static let maxFeatures = 16
+    public static let maxFeatureBytes = 64
+
+    /// `features` when given.
+    public static func encodeAgentOptions(features: [String]) -> DBusValue {
+        .vardict(["features": .array(element: "s", features.map { .string($0) })])
+    }
+
+    /// `RegisterAgentWithOptions` options: the features the agent names; unknown ones are ignored.
+    public static func decodeAgentOptions(_ v: DBusValue) throws -> AgentFeatures {
+        let d = try dict(v)
+        guard let f = d["features"] else { return [] }
+        guard case .array(let element, let items) = f, element == "s" else {
+            throw DBusError.invalidArgs("option 'features' must be of type as, got \(f.signature)")
+        }
+        guard items.count <= maxFeatures else {
+            throw DBusError.invalidArgs("option 'features' names \(items.count) features, more than the \(maxFeatures) allowed")
+        }
+        let words = try items.map { try bounded($0.stringValue ?? "", "a feature", max: maxFeatureBytes) }
+        return AgentFeatures(words: words)
+    }
 }

@@ -156,17 +156,22 @@ public enum ConsentRecordDictionary {
             "one-time-accuracy": .string(r.oneTimeAccuracy?.rawValue ?? ""),
             "decided-at": .uint64(r.decidedAt),
             "last-used": .uint64(r.lastUsed),
+            "lapsed": .string(r.lapsed),
+            "lapsed-at": .uint64(r.lapsedAt),
         ])
     }
 
     /// Nil unless `value` is an `a{sv}`; missing or unknown values read as none, false and 0.
     public static func decode(_ value: DBusValue) -> ConsentRecord? {
         guard let d = value.vardictValue else { return nil }
-        return ConsentRecord(
+        var r: ConsentRecord? = ConsentRecord(
             decision: StoredDecision(rawValue: d["decision"]?.stringValue ?? ""),
             decisionAccuracy: Accuracy(rawValue: d["decision-accuracy"]?.stringValue ?? ""),
             oneTimeApproved: d["one-time-approved"]?.boolValue ?? false,
             oneTimeAccuracy: Accuracy(rawValue: d["one-time-accuracy"]?.stringValue ?? ""),
             decidedAt: d["decided-at"]?.uint64Value ?? 0, lastUsed: d["last-used"]?.uint64Value ?? 0)
+        r?.lapsed = d["lapsed"]?.stringValue ?? ""
+        r?.lapsedAt = d["lapsed-at"]?.uint64Value ?? 0
+        return r
     }
 }

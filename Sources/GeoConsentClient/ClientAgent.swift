@@ -228,5 +228,9 @@ final class AgentEndpoint {
             endpoint.pending.removeValue(forKey: id)?.fail(.failed("The prompt \(id) was withdrawn"))
             endpoint.requests.yield(.cancel(requestID: id))
         },
+        // This library's agent registers with no features (`RegisterAgent`), so
+        // the daemon sends it neither; a call from elsewhere gets the plain answers.
+        NoticeCall.member: { _, call in call.reply() },
+        CheckFocusCall.member: { _, call in call.reply(CheckFocusReply.encode(focused: .unknown, press: .unknown, via: "none")) },
     ])
 }

@@ -17,7 +17,10 @@ public struct CallBudgets {
         public func hash(into h: inout Hasher) { h.combine(name) }
 
         /// `Agent.Confirm` to a uid's consent agent; the uid is the agent's.
-        public static let consentAgent = Purpose("consent agent", Budget(perUID: 8, total: 48, guaranteed: 4))
+        public static let consentAgent = Purpose("consent agent", Budget(perUID: 8, total: 44, guaranteed: 4))
+        /// `Agent.CheckFocus` before a silent tap: one at a time per uid, and
+        /// answered within `ConsentAgentCalls.focusTimeout`; beyond it the tap prompts.
+        public static let focusCheck = Purpose("focus check", Budget(perUID: 1, total: 4, guaranteed: 1))
         /// Placing a caller in its login session and reading that session; the uid is the caller's.
         public static let logind = Purpose("logind", Budget(perUID: 4, total: 24, guaranteed: 2))
     }
@@ -44,7 +47,7 @@ public struct CallBudgets {
     /// guaranteed those 4, and 8 per uid leaves room for prompts whose agent is
     /// slow to answer. One placement in a login session asks logind one
     /// question at a time.
-    private(set) var purposes: Set<Purpose> = [.consentAgent, .logind]
+    private(set) var purposes: Set<Purpose> = [.consentAgent, .focusCheck, .logind]
 
     /// Calls may be made for `purpose` from now on; false (and nothing
     /// changes) when its total would take the purposes' totals past `hardLimit`.

@@ -75,6 +75,48 @@ final class ConsentAgentCalls {
         }
     }
 
+    /// How long a silent tap waits for the agent's `CheckFocus`: the agent
+    /// answers from what it already knows of the display, so a second is ample,
+    /// and an app's button waits no longer than that without a prompt.
+    static let focusTimeout = 1.0
+
+    /// Asks the agent whether the tapping process is the app in front; the
+    /// answer (or why there is none) goes back to the core.
+    func checkFocus(_ r: FocusCheckRequest) {
+        let answer: (FocusAnswer) -> Void = { [weak self] in self?.feed(.focusAnswered(requestID: r.requestID, $0)) }
+        do {
+            let m = try Message.methodCall(destination: r.agentName, path: r.agentPath,
+                                           interface: GeoConsentAPI.agentInterfaceName, member: CheckFocusCall.member)
+            try m.append(CheckFocusCall.encode(r))
+            let refused = outgoing.call(m, purpose: .focusCheck, uid: r.uid, callee: r.agentName,
+                                        timeout: Self.focusTimeout, tag: r.requestID) { result in
+                switch result {
+                case .success(let reply): answer(CheckFocusReply.decode(signature: reply.signature, reply.arguments()))
+                case .failure(let e): answer(.noAnswer(e.description))
+                }
+            }
+            if let refused {
+                refused.log("CheckFocus", callee: r.agentName, uid: r.uid, noteAttack: { attackLog.note($0, uid: $1, $2) })
+                loop.later { answer(.noAnswer(refused.description)) }
+            }
+        } catch {
+            loop.later { answer(.noAnswer("\(error)")) }
+        }
+    }
+
+    /// Tells the agent of a silent tap's grant. No reply is awaited, so it
+    /// holds no slot of the bus's or the budgets' (the core sends one per app a minute at most).
+    func notice(_ n: NoticeRequest) {
+        // app-name is the client's own claim: escaped as Confirm's is.
+        var n = n
+        n.about.appName = DisplayText.escaped(n.about.appName)
+        guard let m = try? Message.methodCall(destination: n.about.agentName, path: n.about.agentPath,
+                                              interface: GeoConsentAPI.agentInterfaceName, member: NoticeCall.member),
+              (try? m.append(NoticeCall.encode(n))) != nil else { return }
+        m.noReplyExpected = true
+        connection.send(m)
+    }
+
     /// The core withdrew a prompt (its clients left, location was switched off).
     func cancel(_ agentName: String, _ agentPath: String, _ requestID: String) {
         // A Confirm never sent (refused by its budget) has nothing to withdraw.

@@ -137,6 +137,9 @@ public final class Daemon {
             throw StartupError("cannot own \(GeoConsentAPI.busName) on the \(bus): \(error)")
         }
         inbox.daemon = self
+        // Stored decisions that lapsed unused while the daemon was not running
+        // lapse now, and the core's wake-up is armed for the next one.
+        feed(.wokeUp)
         if let helper = identity as? IdentityHelperClient { watch(helper) }
         connection.onDisconnect = { [weak self] in
             Log.error("lost the connection to the \(bus)")
@@ -296,6 +299,7 @@ public final class Daemon {
         if case .sessionEnded(let name) = event { ended = core.connection(ofSession: name) }
         let effects = core.handle(event, now: GeoSystem.now())
         let notes = core.grantNotes
+        let lapses = core.lapseNotes
         if let ended, !core.hasSessions(connection: ended) { processes.forget(ended) }
         let count = core.sessionCount
         sessionPeak = max(sessionPeak, count)
@@ -304,6 +308,7 @@ public final class Daemon {
         // The grant journal (GrantJournal.swift): after the effects, so a line
         // never tells of a grant the app has not been told of yet.
         for n in notes { Log.byCaller(uid: n.uid, .info, n.description) }
+        for n in lapses { Log.byCaller(uid: n.app.uid, .info, n.description) }
         countGrants(notes)
         if case .request(_, let caller, _) = event { watchProcess(of: caller) }
     }
@@ -368,6 +373,13 @@ public final class Daemon {
                 }
             case .cancel(let agentName, let agentPath, let requestID):
                 agentCalls.cancel(agentName, agentPath, requestID)
+            case .checkFocus(let request):
+                agentCalls.checkFocus(request)
+            case .notice(var notice):
+                notice.about.desktopEntry = desktopIndex.entry(naming: notice.about.appID, identity: notice.about.identity,
+                                                               executable: notice.about.executable,
+                                                               script: notice.about.script.isEmpty ? nil : notice.about.script) ?? ""
+                agentCalls.notice(notice)
             case .saveConsents(let urgent):
                 if urgent {
                     if let e = persistence.saveConsents() { saveFailure = e }

@@ -97,6 +97,12 @@ public enum ConfigParser {
                     result.idleExit = try seconds(value, key: key, allowZero: true, fail: fail)
                 case "agent-wait":
                     result.agentWait = try seconds(value, key: key, allowZero: true, fail: fail)
+                case "unused-lapse":
+                    // At most about 100 years: days times a day's microseconds must fit in 64 bits.
+                    guard let v = UInt32(value), v <= 36_500, value == String(v) else {
+                        throw fail("unused-lapse must be a whole number of days from 0 to 36500, not '\(value)'")
+                    }
+                    result.unusedLapseDays = v
                 case "reduced-grid":
                     guard let v = decimal(value), reducedGridRange.contains(v) else {
                         throw fail("reduced-grid must be a number of metres from 1 to 1000000, not '\(value)'")

@@ -69,13 +69,14 @@ extension ConsentCore {
 
     func management(_ call: CallID, _ caller: Caller, _ request: ManagementRequest) {
         switch request {
-        case .registerAgent(let path):
+        case .registerAgent(let path, let features):
             if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
             if let a = agents[caller.uid] {
-                if a.name == caller.connection && a.path == path { return effects.append(.reply(call, .empty)) }
-                return effects.append(.fail(call, .agentExists))
+                guard a.name == caller.connection && a.path == path else { return effects.append(.fail(call, .agentExists)) }
+                agents[caller.uid]?.features = features   // the same agent again, maybe with other features
+                return effects.append(.reply(call, .empty))
             }
-            agents[caller.uid] = Agent(name: caller.connection, path: path, uid: caller.uid)
+            agents[caller.uid] = Agent(name: caller.connection, path: path, uid: caller.uid, features: features)
             effects.append(.reply(call, .empty))
             agentArrived(caller.uid)
         case .addExternalAgent(let maxAccuracy, let label):
@@ -88,6 +89,20 @@ extension ConsentCore {
             effects.append(.reply(call, .empty))
             // Our own agent answers first: another protocol's is asked only where the uid has none.
             if isNew && agents[caller.uid] == nil { agentArrived(caller.uid, external: true) }
+        case .endGrants(let appID, let uid):
+            if caller.sandboxed { return effects.append(.fail(call, .accessDenied("Sandboxed applications cannot stop other apps' grants"))) }
+            let target = uid ?? caller.uid
+            if target != caller.uid && !caller.isRoot {
+                return effects.append(.fail(call, .accessDenied("Only root may stop another user's apps")))
+            }
+            for name in sessions.names(of: AppKey(uid: target, appID: appID)).sorted() {
+                // As the app's own Revoke: a stored decision still applies, the updates stop.
+                sessions[name]?.tempGrant = nil
+                sessions[name]?.limit = nil
+                sessions[name]?.updates = false
+                endGrant(name)
+            }
+            effects.append(.reply(call, .empty))
         case .unregisterAgent(let path):
             guard let a = agents[caller.uid], a.name == caller.connection, a.path == path else {
                 return effects.append(.fail(call, .invalidArgs("No agent is registered at \(path) by this connection")))

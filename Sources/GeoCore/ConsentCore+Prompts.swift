@@ -5,8 +5,9 @@
 /// withdrawn.
 extension ConsentCore {
     /// `RequestOneTimeAuthorization` and `RequestWhenInUseAuthorization`, rules 1-4 of docs/dbus-api.md.
+    /// `tap`: what the agent's `CheckFocus` made of a silent tap, once answered (ConsentCore+Taps.swift).
     func authorize(_ call: CallID, _ name: SessionID, _ kind: PromptKind, _ o: AuthOptions,
-                           start: UpdateOptions? = nil) {
+                   start: UpdateOptions? = nil, tap: TapVerdict? = nil) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
         let a = o.accuracy
@@ -36,11 +37,20 @@ extension ConsentCore {
         switch kind {
         case .oneTime:
             if let r = record, r.oneTimeApproved, (r.oneTimeAccuracy ?? .full).covers(a) {
-                // Rule 3: the user confirmed the button once; later taps are silent.
-                // (No grant where the connection's process is gone: its status then.)
-                guard grantTemporary(name, a) else { return effects.append(.reply(call, .status(status(s)))) }
-                noteUse(app)
-                return effects.append(.reply(call, .status(.whenInUse)))
+                // Rule 3: the user confirmed the button once; later taps are silent
+                // if the app is in front, where the desktop can tell.
+                switch tapVerdict(call, name, o, start: start, answered: tap) {
+                case nil:
+                    return   // the agent is asked first
+                case .silent(let witness)?:
+                    // (No grant where the connection's process is gone: its status then.)
+                    guard grantTemporary(name, a) else { return effects.append(.reply(call, .status(status(s)))) }
+                    noteUse(app)
+                    noticeSilentGrant(s.caller, o, a, witness)
+                    return effects.append(.reply(call, .status(.whenInUse)))
+                case .prompt?:
+                    break   // asked as a first tap is
+                }
             }
         case .whenInUse:
             if record?.decision == .denied {
@@ -73,7 +83,7 @@ extension ConsentCore {
 
     /// Updates `last-used` of an existing record; written lazily (not a decision).
     func noteUse(_ app: AppKey) {
-        guard var r = consents[app] else { return }
+        guard var r = consents[app], r.lastUsed != now else { return }
         r.lastUsed = now
         consents[app] = r
         effects.append(.saveConsents(urgent: false))
@@ -288,6 +298,8 @@ extension ConsentCore {
         for waiters in queued.values {
             for w in waiters { if let d = w.agentDeadline, d < (next ?? .max) { next = d } }
         }
+        // And the earliest lapse of a stored decision (ConsentCore+Lapse.swift).
+        if config.unusedLapseDays > 0, nextLapseCheck != .max, nextLapseCheck < (next ?? .max) { next = nextLapseCheck }
         guard next != armedWakeUp else { return }
         armedWakeUp = next
         effects.append(.wakeUp(at: next))
@@ -296,6 +308,7 @@ extension ConsentCore {
     /// The agent is gone: its open prompts count as no answer.
     func dropAgent(_ uid: UInt32) {
         guard let agent = agents.removeValue(forKey: uid) else { return }
+        forgetNotices(of: uid)
         dropPrompts(of: agent)
     }
 

@@ -45,6 +45,8 @@ extension ConsentCore {
                 } else {
                     prompts[id] = p
                 }
+            case .focus(let id)?:
+                focusChecks[id] = nil   // its answer, when it comes, is dropped
             case nil:
                 break
             }
@@ -131,6 +133,8 @@ extension ConsentCore {
             } else {
                 prompts[id] = p
             }
+        case .focus(let id):
+            waiter = focusChecks.removeValue(forKey: id)
         case .queued:
             waiter = queued[app]?.first { $0.session == name }
             queued[app]?.removeAll { $0.session == name }

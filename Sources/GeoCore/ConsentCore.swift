@@ -34,6 +34,8 @@ public final class ConsentCore {
         case prompt(String)
         /// Waits for the app's open prompt to end (in `queued`).
         case queued
+        /// A silent tap waits for the agent's `CheckFocus` with this id (in `focusChecks`).
+        case focus(String)
     }
 
     struct Agent: Equatable {
@@ -44,6 +46,8 @@ public final class ConsentCore {
         /// ours (`ExternalAgent`): asked through its front end, and never sent
         /// `Cancel` (it has none).
         var external = false
+        /// What it serves beyond `Confirm` and `Cancel`.
+        var features: AgentFeatures = []
     }
 
     struct Waiter {
@@ -92,6 +96,12 @@ public final class ConsentCore {
     /// a request waiting for an agent; nil when none waits.
     var armedWakeUp: UInt64?
     var nextPromptID = 1
+    /// Silent taps waiting for the agent's `CheckFocus` (ConsentCore+Taps.swift).
+    var focusChecks: [String: Waiter] = [:]
+    /// When each app's last `Notice` went to its uid's agent, per uid (at most one a minute per app).
+    var lastNotice: [UInt32: [String: UInt64]] = [:]
+    /// The earliest time a stored decision can lapse unused (ConsentCore+Lapse.swift); 0: not looked yet.
+    var nextLapseCheck: UInt64 = 0
     /// Connections whose first process exited while they live on in another
     /// process (`processExited`): none of their sessions holds a temporary
     /// grant. Kept until the name leaves the bus.
@@ -141,6 +151,8 @@ public final class ConsentCore {
     /// The grant journal's lines of the last event (GrantJournal.swift): the
     /// daemon logs them after carrying out its effects.
     public internal(set) var grantNotes: [GrantNote] = []
+    /// The journal's lines of decisions that lapsed in the last event.
+    public internal(set) var lapseNotes: [LapseNote] = []
     public func hasSession(_ name: SessionID) -> Bool { sessions[name] != nil }
     /// The connection of session `name` (its own, or its client object's), while it exists.
     public func connection(ofSession name: SessionID) -> String? { sessions[name]?.caller.connection }
@@ -185,10 +197,13 @@ public final class ConsentCore {
         ended = []
         pausedNow = []
         grantNotes = []
+        lapseNotes = []
         endCause = event.grantEndCause
         if case .externalAgentLevel(let name, _) = event, let a = externalAgents.values.first(where: { $0.name == name }) {
             endCause = "its \(a.label) switched location off"
         }
+        // Before the event: a request after a lapse's time finds it lapsed.
+        lapseUnused()
         switch event {
         case .request(let call, let caller, let appRequest):
             request(call, caller, appRequest)
@@ -196,6 +211,8 @@ public final class ConsentCore {
             management(call, caller, request)
         case .agentAnswered(let id, let answer):
             answered(id, answer)
+        case .focusAnswered(let id, let answer):
+            focusAnswered(id, answer)
         case .nameLeft(let name):
             nameLeft(name)
         case .sessionEnded(let name):
@@ -219,6 +236,7 @@ public final class ConsentCore {
         }
         announceChanges()
         tellWatchers()
+        followLapseTimes()
         rearmWakeUp()
         sessions.forgetChanges()
         consents.forgetChanges()
@@ -331,7 +349,12 @@ public final class ConsentCore {
         sessions.add(s)
         watchedChanged.insert(caller.uid)
         // A stored decision (or the config) grants a new session of the app from its first call.
-        if s.lastGranted, let a = effectiveAccuracy(s) { grantNotes.append(GrantNote(caller, .began(a, temporary: false))) }
+        if s.lastGranted, let a = effectiveAccuracy(s) {
+            grantNotes.append(GrantNote(caller, .began(a, temporary: false)))
+            // A stored decision in use does not lapse (ConsentCore+Lapse.swift): a
+            // grant it gives is a use, unless the session begins paused (no fix can come).
+            if s.lastPause == nil, consents[caller.app]?.decision == .whenInUse { noteUse(caller.app) }
+        }
         // Before any updates of this session can start: they start paused.
         if let p = s.lastPause { effects.append(.pauseFixes(session: caller.session, p)) }
         return s

@@ -151,7 +151,9 @@ public enum AppRequest: Equatable, Sendable {
 
 /// Consent and agent management calls (they do not start a session).
 public enum ManagementRequest: Equatable, Sendable {
-    case registerAgent(path: String)
+    case registerAgent(path: String, features: AgentFeatures = [])
+    /// The indicator's Stop (`EndGrants`): the app's temporary grants and updates end now.
+    case endGrants(appID: String, uid: UInt32?)
     case unregisterAgent(path: String)
     case listConsents
     case resetConsent(appID: String, uid: UInt32?)
@@ -187,6 +189,8 @@ public enum CoreEvent: Equatable, Sendable {
     case request(CallID, Caller, AppRequest)
     case management(CallID, Caller, ManagementRequest)
     case agentAnswered(requestID: String, AgentAnswer)
+    /// The agent's answer to `CheckFocus` before a silent tap (or why there is none).
+    case focusAnswered(requestID: String, FocusAnswer)
     /// A unique name left the bus: its session and those of its client objects end.
     case nameLeft(String)
     /// A client object's session ends (`Stop`, the object deleted, its `Start`
@@ -433,6 +437,11 @@ public enum CoreEffect: Equatable, Sendable {
     /// it; it has no `Cancel`, so a withdrawn prompt's late answer is just dropped.
     case askExternalAgent(ExternalPromptRequest)
     case cancel(agentName: String, agentPath: String, requestID: String)
+    /// Ask the agent whether the tapping process is the app in front (`CheckFocus`);
+    /// its answer comes back as `focusAnswered`, within its budget.
+    case checkFocus(FocusCheckRequest)
+    /// Tell the agent of a silent tap's grant (`Notice`); no answer is awaited.
+    case notice(NoticeRequest)
     /// Write consent records. `urgent`: before any later effect (a decision);
     /// otherwise it may be batched (only `last-used` changed).
     case saveConsents(urgent: Bool)
@@ -469,4 +478,101 @@ public enum CoreEffect: Equatable, Sendable {
     /// cancel it, nothing waits. (Requests waiting for an agent give up then;
     /// an early wake-up does no harm.)
     case wakeUp(at: UInt64?)
+}
+
+/// What an agent of ours serves beyond `Confirm` and `Cancel`
+/// (`RegisterAgentWithOptions`' `features`): an agent of the earlier contract has none.
+public struct AgentFeatures: OptionSet, Equatable, Hashable, Sendable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// Send it `Notice` at each silent tap's grant.
+    public static let notices = AgentFeatures(rawValue: 1)
+    /// Ask it `CheckFocus` before a silent tap.
+    public static let focus = AgentFeatures(rawValue: 2)
+
+    /// The features named by these words; unknown words (a later contract's) are ignored.
+    public init(words: [String]) {
+        self = []
+        for w in words {
+            switch w {
+            case "notices": insert(.notices)
+            case "focus": insert(.focus)
+            default: break
+            }
+        }
+    }
+}
+
+/// One of `CheckFocus`'s three-valued answers.
+public enum FocusFact: String, Equatable, Sendable {
+    case yes, no, unknown
+}
+
+/// An agent's answer to `CheckFocus`, or why there is none.
+public enum FocusAnswer: Equatable, Sendable {
+    case answered(focused: FocusFact, press: FocusFact)
+    case noAnswer(String)
+
+    /// Rule 3 of `RequestOneTimeAuthorization`: what the tap is, by this
+    /// answer. Another window in front, or no press where presses can be
+    /// seen, is no tap on the app's button; no answer fails closed.
+    var verdict: TapVerdict {
+        switch self {
+        case .noAnswer: return .prompt
+        case .answered(.no, _), .answered(.yes, .no): return .prompt
+        case .answered(.yes, .yes): return .silent(.pressed)
+        case .answered(.yes, .unknown): return .silent(.inFront)
+        case .answered(.unknown, _): return .silent(.unknown)
+        }
+    }
+}
+
+/// What a silent tap rests on (`Notice`'s `focus`).
+public enum TapWitness: String, Equatable, Sendable {
+    /// The app in front, with a physical press in its window.
+    case pressed
+    /// The app in front, where presses cannot be seen.
+    case inFront = "in-front"
+    /// The desktop could not tell, or the agent was not asked.
+    case unknown
+}
+
+/// What rule 3 makes of a tap.
+enum TapVerdict: Equatable {
+    /// Granted without a prompt.
+    case silent(TapWitness)
+    /// It is asked as a first tap is (rule 4).
+    case prompt
+}
+
+/// `CheckFocus` for one silent tap.
+public struct FocusCheckRequest: Equatable, Sendable {
+    public var agentName: String
+    public var agentPath: String
+    public var requestID: String
+    public var uid: UInt32
+    /// The tapping process, in the daemon's PID namespace.
+    public var pid: UInt32
+    public var appID: String
+    public init(agentName: String, agentPath: String, requestID: String, uid: UInt32, pid: UInt32, appID: String) {
+        self.agentName = agentName
+        self.agentPath = agentPath
+        self.requestID = requestID
+        self.uid = uid
+        self.pid = pid
+        self.appID = appID
+    }
+}
+
+/// `Notice` of a silent tap's grant: the app as a prompt would show it
+/// (`about`, whose request id and timeout mean nothing here), and what the tap rests on.
+public struct NoticeRequest: Equatable, Sendable {
+    public var about: ConfirmRequest
+    public var witness: TapWitness
+    /// Shown even where the user switched notices off: nothing verified the tap.
+    public var always: Bool { witness == .unknown }
+    public init(about: ConfirmRequest, witness: TapWitness) {
+        self.about = about
+        self.witness = witness
+    }
 }

@@ -103,6 +103,9 @@ extension ConsentCore {
         subscript(app: AppKey) -> ConsentRecord? {
             get { all[app] }
             set {
+                var newValue = newValue
+                // A decision stored again ends what a lapse said.
+                if newValue?.storesDecision == true { newValue?.lapsed = ""; newValue?.lapsedAt = 0 }
                 let old: ConsentRecord?
                 if let newValue { old = all.updateValue(newValue, forKey: app) } else { old = all.removeValue(forKey: app) }
                 if (old == nil) != (newValue == nil) {

@@ -57,6 +57,7 @@ extension CoreEvent {
         case .request(_, _, .revoke): return "the app revoked it"
         case .management(_, _, .resetConsent): return "its consent was reset"
         case .management(_, _, .setConsent): return "the user changed its decision"
+        case .management(_, _, .endGrants): return "the user stopped it"
         case .management(_, _, .setEnabled(false, _)): return "location was switched off"
         case .management(_, _, .setUserLocation(false, _)): return "its user switched location off"
         case .nameLeft: return "the app left the bus"

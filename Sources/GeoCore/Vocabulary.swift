@@ -76,6 +76,14 @@ public struct ConsentRecord: Equatable, Sendable {
     public var oneTimeAccuracy: Accuracy?
     public var decidedAt: UInt64
     public var lastUsed: UInt64
+    /// What lapsed unused ("Decisions that lapse"), `;`-separated; "" for a
+    /// record that never lapsed or stored a decision since.
+    public var lapsed: String = ""
+    /// When it lapsed; 0 when `lapsed` is empty.
+    public var lapsedAt: UInt64 = 0
+
+    /// It stores a decision of any kind (not only a lapse or a use).
+    public var storesDecision: Bool { decision != nil || oneTimeApproved }
 
     public init(decision: StoredDecision? = nil, decisionAccuracy: Accuracy? = nil,
                 oneTimeApproved: Bool = false, oneTimeAccuracy: Accuracy? = nil,
@@ -121,6 +129,9 @@ public struct Config: Equatable, Sendable {
     /// instead of `NoAgent` at once (`[daemon] agent-wait`): the agent starts
     /// with the session, maybe after the first app. 0: never wait.
     public var agentWait: Double = 20
+    /// Days an app's stored decisions last without a grant (`[daemon]
+    /// unused-lapse`, "Decisions that lapse"); 0: forever.
+    public var unusedLapseDays: UInt32 = 90
     /// Cell size in metres for reduced accuracy.
     public var reducedGrid: Double = 5000
     /// Where consent records and `Enabled` are kept.

@@ -213,7 +213,7 @@ public final class StateStore: Sendable {
                 r.oneTimeAccuracy?.rawValue ?? "-",
                 String(r.decidedAt),
                 String(r.lastUsed),
-            ]
+            ] + (r.lapsed.isEmpty ? [] : [escape(r.lapsed), String(r.lapsedAt)])
             out += fields.joined(separator: "\t") + "\n"
         }
         return out
@@ -231,7 +231,10 @@ public final class StateStore: Sendable {
             let n = index + 1
             func fail(_ reason: String) -> ParseFailure { ParseFailure(line: n, reason: reason) }
             let fields = line.split(separator: 0x09, omittingEmptySubsequences: false)
-            guard fields.count == 8 else { throw fail("expected 8 tab-separated fields, found \(fields.count)") }
+            // Ten for a record whose decisions lapsed, so that files without one stay as before.
+            guard fields.count == 8 || fields.count == 10 else {
+                throw fail("expected 8 or 10 tab-separated fields, found \(fields.count)")
+            }
             guard let uidValue = number(fields[0]), uidValue <= UInt64(UInt32.max) else { throw fail("bad uid") }
             guard let appID = unescape(fields[1]) else { throw fail("bad app-id escaping") }
             let decision: StoredDecision?
@@ -252,9 +255,19 @@ public final class StateStore: Sendable {
             guard let lastUsed = number(fields[7]) else { throw fail("bad last-used") }
             let key = AppKey(uid: UInt32(uidValue), appID: appID)
             guard records[key] == nil else { throw fail("duplicate record for \(key)") }
-            records[key] = ConsentRecord(decision: decision, decisionAccuracy: decisionAccuracy,
-                                         oneTimeApproved: oneTime, oneTimeAccuracy: oneTimeAccuracy,
-                                         decidedAt: decidedAt, lastUsed: lastUsed)
+            var record = ConsentRecord(decision: decision, decisionAccuracy: decisionAccuracy,
+                                       oneTimeApproved: oneTime, oneTimeAccuracy: oneTimeAccuracy,
+                                       decidedAt: decidedAt, lastUsed: lastUsed)
+            if fields.count == 10 {
+                guard let lapsed = unescape(fields[8]), !lapsed.isEmpty, lapsed.split(separator: ";").allSatisfy({
+                    StoredDecision(rawValue: String($0)) != nil || $0 == "one-time-approved" }) else {
+                    throw fail("bad lapsed")
+                }
+                guard let lapsedAt = number(fields[9]) else { throw fail("bad lapsed-at") }
+                record.lapsed = lapsed
+                record.lapsedAt = lapsedAt
+            }
+            records[key] = record
         }
         return records
     }

@@ -120,10 +120,16 @@ final class WireShapeTests: XCTestCase {
             "decision": .string("when-in-use"), "decision-accuracy": .string("reduced"),
             "one-time-approved": .bool(true), "one-time-accuracy": .string("full"),
             "decided-at": .uint64(1_700_000_000_000_000), "last-used": .uint64(1_800_000_000_000_000),
+            "lapsed": .string(""), "lapsed-at": .uint64(0),
         ]))
+        var lapsed = ConsentRecord(decidedAt: 5, lastUsed: 3)
+        lapsed.lapsed = "when-in-use;one-time-approved"
+        lapsed.lapsedAt = 5
+        XCTAssertEqual(ConsentRecordDictionary.decode(ConsentRecordDictionary.encode(lapsed)), lapsed)
         let empty = ConsentRecord()
         XCTAssertEqual(Set(ConsentRecordDictionary.encode(empty).vardictValue?.keys ?? [:].keys),
-                       ["decision", "decision-accuracy", "one-time-approved", "one-time-accuracy", "decided-at", "last-used"],
+                       ["decision", "decision-accuracy", "one-time-approved", "one-time-accuracy", "decided-at", "last-used",
+                        "lapsed", "lapsed-at"],
                        "every key always present")
         XCTAssertEqual(ConsentRecordDictionary.encode(empty).vardictValue?["decision"], .string(""))
         XCTAssertEqual(ConsentRecordDictionary.decode(ConsentRecordDictionary.encode(r)), r)
@@ -247,6 +253,51 @@ final class WireShapeTests: XCTestCase {
     }
 
     // MARK: Options
+
+    func testNoticeAndCheckFocusAndAgentOptions() throws {
+        var about = ConfirmRequest(agentName: ":1.2", agentPath: "/a", requestID: "", appID: "/usr/bin/maps", kind: .oneTime,
+                                   appName: "Maps", reason: "r", accuracy: .reduced, pid: 7, sandboxed: false,
+                                   identity: .executable, identityProven: false, executable: "/usr/bin/maps",
+                                   parentWindow: "", timeout: 0, uid: 1000)
+        about.desktopEntry = "/usr/share/applications/maps.desktop"
+        let notice = NoticeRequest(about: about, witness: .unknown)
+        XCTAssertEqual(NoticeCall.encode(notice), [.string("/usr/bin/maps"), .string("silent-grant"), .vardict([
+            "app-name": .string("Maps"), "accuracy": .string("reduced"), "identity": .string("executable"),
+            "identity-proven": .bool(false), "executable": .string("/usr/bin/maps"), "script": .string(""),
+            "desktop-entry": .string("/usr/share/applications/maps.desktop"), "focus": .string("unknown"),
+            "always": .bool(true),
+        ])])
+        let read = try XCTUnwrap(NoticeCall.decode(NoticeCall.encode(notice)))
+        XCTAssertEqual(read.appID, "/usr/bin/maps")
+        XCTAssertEqual(read.witness, .unknown)
+        XCTAssertTrue(read.always)
+
+        let check = FocusCheckRequest(agentName: ":1.2", agentPath: "/a", requestID: "focus-1", uid: 1000, pid: 42, appID: "x")
+        XCTAssertEqual(CheckFocusCall.encode(check), [.uint32(42), .vardict(["app-id": .string("x")])])
+        XCTAssertEqual(CheckFocusCall.decode(CheckFocusCall.encode(check)), 42)
+        // The reply: what the agent says, and what the daemon makes of replies it cannot read (no answer: a prompt).
+        let yes = CheckFocusReply.encode(focused: .yes, press: .unknown, via: "x11")
+        XCTAssertEqual(CheckFocusReply.decode(signature: "a{sv}", yes), .answered(focused: .yes, press: .unknown))
+        XCTAssertEqual(CheckFocusReply.decode(signature: "a{sv}", [.vardict(["focused": .string("no")])]),
+                       .answered(focused: .no, press: .unknown))
+        XCTAssertEqual(CheckFocusReply.decode(signature: "a{sv}", [.vardict(["focused": .string("yes"), "press": .uint32(1)])]),
+                       .answered(focused: .yes, press: .no), "a press it cannot read is no press")
+        for (signature, values) in [("a{sv}", [DBusValue.vardict([:])]), ("a{sv}", [.vardict(["focused": .string("maybe")])]),
+                                    ("a{sv}", [.vardict(["focused": .bool(true)])]), ("s", [.string("yes")])] {
+            if case .noAnswer = CheckFocusReply.decode(signature: signature, values) {} else {
+                XCTFail("\(values) should be no answer")
+            }
+        }
+
+        XCTAssertEqual(try OptionDictionary.decodeAgentOptions(OptionDictionary.encodeAgentOptions(features: ["notices", "focus"])),
+                       [.notices, .focus])
+        XCTAssertEqual(try OptionDictionary.decodeAgentOptions(.vardict([:])), [])
+        XCTAssertThrowsError(try OptionDictionary.decodeAgentOptions(.vardict(["features": .string("focus")])))
+        XCTAssertThrowsError(try OptionDictionary.decodeAgentOptions(OptionDictionary.encodeAgentOptions(
+            features: Array(repeating: "x", count: 17))))
+        XCTAssertThrowsError(try OptionDictionary.decodeAgentOptions(OptionDictionary.encodeAgentOptions(
+            features: [String(repeating: "y", count: 65)])))
+    }
 
     func testOptionsDecodeWhatTheyEncode() throws {
         let auth = AuthOptions(reason: "show the map", accuracy: .reduced, appName: "Maps", parentWindow: "x11:42")

@@ -140,6 +140,7 @@ final class ConsentCoreClientObjectTests: XCTestCase {
         let s = start(rig, Self.client1)
         rig.answer(s.promptID, "allow-while-using")
         rig.send(.sessionEnded(Self.client1.session))
+        rig.now += 1_000_000
         let again = start(rig, Self.client1)
         XCTAssertEqual(again.effects, [.saveConsents(urgent: false),   // last-used
                                        .startUpdates(again.call, session: Self.client1.session, Self.filters)])

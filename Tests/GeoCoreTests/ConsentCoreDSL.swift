@@ -71,6 +71,11 @@ extension Array where Element == CoreEffect {
         Set(compactMap { if case .grantEnded(let s, _) = $0 { return s } else { return nil } })
     }
 
+    /// The effects but the saves of `last-used` (a use noted by the way).
+    var withoutLazySaves: [CoreEffect] {
+        filter { $0 != .saveConsents(urgent: false) }
+    }
+
     var saves: [Bool] {
         compactMap { if case .saveConsents(let u) = $0 { return u } else { return nil } }
     }
@@ -130,9 +135,13 @@ final class Rig {
     /// Sees every event and its effects (a `Ledger` checks them).
     var observer: ((CoreEvent, [CoreEffect]) -> Void)?
 
-    /// A core with `agents` registered (by default uid 1000's agent).
+    /// A core with `agents` registered (by default uid 1000's agent). Stored
+    /// decisions lapse only where a test asks (`lapse`): the fixtures' records
+    /// carry times from any year.
     init(config: Config = Config(), records: [AppKey: ConsentRecord] = [:], enabled: Bool = true,
-         agents: [Caller] = [Who.agent]) {
+         agents: [Caller] = [Who.agent], lapse: Bool = false) {
+        var config = config
+        if !lapse { config.unusedLapseDays = 0 }
         core = ConsentCore(config: config, records: records, enabled: enabled)
         for a in agents {
             let s = manage(a, .registerAgent(path: Who.agentPath))

@@ -56,6 +56,23 @@ final class StateStoreTests: XCTestCase {
             "1000\tb%09%25\tdenied\t-\t1\treduced\t5\t6\n")
     }
 
+    func testALapsedRecordHasTenFieldsAndRoundTrips() throws {
+        let dir = TestDirectory()
+        let store = StateStore(directory: dir.path)
+        var r = ConsentRecord(decidedAt: 9, lastUsed: 4)
+        r.lapsed = "when-in-use;one-time-approved"
+        r.lapsedAt = 9
+        let records = [AppKey(uid: 1000, appID: "a"): r,
+                       AppKey(uid: 1000, appID: "b"): ConsentRecord(decision: .denied, decidedAt: 1, lastUsed: 2)]
+        try store.saveConsents(records)
+        XCTAssertEqual(dir.read("consents"), header +
+            "1000\ta\t-\t-\t0\t-\t9\t4\twhen-in-use;one-time-approved\t9\n" +
+            "1000\tb\tdenied\t-\t0\t-\t1\t2\n")
+        let loaded = store.loadConsents()
+        XCTAssertNil(loaded.problem)
+        XCTAssertEqual(loaded.records, records)
+    }
+
     func testEmptyRecordsWriteHeaderOnly() throws {
         let dir = TestDirectory()
         let store = StateStore(directory: dir.path)
@@ -103,6 +120,10 @@ final class StateStoreTests: XCTestCase {
             ("truncated", header + String(good.dropLast(3))),
             ("too few fields", header + "1000\tapp\twhen-in-use\tfull\t0\t-\t1\n"),
             ("too many fields", header + "1000\tapp\twhen-in-use\tfull\t0\t-\t1\t2\t3\n"),
+            ("eleven fields", header + "1000\tapp\t-\t-\t0\t-\t1\t2\tdenied\t3\t4\n"),
+            ("empty lapsed", header + "1000\tapp\t-\t-\t0\t-\t1\t2\t\t3\n"),
+            ("unknown lapsed word", header + "1000\tapp\t-\t-\t0\t-\t1\t2\tforever\t3\n"),
+            ("bad lapsed-at", header + "1000\tapp\t-\t-\t0\t-\t1\t2\tdenied\tx\n"),
             ("blank line", header + good + "\n"),
             ("bad uid", header + "x\tapp\t-\t-\t0\t-\t0\t0\n"),
             ("uid too big", header + "4294967296\tapp\t-\t-\t0\t-\t0\t0\n"),

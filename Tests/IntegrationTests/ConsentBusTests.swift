@@ -678,6 +678,25 @@ final class ConsentBusTests: XCTestCase {
         let json = try stack.ctl(["--json", "status"], environment: korean)
         XCTAssertTrue(json.output.contains("\"enabled\":true"), "JSON keys are not translated: \(json.output)")
         XCTAssertTrue(try stack.ctl(["consents"], environment: korean).output.contains("저장된 동의가 없습니다."))
+
+        // A table's columns line up too: each column starts at the same
+        // terminal column in the Korean header as in the rows below it.
+        let agent = try registeredAgent(.answer("allow-once"))
+        XCTAssertEqual(try stack.peer().tap().get(), 4)
+        XCTAssertEqual(agent.confirms.count, 1)
+        let table = try stack.ctl(["consents"], environment: korean).output.split(separator: "\n")
+        XCTAssertEqual(table.count, 2, "\(table)")
+        func starts(_ line: Substring) -> [Int] {
+            // Where a cell begins: after two blanks (the separator), counted in terminal columns.
+            var out: [Int] = [], col = 0, blanks = 0
+            for ch in line {
+                if ch == " " { blanks += 1 } else { if blanks >= 2 { out.append(col) }; blanks = 0 }
+                col += columns(Substring(String(ch)))
+            }
+            return out
+        }
+        XCTAssertTrue(table[0].contains("마지막 사용"), "the header is Korean: \(table[0])")
+        XCTAssertEqual(starts(table[0]), starts(table[1]), "columns line up:\n\(table.joined(separator: "\n"))")
     }
 
     /// `geoconsentctl agent --auto allow-once-reduced`: Precise off for a

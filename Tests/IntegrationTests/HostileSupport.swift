@@ -151,7 +151,32 @@ final class HostileAgent {
             call.reply()
             if let d = a.replyOnCancel { a.answer(id, d) }
         },
+        NoticeCall.member: { a, call in
+            a.notices.append(NoticeCall.decode(call.arguments)?.appID ?? "?")
+            call.reply()
+        },
+        CheckFocusCall.member: { a, call in
+            a.focusChecks += 1
+            switch a.focus {
+            case .answer(let focused, let press): call.reply(CheckFocusReply.encode(focused: focused, press: press, via: "test"))
+            case .hold: a.heldFocus.append(call)
+            }
+        },
     ])
+
+    /// How it answers `CheckFocus` (when it registered with the `focus` feature).
+    enum FocusAction {
+        case answer(FocusFact, FocusFact)
+        case hold
+    }
+    var focus = FocusAction.answer(.yes, .yes)
+    private(set) var focusChecks = 0
+    private(set) var heldFocus: [MethodCall] = []
+    private(set) var notices: [String] = []
+
+    func registerWith(features: [String]) -> Result<[DBusValue], DBusError> {
+        peer.geo("RegisterAgentWithOptions", [.objectPath(HostileAgent.path), OptionDictionary.encodeAgentOptions(features: features)])
+    }
 
     private func confirm(_ call: MethodCall) {
         guard let c = ConfirmCall.decode(call.arguments) else { return call.fail(.invalidArgs("not a Confirm")) }

@@ -116,25 +116,35 @@ final class LocalUserRig {
     }
 
     /// The victim and its agent (`geoconsentctl agent --auto allow-once`), both
-    /// `victimUser`, once the agent is registered.
-    func startVictim() throws -> Victim {
+    /// `victimUser`, once the agent is registered. `silentTaps`: the victim
+    /// keeps its app's confirmation, so that its taps after the first are
+    /// silent, and its agent (`geoconsent-localuser agent`) registers with the
+    /// `focus` and `notices` features and says the victim is in front.
+    func startVictim(silentTaps: Bool = false) throws -> Victim {
         let agentLog = work.file("victim-agent.log")
-        let agent = try ChildProcess(executable: setpriv,
+        let agent: ChildProcess
+        if silentTaps {
+            agent = try startAgent(LocalUserRig.victimUser, answer: "allow-once", log: "victim-agent.log",
+                                   extra: ["--features", "focus,notices", "--focus", "yes"])
+        } else {
+            agent = try ChildProcess(executable: setpriv,
                                      arguments: LocalUserRig.victimUser.setprivArgs() +
                                         [TestPaths.binDir + "/geoconsentctl", "--bus", bus.address, "agent", "--auto", "allow-once"],
                                      logPath: agentLog)
-        guard waitForLine(in: agentLog, timeout: 15, where: { $0.contains("registered for uid \(LocalUserRig.victimUser.uid)") }) != nil else {
-            agent.stop()
-            throw HarnessError("the victim's agent did not register: \(tailOf(agentLog))\ndaemon:\n\(daemon.log())")
+            guard waitForLine(in: agentLog, timeout: 15, where: { $0.contains("registered for uid \(LocalUserRig.victimUser.uid)") }) != nil else {
+                agent.stop()
+                throw HarnessError("the victim's agent did not register: \(tailOf(agentLog))\ndaemon:\n\(daemon.log())")
+            }
         }
-        let process = try start(LocalUserRig.victimUser, ["victim", "--max-seconds", "300"], log: "victim.log")
+        let process = try start(LocalUserRig.victimUser, ["victim", "--max-seconds", "300"] + (silentTaps ? ["--keep-consent", "yes"] : []),
+                                log: "victim.log")
         return Victim(agent: agent, process: process, logPath: work.file("victim.log"))
     }
 
     /// `geoconsent-localuser agent --answer ANSWER` as `user` (`never`: a
     /// silent agent), once registered; its output (`confirm …` per prompt) in `log`.
-    func startAgent(_ user: ServiceUser, answer: String, log: String) throws -> ChildProcess {
-        let agent = try start(user, ["agent", "--answer", answer], log: log)
+    func startAgent(_ user: ServiceUser, answer: String, log: String, extra: [String] = []) throws -> ChildProcess {
+        let agent = try start(user, ["agent", "--answer", answer] + extra, log: log)
         guard waitForLine(in: work.file(log), timeout: 15, where: { $0.hasPrefix("registered") }) != nil else {
             agent.stop()
             throw HarnessError("the agent of uid \(user.uid) did not register: \(tailOf(work.file(log)))")

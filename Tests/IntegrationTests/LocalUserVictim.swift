@@ -12,9 +12,9 @@ extension LocalUserRig {
     /// the attack holds something) and returns a line for the report. Prints
     /// `hostile: local-user LABEL: victim N rounds, tap p50 …, max …; …`.
     @discardableResult
-    func whileVictimTaps(_ label: String, file: StaticString = #filePath, line: UInt = #line,
+    func whileVictimTaps(_ label: String, silentTaps: Bool = false, file: StaticString = #filePath, line: UInt = #line,
                          _ attack: (Victim) throws -> String) throws -> VictimReport {
-        let victim = try startVictim()
+        let victim = try startVictim(silentTaps: silentTaps)
         var attacked = "(attack not run)"
         var report: VictimReport?
         defer {

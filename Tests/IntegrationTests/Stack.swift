@@ -154,7 +154,24 @@ final class TestAgent {
             a.cancels.append(CancelCall.decode(call.arguments) ?? "")
             call.reply()
         },
+        NoticeCall.member: { a, call in
+            if let n = NoticeCall.decode(call.arguments) { a.notices.append(n) }
+            call.reply()
+        },
+        CheckFocusCall.member: { a, call in
+            a.focusPIDs.append(CheckFocusCall.decode(call.arguments) ?? 0)
+            call.reply(CheckFocusReply.encode(focused: a.focus.0, press: a.focus.1, via: "test"))
+        },
     ])
+
+    /// What it answers to `CheckFocus`, and what it was asked and told.
+    var focus: (FocusFact, FocusFact) = (.yes, .yes)
+    private(set) var focusPIDs: [UInt32] = []
+    private(set) var notices: [(appID: String, kind: String, witness: TapWitness?, always: Bool)] = []
+
+    func registerWith(features: [String]) -> Result<[DBusValue], DBusError> {
+        peer.geo("RegisterAgentWithOptions", [.objectPath(TestAgent.path), OptionDictionary.encodeAgentOptions(features: features)])
+    }
 
     private func confirm(_ call: MethodCall) {
         guard let c = ConfirmCall.decode(call.arguments) else { return call.fail(.invalidArgs("not a Confirm")) }

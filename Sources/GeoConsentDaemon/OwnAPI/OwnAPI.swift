@@ -54,6 +54,17 @@ final class OwnAPI: FrontEnd {
             "RegisterAgent": { d, call in
                 d.decoded(call, { try OptionDictionary.agentPath(call.arguments[0]) }) { d.management(call, .registerAgent(path: $0)) }
             },
+            "RegisterAgentWithOptions": { d, call in
+                d.decoded(call, { (try OptionDictionary.agentPath(call.arguments[0]),
+                                   try OptionDictionary.decodeAgentOptions(call.arguments[1])) }) {
+                    d.management(call, .registerAgent(path: $0.0, features: $0.1))
+                }
+            },
+            "EndGrants": { d, call in
+                d.decoded(call, { (try OptionDictionary.appID(call.arguments[0]), try OptionDictionary.decodeReset(call.arguments[1])) }) {
+                    d.management(call, .endGrants(appID: $0.0, uid: $0.1))
+                }
+            },
             "UnregisterAgent": { d, call in
                 d.decoded(call, { try OptionDictionary.agentPath(call.arguments[0]) }) { d.management(call, .unregisterAgent(path: $0)) }
             },

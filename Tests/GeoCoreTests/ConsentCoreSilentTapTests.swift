@@ -1,0 +1,149 @@
+import XCTest
+@testable import GeoCore
+
+/// Rule 3's silent taps with an agent that can tell the app in front
+/// (`CheckFocus`) and that is told of each silent grant (`Notice`), and the
+/// indicator's Stop (`EndGrants`).
+final class ConsentCoreSilentTapTests: XCTestCase {
+    typealias W = Who
+
+    /// A rig whose uid-1000 agent registered with `features`, and Maps approved once.
+    private func approvedRig(_ features: AgentFeatures) -> Rig {
+        let rig = Rig(agents: [])
+        let s = rig.manage(W.agent, .registerAgent(path: W.agentPath, features: features))
+        XCTAssertEqual(s.effects, [.reply(s.call, .empty)])
+        rig.approveTap(W.maps1)
+        rig.leave(W.maps1)
+        return rig
+    }
+
+    private func focusCheck(_ effects: [CoreEffect]) -> FocusCheckRequest? {
+        for e in effects { if case .checkFocus(let r) = e { return r } }
+        return nil
+    }
+
+    private func notices(_ effects: [CoreEffect]) -> [NoticeRequest] {
+        effects.compactMap { if case .notice(let n) = $0 { return n } else { return nil } }
+    }
+
+    func testAnAgentOfTheEarlierContractIsNeitherAskedNorTold() {
+        let rig = approvedRig([])
+        let s = rig.tap(W.maps2)
+        XCTAssertEqual(s.status, .whenInUse)
+        XCTAssertNil(focusCheck(s.effects))
+        XCTAssertTrue(notices(s.effects).isEmpty)
+    }
+
+    func testTheAppInFrontWithAPressIsSilentAndToldOnce() {
+        let rig = approvedRig([.focus, .notices])
+        let s = rig.tap(W.maps2, appName: "Maps")
+        let check = try! XCTUnwrap(focusCheck(s.effects))
+        XCTAssertEqual(check.pid, W.maps2.pid)
+        XCTAssertEqual(check.agentName, W.agent.connection)
+        XCTAssertNil(s.status, "the tap waits for the agent's answer")
+        let out = rig.send(.focusAnswered(requestID: check.requestID, .answered(focused: .yes, press: .yes)))
+        XCTAssertEqual(out.status(of: s.call), .whenInUse)
+        XCTAssertTrue(out.confirms.isEmpty, "no prompt")
+        let n = notices(out)
+        XCTAssertEqual(n.count, 1)
+        XCTAssertEqual(n.first?.witness, .pressed)
+        XCTAssertEqual(n.first?.always, false)
+        XCTAssertEqual(n.first?.about.appID, W.mapsID)
+        XCTAssertEqual(n.first?.about.appName, "Maps")
+
+        // A second silent tap within the minute: granted, not told again.
+        rig.now += 30_000_000
+        let again = rig.tap(W.maps3)
+        let out2 = rig.send(.focusAnswered(requestID: focusCheck(again.effects)!.requestID,
+                                           .answered(focused: .yes, press: .unknown)))
+        XCTAssertEqual(out2.status(of: again.call), .whenInUse)
+        XCTAssertTrue(notices(out2).isEmpty, "one notice per app per minute")
+
+        // A minute after the first: told again, and where presses cannot be seen it says so.
+        rig.leave(W.maps3)
+        rig.now += 31_000_000
+        let third = rig.tap(W.maps3.connection(":1.13"))
+        let out3 = rig.send(.focusAnswered(requestID: focusCheck(third.effects)!.requestID,
+                                           .answered(focused: .yes, press: .unknown)))
+        XCTAssertEqual(notices(out3).map(\.witness), [.inFront])
+    }
+
+    func testATapFromBehindOrWithoutAPressPrompts() {
+        for answer in [FocusAnswer.answered(focused: .no, press: .unknown), .answered(focused: .no, press: .yes),
+                       .answered(focused: .yes, press: .no), .noAnswer("timeout")] {
+            let rig = approvedRig([.focus, .notices])
+            let s = rig.tap(W.maps2)
+            let out = rig.send(.focusAnswered(requestID: focusCheck(s.effects)!.requestID, answer))
+            XCTAssertEqual(out.confirms.first?.kind, .oneTime, "\(answer): prompted as a first tap")
+            XCTAssertNil(out.status(of: s.call), "\(answer): waits on the prompt")
+            XCTAssertTrue(notices(out).isEmpty)
+            let granted = rig.answer(out.confirms.first?.requestID, "allow-once")
+            XCTAssertEqual(granted.status(of: s.call), .whenInUse, "\(answer): the user's Allow Once still grants")
+        }
+    }
+
+    func testWhereTheDesktopCannotTellTheNoticeMustShow() {
+        let rig = approvedRig([.focus, .notices])
+        let s = rig.tap(W.maps2)
+        let out = rig.send(.focusAnswered(requestID: focusCheck(s.effects)!.requestID, .answered(focused: .unknown, press: .unknown)))
+        XCTAssertEqual(out.status(of: s.call), .whenInUse)
+        XCTAssertEqual(notices(out).map(\.always), [true])
+        XCTAssertEqual(notices(out).map(\.witness), [.unknown])
+
+        // An agent with notices but no focus check: silent, and always shown.
+        let told = approvedRig([.notices])
+        let t = told.tap(W.maps2)
+        XCTAssertEqual(t.status, .whenInUse)
+        XCTAssertEqual(notices(t.effects).map(\.always), [true])
+    }
+
+    func testAnAnswerForALeftSessionOrAStaleIdChangesNothing() {
+        let rig = approvedRig([.focus])
+        let s = rig.tap(W.maps2)
+        let id = focusCheck(s.effects)!.requestID
+        rig.leave(W.maps2)
+        let out = rig.send(.focusAnswered(requestID: id, .answered(focused: .yes, press: .yes)))
+        XCTAssertTrue(out.isEmpty, "\(out)")
+        XCTAssertTrue(rig.send(.focusAnswered(requestID: "focus-999", .answered(focused: .yes, press: .yes))).isEmpty)
+    }
+
+    func testATapWhileTheCheckIsOpenIsPending() {
+        let rig = approvedRig([.focus])
+        _ = rig.tap(W.maps2)
+        let second = rig.tap(W.maps2)
+        XCTAssertEqual(second.error, .promptPending)
+    }
+
+    func testLocationSwitchedOffWhileTheCheckWaitsGrantsNothing() {
+        let rig = approvedRig([.focus, .notices])
+        let s = rig.tap(W.maps2)
+        rig.manage(W.root, .setEnabled(false))
+        let out = rig.send(.focusAnswered(requestID: focusCheck(s.effects)!.requestID, .answered(focused: .yes, press: .yes)))
+        XCTAssertEqual(out.status(of: s.call), .restricted)
+        XCTAssertTrue(notices(out).isEmpty)
+    }
+
+    func testEndGrantsStopsTheAppsGrantsAndUpdatesOnly() {
+        let rig = approvedRig([])
+        XCTAssertEqual(rig.tap(W.maps2).status, .whenInUse)
+        rig.call(W.maps2, .startUpdates(UpdateOptions()))
+        XCTAssertEqual(rig.tap(W.weather).confirm?.kind, .oneTime)   // another app, not touched
+        let s = rig.manage(W.aliceCtl, .endGrants(appID: W.mapsID, uid: nil))
+        XCTAssertEqual(s.reply, .empty)
+        XCTAssertTrue(s.effects.contains(.grantEnded(session: W.maps2.session, byPause: false)))
+        XCTAssertTrue(s.effects.contains(.authorizationChanged(session: W.maps2.session, .notDetermined)))
+        XCTAssertEqual(rig.core.status(for: W.maps2.session), .notDetermined)
+        XCTAssertFalse(rig.core.updatesOn(W.maps2.session))
+        XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved, true, "the stored confirmation stays")
+        XCTAssertTrue(rig.core.grantNotes.contains { $0.description.contains("the user stopped it") })
+        // Another user's app: root only; a sandbox never.
+        XCTAssertTrue(rig.manage(W.bobCtl, .endGrants(appID: W.mapsID, uid: 1000)).accessDenied)
+        XCTAssertTrue(rig.manage(W.flatpak, .endGrants(appID: W.mapsID, uid: nil)).accessDenied)
+        XCTAssertEqual(rig.manage(W.root, .endGrants(appID: W.mapsID, uid: 1000)).reply, .empty)
+    }
+
+    func testFeatureWordsOfALaterContractAreIgnored() {
+        XCTAssertEqual(AgentFeatures(words: ["focus", "telepathy", "notices"]), [.focus, .notices])
+        XCTAssertEqual(AgentFeatures(words: []), [])
+    }
+}
