@@ -96,7 +96,10 @@ final class ConsentAgentCalls {
                 }
             }
             if let refused {
-                refused.log("CheckFocus", callee: r.agentName, uid: r.uid, noteAttack: { attackLog.note($0, uid: $1, $2) })
+                // Most often a second tap of the uid while its first is checked (one
+                // check at a time per uid): no sign of a broken agent, so not in the attack log.
+                Log.byCaller(uid: r.uid, .info, "CheckFocus to \(r.agentName) (uid \(r.uid)) not sent: \(refused.description); " +
+                             "the tap is asked as a first tap")
                 loop.later { answer(.noAnswer(refused.description)) }
             }
         } catch {

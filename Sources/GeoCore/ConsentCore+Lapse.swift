@@ -1,7 +1,8 @@
 /// Decisions that lapse when unused (docs/dbus-api.md "Decisions that
-/// lapse"), as Android's auto-reset: an app's stored decisions go back to not
-/// determined after `[daemon] unused-lapse` days without a grant. The record
-/// stays, saying what lapsed, so a settings window can list it.
+/// lapse"), as Android's auto-reset: what an app's stored decisions give
+/// (`when-in-use`, the button's confirmation) goes back to not determined
+/// after `[daemon] unused-lapse` days without a grant; a denial stays. The
+/// record stays, saying what lapsed, so a settings window can list it.
 extension ConsentCore {
     static let microsecondsPerDay: UInt64 = 86_400_000_000
 
@@ -14,15 +15,16 @@ extension ConsentCore {
         let span = UInt64(days) * Self.microsecondsPerDay
         var next = UInt64.max
         var due: [(AppKey, ConsentRecord, UInt64)] = []
-        for (app, r) in consents.all where r.storesDecision {
+        for (app, r) in consents.all where r.mayLapse {
             let since = Swift.max(r.lastUsed, r.decidedAt)
             // Neither time known (a record written by hand, with 0s): nothing to count from.
             guard since > 0 else { continue }
             let dueAt = since &+ span
             if dueAt > now {
                 next = Swift.min(next, dueAt)
-            } else if !sessions.names(of: app).isEmpty {
-                // In use now (a session of the app lives): its use is noted when its grant begins.
+            } else if sessions.names(of: app).contains(where: { sessions[$0]?.lastGranted == true }) {
+                // In use now (a session of the app holds a grant): that is a use, from today.
+                noteUse(app)
                 next = Swift.min(next, now &+ span)
             } else {
                 due.append((app, r, since))
@@ -41,7 +43,7 @@ extension ConsentCore {
         guard days > 0, !consents.changed.isEmpty else { return }
         let span = UInt64(days) * Self.microsecondsPerDay
         for app in consents.changed {
-            guard let r = consents[app], r.storesDecision else { continue }
+            guard let r = consents[app], r.mayLapse else { continue }
             let since = Swift.max(r.lastUsed, r.decidedAt)
             guard since > 0 else { continue }
             let due = since &+ span
@@ -54,9 +56,11 @@ extension ConsentCore {
 
     private func lapse(_ app: AppKey, _ r: ConsentRecord, since: UInt64) {
         var what: [String] = []
-        if let d = r.decision { what.append(d.rawValue) }
+        if r.decision == .whenInUse { what.append(StoredDecision.whenInUse.rawValue) }
         if r.oneTimeApproved { what.append("one-time-approved") }
+        // A denial stays as it was (never lapses).
         var lapsed = ConsentRecord(decidedAt: now, lastUsed: r.lastUsed)
+        if r.decision == .denied { lapsed.decision = .denied }
         lapsed.lapsed = what.joined(separator: ";")
         lapsed.lapsedAt = now
         consents[app] = lapsed

@@ -74,9 +74,11 @@ extension ConsentCore {
             if let a = agents[caller.uid] {
                 guard a.name == caller.connection && a.path == path else { return effects.append(.fail(call, .agentExists)) }
                 agents[caller.uid]?.features = features   // the same agent again, maybe with other features
+                if features.contains(.focus) { focusUIDs.insert(caller.uid) }
                 return effects.append(.reply(call, .empty))
             }
             agents[caller.uid] = Agent(name: caller.connection, path: path, uid: caller.uid, features: features)
+            if features.contains(.focus) { focusUIDs.insert(caller.uid) }
             effects.append(.reply(call, .empty))
             agentArrived(caller.uid)
         case .addExternalAgent(let maxAccuracy, let label):
@@ -95,13 +97,16 @@ extension ConsentCore {
             if target != caller.uid && !caller.isRoot {
                 return effects.append(.fail(call, .accessDenied("Only root may stop another user's apps")))
             }
-            for name in sessions.names(of: AppKey(uid: target, appID: appID)).sorted() {
+            let app = AppKey(uid: target, appID: appID)
+            for name in sessions.names(of: app).sorted() {
                 // As the app's own Revoke: a stored decision still applies, the updates stop.
                 sessions[name]?.tempGrant = nil
                 sessions[name]?.limit = nil
                 sessions[name]?.updates = false
                 endGrant(name)
             }
+            // A tap under way is not granted after the Stop: it gets the status there is now.
+            answerFocusWaiters(of: { $0 == app }) { [unowned self] in self.status($0) }
             effects.append(.reply(call, .empty))
         case .unregisterAgent(let path):
             guard let a = agents[caller.uid], a.name == caller.connection, a.path == path else {

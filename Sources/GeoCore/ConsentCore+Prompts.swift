@@ -349,5 +349,6 @@ extension ConsentCore {
                 conclude(w.call, w.session, .restricted, w.start)
             }
         }
+        answerFocusWaiters(of: matching) { _ in .restricted }
     }
 }

@@ -14,10 +14,14 @@ extension ConsentCore {
     func tapVerdict(_ call: CallID, _ name: SessionID, _ o: AuthOptions, start: UpdateOptions?,
                     answered verdict: TapVerdict?) -> TapVerdict? {
         if let verdict { return verdict }
-        guard var s = sessions[name], let agent = agents[s.caller.uid], agent.features.contains(.focus) else {
-            return .silent(.unknown)
-        }
+        guard var s = sessions[name] else { return .prompt }
         let uid = s.caller.uid
+        guard let agent = agents[uid], agent.features.contains(.focus) else {
+            // An agent that checked taps for this uid is gone (crashed, restarting, or
+            // replaced by one that cannot): not silent until one can check again.
+            // A uid that never had one (a headless agent, or none) keeps the rule as it was.
+            return focusUIDs.contains(uid) ? .prompt : .silent(.unknown)
+        }
         if uid != 0 && sessions.waitingCount(uid: uid) >= config.limits.waitingPerUser {
             return .prompt   // which refuses it beyond the same limit (fail closed)
         }
@@ -60,6 +64,18 @@ extension ConsentCore {
         about.script = caller.script
         about.installed = caller.installed
         effects.append(.notice(NoticeRequest(about: about, witness: witness)))
+    }
+
+    /// Taps of these apps waiting for `CheckFocus` are answered now with
+    /// `status` (location switched off, the indicator's Stop), rather than be
+    /// granted when the agent's answer comes.
+    func answerFocusWaiters(of matching: (AppKey) -> Bool, _ status: (Session) -> AuthorizationStatus) {
+        for id in focusChecks.keys.sorted() {
+            guard let w = focusChecks[id], let s = sessions[w.session], matching(s.caller.app) else { continue }
+            focusChecks[id] = nil
+            sessions[w.session]?.waiting = nil
+            conclude(w.call, w.session, status(s), w.start)
+        }
     }
 
     /// The agent of `uid` is gone: its notice times go with it (a new agent

@@ -48,6 +48,12 @@ public final class ConsentCore {
         var external = false
         /// What it serves beyond `Confirm` and `Cancel`.
         var features: AgentFeatures = []
+
+        /// The same agent whatever its features: it may register again with
+        /// others, and the prompts it was asked stay its own (`dropPrompts`).
+        static func == (a: Agent, b: Agent) -> Bool {
+            a.name == b.name && a.path == b.path && a.uid == b.uid && a.external == b.external
+        }
     }
 
     struct Waiter {
@@ -100,6 +106,10 @@ public final class ConsentCore {
     var focusChecks: [String: Waiter] = [:]
     /// When each app's last `Notice` went to its uid's agent, per uid (at most one a minute per app).
     var lastNotice: [UInt32: [String: UInt64]] = [:]
+    /// Uids whose agent registered with the `focus` feature since the daemon
+    /// started: while none of theirs can check a tap (it crashed, or is
+    /// restarting), their silent taps are asked as first taps (fail closed).
+    var focusUIDs: Set<UInt32> = []
     /// The earliest time a stored decision can lapse unused (ConsentCore+Lapse.swift); 0: not looked yet.
     var nextLapseCheck: UInt64 = 0
     /// Connections whose first process exited while they live on in another

@@ -104,8 +104,13 @@ extension ConsentCore {
             get { all[app] }
             set {
                 var newValue = newValue
-                // A decision stored again ends what a lapse said.
-                if newValue?.storesDecision == true { newValue?.lapsed = ""; newValue?.lapsedAt = 0 }
+                // A decision stored again ends what a lapse said (the lapse itself
+                // is the one change that sets a new `lapsedAt`).
+                if let old = all[app], let n = newValue, !old.lapsed.isEmpty, n.lapsedAt == old.lapsedAt,
+                   n.decision != old.decision || n.oneTimeApproved != old.oneTimeApproved {
+                    newValue?.lapsed = ""
+                    newValue?.lapsedAt = 0
+                }
                 let old: ConsentRecord?
                 if let newValue { old = all.updateValue(newValue, forKey: app) } else { old = all.removeValue(forKey: app) }
                 if (old == nil) != (newValue == nil) {

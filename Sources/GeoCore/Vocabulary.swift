@@ -85,6 +85,11 @@ public struct ConsentRecord: Equatable, Sendable {
     /// It stores a decision of any kind (not only a lapse or a use).
     public var storesDecision: Bool { decision != nil || oneTimeApproved }
 
+    /// It stores something that lapses unused: what gives location (`when-in-use`,
+    /// the button's confirmation). A denial never lapses, as Android's
+    /// auto-reset takes back permissions, never refusals.
+    public var mayLapse: Bool { decision == .whenInUse || oneTimeApproved }
+
     public init(decision: StoredDecision? = nil, decisionAccuracy: Accuracy? = nil,
                 oneTimeApproved: Bool = false, oneTimeAccuracy: Accuracy? = nil,
                 decidedAt: UInt64 = 0, lastUsed: UInt64 = 0) {

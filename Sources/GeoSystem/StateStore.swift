@@ -259,11 +259,14 @@ public final class StateStore: Sendable {
                                        oneTimeApproved: oneTime, oneTimeAccuracy: oneTimeAccuracy,
                                        decidedAt: decidedAt, lastUsed: lastUsed)
             if fields.count == 10 {
-                guard let lapsed = unescape(fields[8]), !lapsed.isEmpty, lapsed.split(separator: ";").allSatisfy({
-                    StoredDecision(rawValue: String($0)) != nil || $0 == "one-time-approved" }) else {
+                guard let lapsed = unescape(fields[8]), !lapsed.isEmpty,
+                      lapsed.split(separator: ";", omittingEmptySubsequences: false).allSatisfy({
+                          $0 == "when-in-use" || $0 == "one-time-approved" }) else {
                     throw fail("bad lapsed")
                 }
                 guard let lapsedAt = number(fields[9]) else { throw fail("bad lapsed-at") }
+                // What lapsed is no longer stored: only a denial (which never lapses) may stand beside it.
+                guard decision != .whenInUse, !oneTime else { throw fail("a lapsed record that still grants") }
                 record.lapsed = lapsed
                 record.lapsedAt = lapsedAt
             }

@@ -93,10 +93,44 @@ final class ConsentCoreLapseTests: XCTestCase {
     }
 
     func testRecordsWithoutTimesNeverLapse() {
-        let rig = Rig(config: lapseConfig(1), records: stored((W.maps1, ConsentRecord(decision: .denied))), lapse: true)
+        let rig = Rig(config: lapseConfig(1), records: stored((W.maps1, ConsentRecord(decision: .whenInUse))), lapse: true)
         rig.now += 1000 * Self.day
         rig.send(.wokeUp)
-        XCTAssertEqual(rig.record(W.maps1)?.decision, .denied)
+        XCTAssertEqual(rig.record(W.maps1)?.decision, .whenInUse)
+    }
+
+    func testADenialNeverLapsesButTheButtonsConfirmationBesideItDoes() {
+        let rig = Rig(config: lapseConfig(10), lapse: true)
+        rig.approveTap(W.maps1)
+        rig.leave(W.maps1)
+        rig.decide(W.maps2, "deny")
+        rig.decide(W.weather, "deny")
+        rig.leave(W.maps2)
+        rig.leave(W.weather)
+        rig.now += 11 * Self.day
+        rig.send(.wokeUp)
+        XCTAssertEqual(rig.record(W.weather)?.decision, .denied)
+        XCTAssertEqual(rig.record(W.weather)?.lapsed, "")
+        XCTAssertEqual(rig.record(W.maps1)?.decision, .denied, "Don't Allow stays")
+        XCTAssertEqual(rig.record(W.maps1)?.oneTimeApproved, false)
+        XCTAssertEqual(rig.record(W.maps1)?.lapsed, "one-time-approved")
+        XCTAssertEqual(rig.tap(W.maps3).confirm?.kind, .oneTime, "the button asks again")
+    }
+
+    func testAnAppHoldingAGrantNowIsInUseAndLapsesOnlyASpanAfterItLeaves() {
+        let rig = Rig(config: lapseConfig(10), lapse: true)
+        rig.decide(W.maps1, "allow-while-using")
+        rig.now += 11 * Self.day
+        rig.send(.wokeUp)
+        XCTAssertEqual(rig.record(W.maps1)?.decision, .whenInUse)
+        XCTAssertEqual(rig.record(W.maps1)?.lastUsed, rig.now, "holding a grant is a use, from today")
+        rig.leave(W.maps1)
+        rig.now += 9 * Self.day
+        rig.send(.wokeUp)
+        XCTAssertEqual(rig.record(W.maps1)?.decision, .whenInUse)
+        rig.now += 1 * Self.day
+        rig.send(.wokeUp)
+        XCTAssertEqual(rig.record(W.maps1)?.lapsed, "when-in-use")
     }
 
     func testTheDayOfTheJournalLine() {

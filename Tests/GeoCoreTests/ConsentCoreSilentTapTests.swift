@@ -117,10 +117,10 @@ final class ConsentCoreSilentTapTests: XCTestCase {
     func testLocationSwitchedOffWhileTheCheckWaitsGrantsNothing() {
         let rig = approvedRig([.focus, .notices])
         let s = rig.tap(W.maps2)
-        rig.manage(W.root, .setEnabled(false))
+        let off = rig.manage(W.root, .setEnabled(false))
+        XCTAssertEqual(off.effects.status(of: s.call), .restricted, "answered when location goes off")
         let out = rig.send(.focusAnswered(requestID: focusCheck(s.effects)!.requestID, .answered(focused: .yes, press: .yes)))
-        XCTAssertEqual(out.status(of: s.call), .restricted)
-        XCTAssertTrue(notices(out).isEmpty)
+        XCTAssertTrue(out.isEmpty, "the late answer grants nothing: \(out)")
     }
 
     func testEndGrantsStopsTheAppsGrantsAndUpdatesOnly() {
@@ -140,6 +140,45 @@ final class ConsentCoreSilentTapTests: XCTestCase {
         XCTAssertTrue(rig.manage(W.bobCtl, .endGrants(appID: W.mapsID, uid: 1000)).accessDenied)
         XCTAssertTrue(rig.manage(W.flatpak, .endGrants(appID: W.mapsID, uid: nil)).accessDenied)
         XCTAssertEqual(rig.manage(W.root, .endGrants(appID: W.mapsID, uid: 1000)).reply, .empty)
+    }
+
+    func testOnceAUidsTapsWereCheckedTheyAreNotSilentWhileNoAgentCanCheckThem() {
+        let rig = approvedRig([.focus, .notices])
+        rig.manage(W.agent, .unregisterAgent(path: W.agentPath))
+        XCTAssertEqual(rig.tap(W.maps2).error, .noAgent, "asked as a first tap, and nobody can ask: fail closed")
+        // A headless agent of the uid (no features): its prompt asks.
+        rig.manage(W.agent2, .registerAgent(path: W.agentPath))
+        let s = rig.tap(W.maps3)
+        XCTAssertEqual(s.confirm?.kind, .oneTime)
+        // Another uid that never had a focus agent keeps the rule as it was.
+        let bob = Rig(agents: [W.bobAgent])
+        bob.approveTap(W.bobMaps)
+        bob.leave(W.bobMaps)
+        XCTAssertEqual(bob.tap(W.bobMaps.connection(":1.31")).status, .whenInUse)
+    }
+
+    func testAnAgentRegisteringAgainWithOtherFeaturesStillOwnsItsPrompts() {
+        let rig = Rig(agents: [])
+        rig.manage(W.agent, .registerAgent(path: W.agentPath, features: [.focus]))
+        let s = rig.tap(W.maps1)
+        XCTAssertNotNil(s.confirm)
+        rig.manage(W.agent, .registerAgent(path: W.agentPath))   // the same agent, features dropped
+        let out = rig.manage(W.agent, .unregisterAgent(path: W.agentPath))
+        XCTAssertEqual(out.effects.status(of: s.call), .notDetermined, "its open prompt ends with it")
+    }
+
+    func testTheStopAndLocationOffAnswerATapWaitingForItsCheck() {
+        let rig = approvedRig([.focus])
+        let s = rig.tap(W.maps2)
+        let id = focusCheck(s.effects)!.requestID
+        let stop = rig.manage(W.aliceCtl, .endGrants(appID: W.mapsID, uid: nil))
+        XCTAssertEqual(stop.effects.status(of: s.call), .notDetermined, "not granted after the Stop")
+        XCTAssertTrue(rig.send(.focusAnswered(requestID: id, .answered(focused: .yes, press: .yes))).isEmpty)
+
+        let t = rig.tap(W.maps3)
+        XCTAssertNotNil(focusCheck(t.effects))
+        let off = rig.manage(W.aliceCtl, .setUserLocation(on: false, uid: nil))
+        XCTAssertEqual(off.effects.status(of: t.call), .restricted)
     }
 
     func testFeatureWordsOfALaterContractAreIgnored() {

@@ -62,12 +62,15 @@ final class StateStoreTests: XCTestCase {
         var r = ConsentRecord(decidedAt: 9, lastUsed: 4)
         r.lapsed = "when-in-use;one-time-approved"
         r.lapsedAt = 9
+        var denied = ConsentRecord(decision: .denied, decidedAt: 1, lastUsed: 2)
+        denied.lapsed = "one-time-approved"
+        denied.lapsedAt = 1
         let records = [AppKey(uid: 1000, appID: "a"): r,
-                       AppKey(uid: 1000, appID: "b"): ConsentRecord(decision: .denied, decidedAt: 1, lastUsed: 2)]
+                       AppKey(uid: 1000, appID: "b"): denied]
         try store.saveConsents(records)
         XCTAssertEqual(dir.read("consents"), header +
             "1000\ta\t-\t-\t0\t-\t9\t4\twhen-in-use;one-time-approved\t9\n" +
-            "1000\tb\tdenied\t-\t0\t-\t1\t2\n")
+            "1000\tb\tdenied\t-\t0\t-\t1\t2\tone-time-approved\t1\n")
         let loaded = store.loadConsents()
         XCTAssertNil(loaded.problem)
         XCTAssertEqual(loaded.records, records)
@@ -120,10 +123,13 @@ final class StateStoreTests: XCTestCase {
             ("truncated", header + String(good.dropLast(3))),
             ("too few fields", header + "1000\tapp\twhen-in-use\tfull\t0\t-\t1\n"),
             ("too many fields", header + "1000\tapp\twhen-in-use\tfull\t0\t-\t1\t2\t3\n"),
-            ("eleven fields", header + "1000\tapp\t-\t-\t0\t-\t1\t2\tdenied\t3\t4\n"),
+            ("eleven fields", header + "1000\tapp\t-\t-\t0\t-\t1\t2\twhen-in-use\t3\t4\n"),
             ("empty lapsed", header + "1000\tapp\t-\t-\t0\t-\t1\t2\t\t3\n"),
             ("unknown lapsed word", header + "1000\tapp\t-\t-\t0\t-\t1\t2\tforever\t3\n"),
-            ("bad lapsed-at", header + "1000\tapp\t-\t-\t0\t-\t1\t2\tdenied\tx\n"),
+            ("bad lapsed-at", header + "1000\tapp\t-\t-\t0\t-\t1\t2\twhen-in-use\tx\n"),
+            ("denial cannot lapse", header + "1000\tapp\t-\t-\t0\t-\t1\t2\tdenied\t3\n"),
+            ("empty lapsed part", header + "1000\tapp\t-\t-\t0\t-\t1\t2\twhen-in-use;;one-time-approved\t3\n"),
+            ("lapsed yet granting", header + "1000\tapp\twhen-in-use\tfull\t0\t-\t1\t2\twhen-in-use\t3\n"),
             ("blank line", header + good + "\n"),
             ("bad uid", header + "x\tapp\t-\t-\t0\t-\t0\t0\n"),
             ("uid too big", header + "4294967296\tapp\t-\t-\t0\t-\t0\t0\n"),
