@@ -36,6 +36,9 @@ final class AllowWhileUsingAgent {
     static let interface = Interface<AllowWhileUsingAgent>(GeoConsentAPI.agent, methods: [
         ConfirmCall.member: { _, call in call.reply(ConfirmReply.encode(.allowWhileUsing)) },
         CancelCall.member: { _, call in call.reply() },
+        // Registered with RegisterAgent (no features): never sent these.
+        NoticeCall.member: { _, call in call.reply() },
+        CheckFocusCall.member: { _, call in call.reply(CheckFocusReply.encode(focused: .unknown, press: .unknown, via: "none")) },
     ])
 }
 

@@ -199,6 +199,9 @@ final class AllowAgent {
     static let interface = Interface<AllowAgent>(GeoConsentAPI.agent, methods: [
         ConfirmCall.member: { _, call in call.reply(ConfirmReply.encode(.allowOnce)) },
         CancelCall.member: { _, call in call.reply() },
+        // Registered with RegisterAgent (no features): never sent these.
+        NoticeCall.member: { _, call in call.reply() },
+        CheckFocusCall.member: { _, call in call.reply(CheckFocusReply.encode(focused: .unknown, press: .unknown, via: "none")) },
     ])
 }
 let agentPeer = try peers.connect(bus.address)

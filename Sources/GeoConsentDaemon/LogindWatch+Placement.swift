@@ -15,7 +15,7 @@ extension LogindWatch {
         if placing[name] == nil { prefetch(name, uid: caller.uid, pid: caller.pid) }
         guard let p = placing[name], !p.released else { return body() }
         placing[name]!.bodies.append(body)
-        if p.attempts == 0 { ask(name) }   // held back for its cgroup, which did not come
+        if p.attempts == 0 && !p.fromCgroup { ask(name) }   // held back for its cgroup, which did not come
     }
 
     /// Starts placing connection `name` (of `uid`, `pid` as the bus says), unless
@@ -34,7 +34,9 @@ extension LogindWatch {
                          "its calls go on as if it were in no login session until it is")
             self.release(name)
         }
-        if !keptUIDs.contains(uid) { ask(name) }
+        // A uid seen before waits for its cgroup, which mostly answers alone;
+        // a uid's first process asks logind meanwhile, in case it cannot.
+        if !keptUIDs.contains(uid) && !cgroupUIDs.contains(uid) { ask(name) }
     }
 
     /// `name`'s identity could not be resolved: its calls fail, so a placement
@@ -48,13 +50,28 @@ extension LogindWatch {
     /// The identity helper has read the cgroup of `name`'s process (before its
     /// calls go on, and before logind's answer to its placement is read): where a
     /// process of the same uid in the same cgroup was placed since logind last
-    /// said sessions changed, this one is placed the same way at once.
+    /// said sessions changed, this one is placed the same way at once; else its
+    /// cgroup says where, by logind's own rule (`LoginSessionOfCgroup`): in a
+    /// session's scope, that session; in none, its uid's own session, as
+    /// logind's "no session for that PID" leads to. Only a cgroup systemd did
+    /// not lay out (no cgroup v2, a container's own layout) is asked of logind.
     func resolvedCgroup(_ name: String, uid: UInt32, _ cgroup: String?) {
         guard let p = placing[name], !p.released else { return }
         if let cgroup {
             let key = CgroupKey(uid: uid, cgroup: cgroup)
             placing[name]!.key = key
             if let kept = byCgroup[key] { return resolved(name, kept.map { .session($0) } ?? .none) }
+            if let answer = LoginSessionOfCgroup.answer(cgroup) {
+                if cgroupUIDs.count >= Self.byCgroupLimit { cgroupUIDs = [] }
+                cgroupUIDs.insert(uid)
+                placing[name]!.fromCgroup = true
+                switch answer {
+                case .session(_, let path):
+                    return resolved(name, .session(path))
+                case .none:
+                    return userSession(uid) { [weak self] outcome in self?.resolved(name, outcome) }
+                }
+            }
         }
         if p.attempts == 0 { ask(name) }
     }
@@ -62,7 +79,7 @@ extension LogindWatch {
     /// Keeps where the placement of `name` ended, for its cgroup.
     func keep(_ name: String, _ path: String?) {
         guard let p = placing[name], let key = p.key, p.epoch == userSessionsEpoch else { return }
-        if byCgroup.count >= Self.byCgroupLimit { byCgroup = [:]; keptUIDs = [] }
+        if byCgroup.count >= Self.byCgroupLimit { byCgroup = [:]; keptUIDs = []; cgroupUIDs = [] }
         byCgroup[key] = .some(path)
         keptUIDs.insert(key.uid)
     }

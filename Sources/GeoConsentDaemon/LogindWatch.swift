@@ -100,6 +100,9 @@ final class LogindWatch {
         var key: CgroupKey?
         /// `userSessionsEpoch` when it began: its answer is kept only if no signal came since.
         var epoch = 0
+        /// Placed from its cgroup by logind's own rule (`LoginSessionOfCgroup`):
+        /// logind is not asked where the process is.
+        var fromCgroup = false
     }
 
     /// What logind's placement of a process depends on: logind finds its
@@ -142,6 +145,11 @@ final class LogindWatch {
     static let byCgroupLimit = 1024
     /// The uids of `byCgroup`'s keys.
     var keptUIDs: Set<UInt32> = []
+    /// Uids one of whose processes was placed from its cgroup by logind's rule
+    /// (`LoginSessionOfCgroup`): their cgroups are laid out as systemd lays them
+    /// out, so logind is not asked ahead of the identity helper's read for the
+    /// next ones. Bounded as `byCgroup` (forgotten with it).
+    var cgroupUIDs: Set<UInt32> = []
 
     /// Where what logind says goes: the consent core (an init argument: the wire cannot be missing).
     private let feed: (CoreEvent) -> Void

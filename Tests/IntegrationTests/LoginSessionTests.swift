@@ -245,6 +245,55 @@ final class LoginSessionTests: StackTestCase {
         waitUntil("in use again") { (try? app.authorization().status) == .notDetermined }
     }
 
+    /// A process in a session's scope is placed in that session from its
+    /// cgroup, by logind's own rule, without waiting for logind's answer; one
+    /// in its user's manager's subtree (an app of the desktop) follows its
+    /// user's display session. Here logind would answer "no session" for every
+    /// PID, so only the cgroup can say c9, which is locked.
+    func testACallersCgroupPlacesItAsLogindWould() throws {
+        guard getuid() == 0, let root = Self.unifiedCgroupRoot() else {
+            throw XCTSkip("needs root and a writable cgroup v2 hierarchy to lay out cgroups as systemd does")
+        }
+        try logind.addSession("c9", seat: "seat1", uid: getuid())
+        try logind.mapPID(-1, to: "c9")   // GetSessionByPID: NoSessionForPID for every caller
+        try logind.setLockedHint("c9", true)
+        let uid = getuid()
+        let sessionScope = "/user.slice/user-\(uid).slice/session-c9.scope"
+        let appScope = "/user.slice/user-\(uid).slice/user@\(uid).service/app.slice/app-test-\(getpid()).scope"
+        let made = [sessionScope, appScope].map { root + $0 }
+        for dir in made { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        defer {
+            // Innermost first; each is empty once its process has exited.
+            for dir in made {
+                var d = dir
+                while d.count > root.count { rmdir(d); d = (d as NSString).deletingLastPathComponent }
+            }
+        }
+        func status(in cgroup: String) throws -> String {
+            let call = "echo $$ > '\(root + cgroup)/cgroup.procs' && exec busctl --address='\(stack.bus.address)' call " +
+                "\(GeoConsentAPI.busName) \(GeoConsentAPI.objectPath) \(GeoConsentAPI.interfaceName) GetAuthorization"
+            let r = try ChildProcess.run("/bin/sh", ["-c", call], timeout: 10)
+            XCTAssertEqual(r.status, 0, r.output)
+            return String(r.output.split(separator: " ").dropFirst().first ?? "")
+        }
+        XCTAssertEqual(try status(in: sessionScope), "1", "placed in c9 from its scope, and c9 is locked")
+        XCTAssertEqual(try status(in: appScope), "0", "an app of the user's manager follows the user's display, c1, in use")
+    }
+
+    /// Where the cgroup v2 hierarchy is mounted, if this process may make cgroups in it.
+    static func unifiedCgroupRoot() -> String? {
+        guard let info = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        for line in info.split(separator: "\n") {
+            let halves = line.components(separatedBy: " - ")
+            guard halves.count == 2, halves[1].hasPrefix("cgroup2 ") else { continue }
+            let fields = halves[0].split(separator: " ")
+            guard fields.count > 4, fields[3] == "/" else { continue }
+            let mount = String(fields[4])
+            return access(mount, W_OK) == 0 ? mount : nil
+        }
+        return nil
+    }
+
     func testTheUsersDisplaySessionIsPreferred() throws {
         // Two seat sessions of this uid: c0 (first by id) in the background, c1 the
         // user's display. A caller in no session of its own follows the display.
