@@ -20,6 +20,8 @@ import GeoTestSupport
 struct LogindCase {
     var firstCall = Sample()
     var churnNanos: UInt64 = 0, churnCycles = 0
+    /// The first call of a connection from a cgroup never seen before (`FreshCgroups`).
+    var freshFirstCall = Sample()
     var churn: Double { Double(churnNanos) / Double(max(1, churnCycles)) / 1000 }
 }
 
@@ -42,6 +44,7 @@ func logindRows(bus: TestBus, firstCalls: Int, churnCycles: Int, rounds: Int, ex
         }
     }
     let dir = try TempDir()
+    let fresh = FreshCgroups()
     let modes: [String?] = [nil, "unplaced", "placed"]
     var cases = [LogindCase](repeating: LogindCase(), count: modes.count)
     var error = [CChar](repeating: 0, count: 256)
@@ -78,6 +81,20 @@ func logindRows(bus: TestBus, firstCalls: Int, churnCycles: Int, rounds: Int, ex
             if t == 0 { throw BenchFloorError(description: "churn (\(mode ?? "no logind")): " + String(cString: error)) }
             cases[i].churnNanos += t
             cases[i].churnCycles += c
+            // The same first calls, each from an app scope of its own, as a desktop starts apps.
+            if let fresh, mode != "placed" {
+                defer { fresh.leave() }
+                var one = [UInt64](repeating: 0, count: 1)
+                for _ in 0..<n {
+                    try fresh.enterNew()
+                    guard bf_first_calls(bus.address, dest, path, iface, "RequestOneTimeAuthorization", 1, &one,
+                                         &error, Int32(error.count)) == 1 else {
+                        throw BenchFloorError(description: "first calls from fresh cgroups (\(mode ?? "no logind")): " +
+                                              String(cString: error))
+                    }
+                    cases[i].freshFirstCall.add(micros(one[0]))
+                }
+            }
         }
     }
     let none = cases[0]
@@ -94,6 +111,21 @@ func logindRows(bus: TestBus, firstCalls: Int, churnCycles: Int, rounds: Int, ex
                         floorName: "no logind: first tap p99", floor: none.firstCall.p99, target: .ratioAtMost(1.2)))
         rows.append(Row(section: "logind", name: "logind \(how): churn per cycle", value: c.churn, unit: "µs",
                         floorName: "no logind: churn per cycle", floor: none.churn, target: .ratioAtMost(1.2)))
+    }
+    if fresh != nil {
+        // Each caller from an app scope of its own (user@UID.service/app.slice/app-*.scope):
+        // logind places none of them in a session, so their user's Display is theirs.
+        let a = cases[1].freshFirstCall
+        rows.append(Row(section: "logind", name: "no logind, each caller in a fresh app scope: first tap p50",
+                        value: none.freshFirstCall.p50, unit: "µs"))
+        rows.append(Row(section: "logind", name: "logind, each caller in a fresh app scope: first tap p50", value: a.p50, unit: "µs",
+                        floorName: "no logind, fresh app scopes: first tap p50", floor: none.freshFirstCall.p50,
+                        target: .ratioAtMost(1.1)))
+        rows.append(Row(section: "logind", name: "logind, each caller in a fresh app scope: first tap p99", value: a.p99, unit: "µs",
+                        floorName: "no logind, fresh app scopes: first tap p99", floor: none.freshFirstCall.p99,
+                        target: .ratioAtMost(1.2)))
+    } else {
+        print("bench: no writable cgroup v2 hierarchy: the rows of callers in fresh app scopes are left out")
     }
     return rows
 }

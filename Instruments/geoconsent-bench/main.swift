@@ -216,6 +216,14 @@ func tap(_ p: BusPeer) {
 
 /// The logind rows (LogindRows.swift): with the app approved already, as in the churn rows.
 func measureLogind() -> [Row] {
+    // The app of the fresh app scopes (FreshCgroups.swift) approved once, from one of them.
+    if let fresh = FreshCgroups() {
+        do { try fresh.enterNew() } catch { fail("\(error)") }
+        let approving = try! peers.connect(bus.address)
+        tap(approving)
+        approving.connection.close()
+        fresh.leave()
+    }
     print("bench: first calls and churn with a logind on the bus (placed, unplaced) and without")
     do {
         return try logindRows(bus: bus, firstCalls: counts.logindFirstCalls, churnCycles: counts.logindChurn,
