@@ -41,6 +41,7 @@ final class FreshCgroups {
 
     /// Moves this process into a new app scope.
     func enterNew() throws {
+        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
         next += 1
         let dir = "\(parent)/app-\(Self.appID)-\(getpid())x\(next).scope"
         guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
@@ -55,6 +56,9 @@ final class FreshCgroups {
         try? move(to: root + home)
         for dir in made { rmdir(dir) }
         made = []
+        // The slices it made too, where nothing else is in them (rmdir refuses a cgroup in use).
+        var d = parent
+        while d.count > root.count, rmdir(d) == 0 { d = (d as NSString).deletingLastPathComponent }
     }
 
     private func move(to dir: String) throws {
