@@ -79,6 +79,8 @@ test: deps
 	@# compiled to .build/locale, where the tests' geoconsentctl and the desktop programs read them.
 	@bash scripts/timed.sh "translations" bash scripts/po-check.sh
 	@bash scripts/timed.sh "desktop unit tests" $(DESKTOP_UNIT_TESTS)
+	@# The agent's focus check (CheckFocus) under Xvfb and openbox: XTEST clicks, XRes PIDs (a few seconds).
+	@bash scripts/timed.sh "desktop focus check" bash desktop/tests/test-focus.sh
 	@bash scripts/timed.sh "XCTest ($(TEST_WORKERS) at once)" $(SWIFT) test --skip-build --disable-swift-testing \
 		--parallel --num-workers $(TEST_WORKERS) --xunit-output .build/xctest.xml; \
 		status=$$?; bash scripts/xunit-summary.sh .build/xctest.xml && exit $$status

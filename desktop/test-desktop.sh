@@ -12,7 +12,9 @@
 #   2. "Allow Once" is clicked; the fix appears in the app, inside the track's
 #      area; the dialog is gone;
 #   3. the button is clicked again: a fix, and no second prompt (one-time
-#      approval is remembered; the action runs on every press);
+#      approval is remembered; the action runs on every press); a second
+#      instance of the app (a new session) taps: no prompt either, the daemon
+#      tells the agent (Notice) and a notification names the app;
 #   4. two more apps ask at once (geoconsentctl locate: one-time; busctl:
 #      when-in-use): one dialog at a time, the second queued; the first app
 #      quits, so the daemon cancels its prompt and the dialog is withdrawn; the
@@ -22,7 +24,12 @@
 #   6. with another agent of the same uid registered first, the agent waits for
 #      the slot (retrying) and registers once it is free.
 # It also checks that a client calling the agent directly (Confirm, Cancel)
-# is refused: only the daemon may open or withdraw prompts.
+# is refused: only the daemon may open or withdraw prompts; and, on a session
+# bus of the test's own with a StatusNotifierWatcher stand-in
+# (desktop/tests/sni_host.py) and dunst, that the agent registers with its
+# features, that its indicator names an app that receives location (read as
+# a tray host reads it), that its Stop entry ends the app's grant and the
+# item goes Passive, and that the notice shows in Korean too.
 #
 # Screenshots (PNG) go to DESKTOP_SCREENSHOTS (default docs/screenshots):
 #   location-button.png            the app before the press
@@ -30,6 +37,12 @@
 #   location-result.png            the app showing the fix
 #   consent-prompt-when-in-use.png the standard prompt (three answers)
 #   button-styles.png              other CLLocationButton styles
+#   notice.png, notice-ko.png      the notification at a silent tap, in English
+#                                  and Korean (dunst draws it)
+#   settings-lapsed.png, settings-lapsed-ko.png
+#                                  the settings window scrolled to "Lapsed"
+# (No tray host that draws a StatusNotifierItem is packaged in Debian 12
+# short of a whole panel: the indicator is read over D-Bus, not shot.)
 #
 # BIN_DIR holds geoconsentd, geoconsentctl and nmea-replay; default: $GEOCONSENT_BIN,
 # else `swift build --show-bin-path`. Missing Debian packages are installed
@@ -176,6 +189,9 @@ geometry() {   # WID -> "X Y W H"
 click_rect() {
     local x y w h
     IFS=, read -r x y w h <<<"$2"
+    # A pixel aside first: --sync waits (15 s) for a motion that never comes
+    # when the pointer is already there (a second click on the same switch).
+    xdotool mousemove --window "$1" $((x + w / 2 + 1)) $((y + h / 2)) || fail "xdotool mousemove"
     xdotool mousemove --sync --window "$1" $((x + w / 2)) $((y + h / 2)) || fail "xdotool mousemove"
     sleep 0.15
     xdotool click 1 || fail "xdotool click"
@@ -238,6 +254,34 @@ say "Xvfb on $DISPLAY"
 start backdrop "${GUI_ENV[@]}" "$PY" "$DESKTOP/xvfb-helper" backdrop '#4b5563'
 wait_for 20 "the backdrop" has_line backdrop '^backdrop ready'
 
+# ---- a session bus: a tray's StatusNotifierWatcher, a notification server ----
+# The agent's indicator and notices live on the session bus: one of the test's
+# own (no activation: nothing starts by itself), with the watcher stand-in
+# (as KDE's: desktop/tests/sni_host.py) and dunst, which draws the notices
+# and prints each one (-print). Only the agents given SESSION use it.
+cat >"$TMP/session-bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:path=$TMP/session-bus</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
+CONF
+start sessionbus dbus-daemon --config-file="$TMP/session-bus.conf" --nofork
+session_bus_up() { [[ -S $TMP/session-bus ]] || ! alive sessionbus; }
+wait_for 10 "the session bus" session_bus_up
+SESSION=(DBUS_SESSION_BUS_ADDRESS="unix:path=$TMP/session-bus")
+start sni "${GUI_ENV[@]}" "${SESSION[@]}" "$PY" "$DESKTOP/tests/sni_host.py" watcher
+printf '[global]\n    width = 360\n    offset = 10x40\n    font = DejaVu Sans 9\n' >"$TMP/dunstrc"
+start dunst "${GUI_ENV[@]}" "${SESSION[@]}" dunst -config "$TMP/dunstrc" -print
+sni_host() { "${GUI_ENV[@]}" "${SESSION[@]}" "$PY" "$DESKTOP/tests/sni_host.py" "$@"; }
+# Notices on screen go once shot: they would cover the windows clicked next.
+close_notices() { "${GUI_ENV[@]}" "${SESSION[@]}" dunstctl close-all || fail "dunstctl close-all"; }
+notifications_up() {
+    gdbus call --address "unix:path=$TMP/session-bus" --dest org.freedesktop.DBus --object-path / \
+        --method org.freedesktop.DBus.NameHasOwner org.freedesktop.Notifications 2>/dev/null | grep -q true
+}
+wait_for 10 "the StatusNotifierWatcher stand-in" has_line sni '^watching$'
+wait_for 10 "dunst on the session bus" notifications_up
+
 # ---- bus, gpsd, daemon -------------------------------------------------------
 # No automatic agent: the graphical one under test is the user's agent. Wi-Fi
 # positioning is configured, so that the settings window shows root its switch
@@ -251,7 +295,13 @@ mkdir -m 0755 "$TMP/applications"
 printf '[Desktop Entry]\nType=Application\nName=Location Button Demo\nName[de]=Standort-Knopf-Demo\nIcon=%s\nExec=%s\n' \
     "$(realpath "$DESKTOP/data/org.geoconsent.Agent.svg")" "$DEMO_SCRIPT" >"$TMP/applications/org.geoconsent.ButtonDemo.desktop"
 printf '[daemon]\ndesktop-entries = %s\n' "$TMP/applications" >>"$TMP/sources.conf"
-GEOCONSENT_CONFIG="$TMP/sources.conf" GEOCONSENT_AGENT=none start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
+# A stored decision of an app unused for 100 days: the daemon lapses it as it
+# starts ([daemon] unused-lapse, 90 by default), and the settings window lists it.
+LAPSE_USED=$(( ($(date +%s) - 100 * 86400) * 1000000 ))
+printf '# geoconsent consents v1\n%s\t/usr/bin/old-weather\twhen-in-use\tfull\t0\t-\t%s\t%s\n' \
+    "$(id -u)" "$LAPSE_USED" "$LAPSE_USED" >"$TMP/consents"
+GEOCONSENT_CONFIG="$TMP/sources.conf" GEOCONSENT_STATE="$TMP/consents" GEOCONSENT_AGENT=none \
+    start stack bash "$ROOT/scripts/run-stack.sh" "$BIN"
 stack_up() { has_line stack '^geoconsent stack is running' || ! alive stack; }
 wait_for 30 "scripts/run-stack.sh" stack_up
 has_line stack '^geoconsent stack is running' || fail "scripts/run-stack.sh did not start the stack"
@@ -260,9 +310,13 @@ BUS=$(sed -n 's/^  bus      //p' "$TMP/stack.log")
 say "stack on $BUS"
 
 # ---- the agent and the app ---------------------------------------------------
-start agent "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
+start agent "${GUI_ENV[@]}" "${SESSION[@]}" "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
 wait_for 20 "the agent to register" has_line agent '^registered uid='
-pass "geoconsent-agent registered with the daemon"
+has_line agent '^registered uid=.* features=notices,focus$' || fail "registered without its features: $(line agent '^registered ')"
+wait_for 10 "its indicator at the watcher" has_line sni '^item '
+sni_host read >"$TMP/sni-read.log" 2>&1 || fail "reading the indicator: $(cat "$TMP/sni-read.log")"
+grep -qx 'status Passive' "$TMP/sni-read.log" || fail "the indicator is not Passive with no app receiving: $(cat "$TMP/sni-read.log")"
+pass "geoconsent-agent registered with the daemon (RegisterAgentWithOptions, features notices,focus); its indicator is at the StatusNotifierWatcher, Passive"
 
 start demo "${GUI_ENV[@]}" "$PY" "$DESKTOP/location-button-demo" --bus "$BUS" \
     --reason "Show where you are on the map"
@@ -350,6 +404,30 @@ FIX2=$(line demo '^(fix|error) press=2 ')
 in_track "$(field "$FIX2" latitude)" "$(field "$FIX2" longitude)" || fail "second fix outside the track: $FIX2"
 (($(grep -c '^prompt ' "$TMP/agent.log") == 1)) || fail "the second press prompted again"
 pass "a second press gets a fix without a prompt"
+
+# ---- 3b. the notice at a silent tap ------------------------------------------
+# The second press was on the connection that still holds its grant (rule 2).
+# A second instance of the app is a new session: its press is a silent tap
+# (rule 3); the daemon tells the agent (Notice), and a passing notification
+# names the app (by its desktop entry for root, as the prompt did).
+start demo2 "${GUI_ENV[@]}" "$PY" "$DESKTOP/location-button-demo" --bus "$BUS"
+wait_for 20 "the second demo window" has_line demo2 '^ready window='
+READY2=$(line demo2 '^ready window=')
+click_rect "$(field "$READY2" window)" "$(field "$READY2" button)"
+wait_for 40 "its fix" has_line demo2 '^(fix|error) press=1 '
+[[ $(line demo2 '^(fix|error) press=1 ') == fix* ]] || fail "the second instance got no fix: $(line demo2 '^(fix|error) press=1 ')"
+(($(grep -c '^prompt ' "$TMP/agent.log") == 1)) || fail "the second instance's press prompted"
+if (( $(id -u) == 0 )); then APP_NAME="Location Button Demo"; else APP_NAME=$DEMO_SCRIPT; fi
+wait_for 10 "the agent's notice" has_line agent "^notice $DEMO_SCRIPT "
+NOTICE=$(line agent "^notice $DEMO_SCRIPT ")
+[[ $NOTICE == *" text=$APP_NAME got your location once"* ]] || fail "the notice: '$NOTICE' (app $APP_NAME)"
+shown_by_dunst() { grep -qF "summary: '$1'" "$TMP/dunst.log"; }
+wait_for 10 "dunst to show it" shown_by_dunst "$APP_NAME got your location once"
+sleep 0.3
+shot notice.png
+close_notices
+stop demo2
+pass "the silent press shows a notification: '$APP_NAME got your location once' ($(field "$NOTICE" focus), always=$(field "$NOTICE" always))"
 
 # ---- an app cannot drive the agent itself -----------------------------------
 AGENT_NAME=$("$BUSCTL" --address="$BUS" list --no-pager 2>/dev/null |
@@ -464,6 +542,43 @@ start watch "$BIN/geoconsentctl" --bus "$BUS" watch --accuracy reduced
 has_fix() { [[ -s $TMP/watch.log ]] || ! alive watch; }
 wait_for 40 "geoconsentctl watch's first fix" has_fix
 alive watch || fail "geoconsentctl watch ended: $(cat "$TMP/watch.err")"
+
+# ---- 4c'. the indicator names the app and stops it ------------------------------
+# While geoconsentctl receives, the agent's item is Active: a tray host
+# (sni_host.py) reads its title and its dbusmenu, and clicks "Stop …": the
+# daemon ends the app's grants (EndGrants), the watch ends, the item goes Passive.
+wait_for 10 "the indicator to go active" has_line agent '^indicator active 1 '
+CTL_APP=$(line agent '^indicator active 1 ' | awk '{print $4}')
+[[ $CTL_APP == */geoconsentctl ]] || fail "the indicator names '$CTL_APP', not geoconsentctl"
+sni_host read >"$TMP/sni-read.log" 2>&1 || fail "reading the indicator: $(cat "$TMP/sni-read.log")"
+grep -qx 'status Active' "$TMP/sni-read.log" || fail "the item is not Active: $(cat "$TMP/sni-read.log")"
+grep -qF "title Using your location: $CTL_APP (approximate, since " "$TMP/sni-read.log" ||
+    fail "the item's title: $(grep '^title' "$TMP/sni-read.log")"
+MENU=$(sed -n 's/^menu [0-9]* enabled=1 //p' "$TMP/sni-read.log")
+grep -qxF "Stop $CTL_APP" <<<"$MENU" && grep -qxF "Location Settings…" <<<"$MENU" ||
+    fail "the item's menu: $(grep '^menu' "$TMP/sni-read.log")"
+# Location Settings… opens the settings window (the agent's child: stopped here by its PID).
+sni_host click "Location Settings…" >>"$TMP/sni-read.log" 2>&1 || fail "clicking Location Settings…: $(cat "$TMP/sni-read.log")"
+wait_for 10 "the agent to start the settings window" has_line agent '^settings-started pid=[0-9]+$'
+NAMES+=(settings_menu)
+PIDS+=("$(line agent '^settings-started pid=' | sed 's/.*pid=//')")
+settings_shown() { [[ -n $(find_window '^Location Settings$') ]]; }
+wait_for 20 "the settings window the menu opened" settings_shown
+stop settings_menu
+sni_host click "Stop $CTL_APP" >>"$TMP/sni-read.log" 2>&1 || fail "clicking Stop: $(cat "$TMP/sni-read.log")"
+wait_for 10 "the daemon to stop it" has_line agent "^stopped $CTL_APP ok$"
+watch_stopped() { ! alive watch; }
+wait_for 10 "geoconsentctl watch to end with its grant" watch_stopped
+wait_for 10 "the indicator to go passive" has_line_after agent "^stop $CTL_APP$" '^indicator passive$'
+sni_host read >"$TMP/sni-read.log" 2>&1 || fail "reading the indicator: $(cat "$TMP/sni-read.log")"
+grep -qx 'status Passive' "$TMP/sni-read.log" || fail "the item is not Passive after Stop: $(cat "$TMP/sni-read.log")"
+pass "the indicator names $CTL_APP approximate while it receives; Location Settings… opens the settings window; Stop ended the grant (the watch ended) and the item went Passive"
+close_notices   # the watch's own silent tap was noticed too
+stop watch
+# The stored approval stays (Stop ends grants only): the watch starts again silently.
+start watch "$BIN/geoconsentctl" --bus "$BUS" watch --accuracy reduced
+wait_for 40 "geoconsentctl watch's first fix" has_fix
+alive watch || fail "geoconsentctl watch ended: $(cat "$TMP/watch.err")"
 start settings "${GUI_ENV[@]}" "$PY" "$DESKTOP/geoconsent-settings" --bus "$BUS"
 wait_for 20 "the settings window" has_line settings '^ready window='
 # The window opens after the watch's first fix: it says where that came from.
@@ -488,6 +603,22 @@ has_line settings "^row $DEMO_SCRIPT decision=one-time accuracy=full in-use=0 " 
 xdotool mousemove 0 0   # no tooltip in the picture
 sleep 0.3
 shot_window settings.png "$SET_WIN"
+# The notices switch (on by default) keeps the user's setting in their file, which the agent reads at each notice.
+has_line settings '^notices on$' || fail "the notices switch is not on by default"
+wait_for 10 "the notices switch laid out" has_line settings '^notices-switch '
+click_rect "$SET_WIN" "$(field "$(line settings '^notices-switch ')" at)"
+wait_for 10 "notices off" has_line settings '^notices off$'
+grep -qx 'silent-grants=false' "$TMP/home/.config/geoconsent/desktop.conf" || fail "the setting file: $(cat "$TMP/home/.config/geoconsent/desktop.conf")"
+click_rect "$SET_WIN" "$(field "$(line settings '^notices-switch ')" at)"
+wait_for 10 "notices on again" has_line_after settings '^notices off$' '^notices on$'
+grep -qx 'silent-grants=true' "$TMP/home/.config/geoconsent/desktop.conf" || fail "the setting file: $(cat "$TMP/home/.config/geoconsent/desktop.conf")"
+TAPS=$(line settings '^taps ')
+[[ $TAPS == "taps unverifiable" || $TAPS == "taps verifiable" ]] || fail "the window did not say whether taps can be told: '$TAPS'"
+LAPSED=$(line settings '^lapsed /usr/bin/old-weather ')
+[[ $LAPSED == "lapsed /usr/bin/old-weather Not used for 100 days: permission removed · on $(date +%Y-%m-%d)" ]] ||
+    fail "the lapsed decision: '$LAPSED'"
+has_line settings '^row /usr/bin/old-weather ' && fail "a lapsed record has a row of decisions"
+pass "the settings window's notices switch keeps the user's setting (off, on again); this desktop: $TAPS; under Lapsed: ${LAPSED#lapsed }"
 
 # The window decides (SetConsent): While Using for the demo is more than it
 # has, so the user's dialog asks first, saying who asked; Never is less, at once.
@@ -556,8 +687,64 @@ shot consent-prompt-location-on.png
 click_rect "$(field "$READY_U" window)" "$(field "$READY_U" allow-once)"
 wait_for 20 "location on again" has_line_after settings '^user-location-set on$' '^user-location on$'
 pass "the user's own switch: off at once, on again after the user's dialog (Switch On)"
+# The list scrolled to its end: the decision that lapsed (nothing is clicked in this window after).
+scroll_to_end() { xdotool mousemove --window "$1" 300 450 click --repeat 12 --delay 20 5 || fail "xdotool scroll"; xdotool mousemove 0 0; sleep 0.4; }
+scroll_to_end "$SET_WIN"
+shot_window settings-lapsed.png "$SET_WIN"
 stop settings
 pass "the settings window shows geoconsentctl in use now, and Ask Next Time forgets it and ends the grant at once (the watch ended)"
+
+# ---- 4d. taps the desktop can tell ------------------------------------------------
+# With a real EWMH window manager (openbox), the agent can say which process
+# owns the window in front (_NET_ACTIVE_WINDOW, its owner's PID from the X
+# server: XRes). geoconsentctl is allowed once; with the demo's window in
+# front, its next tap is no tap on a button in front: the daemon does not keep
+# it silent, and the dialog says why. An app in front taps silently. (Xvfb
+# has no physical pointer, so presses cannot be seen: in front is the rule here.)
+start openbox "${GUI_ENV[@]}" openbox --sm-disable
+wm_up() { "$PY" -c 'from Xlib import display; d = display.Display(); r = d.screen().root
+raise SystemExit(0 if r.get_full_property(d.intern_atom("_NET_SUPPORTING_WM_CHECK"), 0) else 1)' 2>/dev/null; }
+wait_for 10 "openbox to manage the screen" wm_up
+ctl_count() { grep -c '^prompt [^ ]* kind=one-time app-id=.*/geoconsentctl ' "$TMP/agent.log"; }
+ctl_dialog focus_allow $(($(ctl_count) + 1))
+click_rect "$DLG" "$(field "$READY" allow-once)"
+wait_for 10 "Allow Once" has_line agent "^answered $REQ allow-once$"
+focus_allow_done() { ! alive focus_allow; }
+wait_for 40 "geoconsentctl's fix" focus_allow_done
+xdotool windowactivate --sync "$DEMO_WIN" || fail "xdotool windowactivate"
+ctl_dialog focus_behind $(($(ctl_count) + 1))
+wait_for 10 "the agent's focus answer" has_line agent '^focus pid=[0-9]+ focused=no '
+has_line agent "^tap-not-verified $REQ behind$" || fail "the dialog was not told why: $(grep "$REQ" "$TMP/agent.log")"
+sleep 0.3
+shot consent-prompt-not-in-front.png
+click_rect "$DLG" "$(field "$READY" deny)"
+wait_for 10 "Don't Allow" has_line agent "^answered $REQ deny$"
+focus_behind_done() { ! alive focus_behind; }
+wait_for 10 "geoconsentctl to give up" focus_behind_done
+# Forgotten again, so that step 7 asks in Korean.
+"$BIN/geoconsentctl" --bus "$BUS" reset "$CTL_APP" >/dev/null || fail "geoconsentctl reset $CTL_APP"
+pass "a tap of an app allowed once, with another app's window in front, gets the prompt, which says why"
+# The demo (Never, above) allowed once again, then a second instance taps from its own window, in front: silent.
+click_rect "$DEMO_WIN" "$BUTTON"
+wait_for 20 "the demo's prompt" has_line agent "^prompt [^ ]+ kind=one-time app-id=$DEMO_SCRIPT "
+REQ_F=$(awk '{print $2}' <<<"$(line agent "^prompt [^ ]+ kind=one-time app-id=$DEMO_SCRIPT ")")
+wait_for 10 "its dialog" has_line agent "^ready $REQ_F "
+click_rect "$(field "$(line agent "^ready $REQ_F ")" window)" "$(field "$(line agent "^ready $REQ_F ")" allow-once)"
+wait_for 10 "Allow Once" has_line agent "^answered $REQ_F allow-once$"
+PROMPTS=$(grep -c '^prompt ' "$TMP/agent.log")
+start demo3 "${GUI_ENV[@]}" "$PY" "$DESKTOP/location-button-demo" --bus "$BUS"
+wait_for 20 "the third demo window" has_line demo3 '^ready window='
+READY3=$(line demo3 '^ready window=')
+click_rect "$(field "$READY3" window)" "$(field "$READY3" button)"
+wait_for 40 "its fix" has_line demo3 '^(fix|error) press=1 '
+[[ $(line demo3 '^(fix|error) press=1 ') == fix* ]] || fail "the app in front got no fix: $(line demo3 '^(fix|error) press=1 ')"
+(($(grep -c '^prompt ' "$TMP/agent.log") == PROMPTS)) || fail "the tap from the window in front prompted"
+has_line agent '^focus pid=[0-9]+ focused=yes press=unknown via=x11' || fail "no focus answer 'yes': $(grep '^focus ' "$TMP/agent.log")"
+wait_for 10 "the notice" has_line_after agent '^focus pid=[0-9]+ focused=yes ' "^notice $DEMO_SCRIPT .*focus=in-front"
+close_notices
+stop demo3
+stop openbox
+pass "a tap from the app's own window in front is silent, and the notice says it was in front"
 
 stop demo
 stop agent
@@ -611,9 +798,9 @@ stop agent2
 
 # ---- 7. in the user's language ---------------------------------------------------
 # LANG=ko_KR.UTF-8 (LC_ALL empty): the dialog, its buttons and its switch in Korean;
-# what the app sent (its reason) as sent. geoconsentctl asks for the precise
-# location, which its approximate one-time approval of step 4b does not cover.
-start agent_ko "${GUI_ENV[@]}" LANG=ko_KR.UTF-8 LC_ALL= "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
+# what the app sent (its reason) as sent. geoconsentctl asks again: its
+# approval of step 4d was forgotten.
+start agent_ko "${GUI_ENV[@]}" "${SESSION[@]}" LANG=ko_KR.UTF-8 LC_ALL= "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
 wait_for 20 "the Korean agent to register" has_line agent_ko '^registered '
 start locate3 "$BIN/geoconsentctl" --bus "$BUS" locate --reason "Find cafés near me"
 wait_for 20 "its dialog" has_line agent_ko '^ready '
@@ -635,14 +822,41 @@ wait_for 10 "its rows" has_line settings_ko '^row '
 xdotool mousemove 0 0   # no tooltip in the picture
 sleep 0.3
 shot_window settings-ko.png "$SET_K"
+scroll_to_end "$SET_K"
+shot_window settings-lapsed-ko.png "$SET_K"
 stop settings_ko
 # Answered from the keyboard: Return presses the focused button, Don't Allow.
 xdotool windowfocus --sync "$DLG_K" key Return || fail "xdotool key Return"
 wait_for 10 "the agent to answer" has_line agent_ko "^answered $REQ_K deny$"
 locate3_done() { ! alive locate3; }
 wait_for 10 "geoconsentctl to give up" locate3_done
+# The notice in Korean: gdbus (an app of its own here) taps for the
+# approximate location, the user allows it once, and its next tap is silent.
+gdbus_tap() {   # gdbus_tap NAME: a one-time request of gdbus, approximate
+    start "$1" gdbus call --address "$BUS" --dest org.geoconsent.GeoConsent1 --object-path /org/geoconsent/GeoConsent1 \
+        --timeout 120 --method org.geoconsent.GeoConsent1.RequestOneTimeAuthorization "{'accuracy': <'reduced'>}"
+}
+gdbus_tap tap_ko1
+wait_for 20 "gdbus's Korean dialog" has_line_after agent_ko "^answered $REQ_K " '^ready '
+READY_T=$(line agent_ko '^ready ')
+click_rect "$(field "$READY_T" window)" "$(field "$READY_T" allow-once)"
+wait_for 10 "Allow Once" has_line agent_ko "^answered $(awk '{print $2}' <<<"$READY_T") allow-once$"
+tap_ko1_done() { ! alive tap_ko1; }
+wait_for 10 "gdbus's first tap" tap_ko1_done
+grep -q "(uint32 4,)" "$TMP/tap_ko1.log" || fail "gdbus's first tap: $(cat "$TMP/tap_ko1.log" "$TMP/tap_ko1.err")"
+gdbus_tap tap_ko2
+wait_for 10 "the Korean notice" has_line agent_ko '^notice [^ ]*/gdbus '
+has_line_after agent_ko "^answered $(awk '{print $2}' <<<"$READY_T") " '^prompt ' && fail "gdbus's second tap prompted"
+wait_for 10 "dunst to show it" grep -qF "이(가) 대략적인 위치를 한 번 받았습니다'" "$TMP/dunst.log"
+sleep 0.3
+NOTICE_WIN=$(xdotool search --onlyvisible --class dunst 2>/dev/null | head -n 1)
+if [[ -n $NOTICE_WIN ]]; then shot_window notice-ko.png "$NOTICE_WIN" 12; else shot notice-ko.png; fi
+close_notices
+tap_ko2_done() { ! alive tap_ko2; }
+wait_for 10 "gdbus's second tap" tap_ko2_done
+grep -q "(uint32 4,)" "$TMP/tap_ko2.log" || fail "gdbus's second tap: $(cat "$TMP/tap_ko2.log" "$TMP/tap_ko2.err")"
 stop agent_ko
-pass "with LANG=ko_KR.UTF-8 the dialog and the settings window are in Korean (위치 요청, 위치 설정), its lines break between words ($(field "$WRAP_K" lines) lines), and Return on the focused Don't Allow answers deny"
+pass "with LANG=ko_KR.UTF-8 the dialog, the settings window and the notice are in Korean (위치 요청, 위치 설정, …이(가) 대략적인 위치를 한 번 받았습니다), its lines break between words ($(field "$WRAP_K" lines) lines), and Return on the focused Don't Allow answers deny"
 
 # ---- 7b. German on a dark theme, by keyboard ------------------------------------
 # German's three answers do not fit in a row: they stack. On Adwaita's dark

@@ -58,6 +58,15 @@
 #                                         no imagemagick or xwd needed)
 #   fonts-dejavu-core                     so text renders
 #   fonts-nanum                           Hangul, for the dialog in Korean
+#   python3-xlib                          the agent's focus check on X11 (XRes,
+#                                         XInput 2 raw presses: focus.py)
+#   openbox                               a real EWMH window manager for its
+#                                         test (desktop/tests/test-focus.sh)
+#   gir1.2-ayatanaappindicator3-0.1       the agent's indicator (a StatusNotifierItem
+#                                         through libayatana-appindicator: indicator.py)
+#   gir1.2-notify-0.7                     its notices at silent grants (libnotify)
+#   dunst                                 a notification server that draws under
+#                                         Xvfb, so the test sees and shoots the notice
 #   locales                               and the ko_KR.UTF-8 and de_DE.UTF-8
 #                                         locales it runs in (made with
 #                                         localedef when missing)
@@ -89,7 +98,8 @@ for arg in "$@"; do
         --bench) PKGS+=(strace gnuplot-nox) ;;
         --package) PKGS+=(debhelper dpkg-dev build-essential libstdc++-12-dev lintian) ;;
         --container) PKGS+=(systemd-container util-linux firefox-esr) ;;
-        --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core fonts-nanum locales) ;;
+        --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core fonts-nanum locales
+                          openbox python3-xlib gir1.2-ayatanaappindicator3-0.1 gir1.2-notify-0.7 dunst) ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
         *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop] [--package] [--container])" >&2; exit 2 ;;
     esac

@@ -9,6 +9,10 @@
 # GEOCONSENT_CONFIG=FILE: its lines are added to CONF (for example a
 # [sources] section: docs/dbus-api.md "Sources").
 #
+# GEOCONSENT_STATE=FILE: copied as the state dir's `consents` before the daemon
+# starts (docs/state-format.md), for tests that need stored records (the
+# desktop test's lapsed decision).
+#
 # GEOCONSENT_GEOCLUE=1: the daemon also serves GeoClue2 (CONF gets
 # [geoclue] serve = true, as `make install GEOCLUE=1` does), and the script
 # prints a where-am-i command (geoclue-2-demo) that uses the private bus as
@@ -155,6 +159,9 @@ if [[ -n ${GEOCONSENT_CONFIG:-} ]]; then
     cat "$GEOCONSENT_CONFIG" >>"$TMP/geoconsent.conf" || { echo "run-stack: cannot read $GEOCONSENT_CONFIG" >&2; exit 1; }
 fi
 mkdir -m 0700 "$TMP/state"
+if [[ -n ${GEOCONSENT_STATE:-} ]]; then
+    install -m 0600 "$GEOCONSENT_STATE" "$TMP/state/consents" || { echo "run-stack: cannot read $GEOCONSENT_STATE" >&2; exit 1; }
+fi
 start geoconsentd "$TMP/geoconsentd.log" \
     "$BIN/geoconsentd" --bus "$BUS" --gpsd "127.0.0.1:$GPSD_PORT" \
     --config "$TMP/geoconsent.conf" --state-dir "$TMP/state"

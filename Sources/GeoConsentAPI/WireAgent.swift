@@ -41,6 +41,8 @@ public struct AgentPrompt: Equatable, Sendable {
     /// The program that asked for this prompt when it is not the app (a settings
     /// window raising a decision, `SetConsent`): its app id; "" for the app's own request.
     public var askedBy: String = ""
+    /// Why an approved app's tap is asked (it could not be seen as a tap); nil for other prompts.
+    public var tapDoubt: TapDoubt?
     /// The app's window, for a dialog to attach to (`x11:ID`, `wayland:HANDLE` or empty).
     public var parentWindow: String
     /// Where the app's position would come from, best first (empty from a
@@ -87,6 +89,7 @@ public enum ConfirmCall {
             "program-installed": .bool(r.installed),
             "desktop-entry": .string(r.desktopEntry),
             "asked-by": .string(r.askedBy),
+            "tap-not-verified": .string(r.tapDoubt?.rawValue ?? ""),
             "parent-window": .string(r.parentWindow),
             "sources": .strings(r.sources.map(\.rawValue)),
         ])]
@@ -109,6 +112,7 @@ public enum ConfirmCall {
         prompt.installed = d["program-installed"]?.boolValue ?? false
         prompt.desktopEntry = d["desktop-entry"]?.stringValue ?? ""
         prompt.askedBy = d["asked-by"]?.stringValue ?? ""
+        prompt.tapDoubt = d["tap-not-verified"]?.stringValue.flatMap(TapDoubt.init(rawValue:))
         prompt.sources = d["sources"]?.arrayValue?.compactMap { $0.stringValue.flatMap(PositionSource.init(rawValue:)) } ?? []
         return prompt
     }

@@ -48,8 +48,8 @@ extension ConsentCore {
                     noteUse(app)
                     noticeSilentGrant(s.caller, o, a, witness)
                     return effects.append(.reply(call, .status(.whenInUse)))
-                case .prompt?:
-                    break   // asked as a first tap is
+                case .prompt(let doubt)?:
+                    return ask(call, name, kind, o, start: start, doubt: doubt)   // asked as a first tap is
                 }
             }
         case .whenInUse:
@@ -89,7 +89,9 @@ extension ConsentCore {
         effects.append(.saveConsents(urgent: false))
     }
 
-    func ask(_ call: CallID, _ name: SessionID, _ kind: PromptKind, _ o: AuthOptions, start: UpdateOptions?) {
+    /// `doubt`: an approved app's tap that could not be seen as one (the prompt says so).
+    func ask(_ call: CallID, _ name: SessionID, _ kind: PromptKind, _ o: AuthOptions, start: UpdateOptions?,
+             doubt: TapDoubt? = nil) {
         guard var s = sessions[name] else { return }
         let app = s.caller.app
         // Our own agent first; for a client object's Start, the uid's agent of another protocol else.
@@ -173,6 +175,7 @@ extension ConsentCore {
             uid: app.uid)
         request.script = s.caller.script
         request.installed = s.caller.installed
+        request.tapDoubt = doubt
         effects.append(.confirm(request))
     }
 
@@ -207,6 +210,8 @@ extension ConsentCore {
             // The uid reached its limit while the prompt was open: the grant, not the confirmation.
             for w in live { grantTemporary(w.session, allowed(w.options.accuracy)) }
         case (.oneTime, .allowOnce?):
+            // Allowed anew: the next silent grant is told however soon (`noticeSilentGrant`).
+            lastNotice[p.app.uid]?[p.app.appID] = nil
             var r = consents[p.app] ?? ConsentRecord()
             r.oneTimeApproved = true
             r.oneTimeAccuracy = allowed(p.accuracy)

@@ -14,16 +14,16 @@ extension ConsentCore {
     func tapVerdict(_ call: CallID, _ name: SessionID, _ o: AuthOptions, start: UpdateOptions?,
                     answered verdict: TapVerdict?) -> TapVerdict? {
         if let verdict { return verdict }
-        guard var s = sessions[name] else { return .prompt }
+        guard var s = sessions[name] else { return .prompt(.unchecked) }
         let uid = s.caller.uid
         guard let agent = agents[uid], agent.features.contains(.focus) else {
             // An agent that checked taps for this uid is gone (crashed, restarting, or
             // replaced by one that cannot): not silent until one can check again.
             // A uid that never had one (a headless agent, or none) keeps the rule as it was.
-            return focusUIDs.contains(uid) ? .prompt : .silent(.unknown)
+            return focusUIDs.contains(uid) ? .prompt(.unchecked) : .silent(.unknown)
         }
         if uid != 0 && sessions.waitingCount(uid: uid) >= config.limits.waitingPerUser {
-            return .prompt   // which refuses it beyond the same limit (fail closed)
+            return .prompt(.unchecked)   // which refuses it beyond the same limit (fail closed)
         }
         let id = "focus-\(nextPromptID)"
         nextPromptID += 1

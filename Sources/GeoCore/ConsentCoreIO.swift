@@ -391,6 +391,9 @@ public struct ConfirmRequest: Equatable, Sendable {
     /// The app id of the program that asked for this prompt when it is not the
     /// app itself (`asked-by`): a settings window raising a decision (`SetConsent`).
     public var askedBy: String = ""
+    /// An approved app's tap that could not be seen as one, and why
+    /// (`tap-not-verified`); nil for every other prompt.
+    public var tapDoubt: TapDoubt?
     /// A system desktop entry that names the app (its path): filled in by the
     /// daemon when the prompt goes out (GeoSystem's `DesktopEntries.entry(naming:)`); "" for none.
     public var desktopEntry: String = ""
@@ -518,8 +521,9 @@ public enum FocusAnswer: Equatable, Sendable {
     /// seen, is no tap on the app's button; no answer fails closed.
     var verdict: TapVerdict {
         switch self {
-        case .noAnswer: return .prompt
-        case .answered(.no, _), .answered(.yes, .no): return .prompt
+        case .noAnswer: return .prompt(.unchecked)
+        case .answered(.no, _): return .prompt(.behind)
+        case .answered(.yes, .no): return .prompt(.noPress)
         case .answered(.yes, .yes): return .silent(.pressed)
         case .answered(.yes, .unknown): return .silent(.inFront)
         case .answered(.unknown, _): return .silent(.unknown)
@@ -541,8 +545,19 @@ public enum TapWitness: String, Equatable, Sendable {
 enum TapVerdict: Equatable {
     /// Granted without a prompt.
     case silent(TapWitness)
-    /// It is asked as a first tap is (rule 4).
-    case prompt
+    /// It is asked as a first tap is (rule 4), for this reason.
+    case prompt(TapDoubt)
+}
+
+/// Why an approved app's tap was not silent (`Confirm`'s `tap-not-verified`):
+/// the prompt tells the user that the app asked without a tap that could be seen.
+public enum TapDoubt: String, Equatable, Sendable {
+    /// Another window was in front.
+    case behind
+    /// The app was in front, but no physical press landed in it.
+    case noPress = "no-press"
+    /// Nothing could check it (no answer in time, or no agent that can).
+    case unchecked
 }
 
 /// `CheckFocus` for one silent tap.

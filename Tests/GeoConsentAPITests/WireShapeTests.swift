@@ -187,6 +187,7 @@ final class WireShapeTests: XCTestCase {
         request.script = "/usr/bin/maps.py"
         request.installed = true
         request.desktopEntry = "/usr/share/applications/org.example.Maps.desktop"
+        request.tapDoubt = .behind
         let args = ConfirmCall.encode(request)
         XCTAssertEqual(args, [.string("7"), .string("org.example.Maps"), .string("one-time"), .vardict([
             "app-name": .string("Maps"), "reason": .string("show the map"), "accuracy": .string("reduced"),
@@ -194,6 +195,7 @@ final class WireShapeTests: XCTestCase {
             "identity-proven": .bool(true), "executable": .string("/app/bin/maps"),
             "script": .string("/usr/bin/maps.py"), "program-installed": .bool(true),
             "desktop-entry": .string("/usr/share/applications/org.example.Maps.desktop"), "asked-by": .string(""),
+            "tap-not-verified": .string("behind"),
             "parent-window": .string("x11:42"), "sources": .strings(["gps", "wifi"]),
         ])])
         var expected = AgentPrompt(requestID: "7", appID: "org.example.Maps", kind: .oneTime, appName: "Maps",
@@ -204,6 +206,7 @@ final class WireShapeTests: XCTestCase {
         expected.script = "/usr/bin/maps.py"
         expected.installed = true
         expected.desktopEntry = "/usr/share/applications/org.example.Maps.desktop"
+        expected.tapDoubt = .behind
         XCTAssertEqual(ConfirmCall.decode(args), expected)
         // From a daemon of the earlier contract: no identity, so nothing is proven.
         guard var older = args.last?.vardictValue else { return XCTFail("no details") }

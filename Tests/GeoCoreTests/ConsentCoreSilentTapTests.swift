@@ -66,15 +66,27 @@ final class ConsentCoreSilentTapTests: XCTestCase {
         let out3 = rig.send(.focusAnswered(requestID: focusCheck(third.effects)!.requestID,
                                            .answered(focused: .yes, press: .unknown)))
         XCTAssertEqual(notices(out3).map(\.witness), [.inFront])
+
+        // Allowed anew in a prompt (here after a tap from behind): the next silent grant is told at once.
+        rig.now += 1_000_000
+        let behind = rig.tap(W.maps1.connection(":1.14"))
+        let asked = rig.send(.focusAnswered(requestID: focusCheck(behind.effects)!.requestID,
+                                            .answered(focused: .no, press: .unknown)))
+        rig.answer(asked.confirms.first?.requestID, "allow-once")
+        let after = rig.tap(W.maps1.connection(":1.15"))
+        let out4 = rig.send(.focusAnswered(requestID: focusCheck(after.effects)!.requestID, .answered(focused: .yes, press: .yes)))
+        XCTAssertEqual(notices(out4).map(\.witness), [.pressed])
     }
 
     func testATapFromBehindOrWithoutAPressPrompts() {
-        for answer in [FocusAnswer.answered(focused: .no, press: .unknown), .answered(focused: .no, press: .yes),
-                       .answered(focused: .yes, press: .no), .noAnswer("timeout")] {
+        for (answer, doubt) in [(FocusAnswer.answered(focused: .no, press: .unknown), TapDoubt.behind),
+                                (.answered(focused: .no, press: .yes), .behind),
+                                (.answered(focused: .yes, press: .no), .noPress), (.noAnswer("timeout"), .unchecked)] {
             let rig = approvedRig([.focus, .notices])
             let s = rig.tap(W.maps2)
             let out = rig.send(.focusAnswered(requestID: focusCheck(s.effects)!.requestID, answer))
             XCTAssertEqual(out.confirms.first?.kind, .oneTime, "\(answer): prompted as a first tap")
+            XCTAssertEqual(out.confirms.first?.tapDoubt, doubt, "the prompt says why")
             XCTAssertNil(out.status(of: s.call), "\(answer): waits on the prompt")
             XCTAssertTrue(notices(out).isEmpty)
             let granted = rig.answer(out.confirms.first?.requestID, "allow-once")

@@ -1,6 +1,7 @@
 """geoconsent-agent: the graphical consent agent of geoconsent.
 
-Registers with geoconsentd (RegisterAgent) for the uid it runs as, and shows
+Registers with geoconsentd (RegisterAgentWithOptions, features notices and
+focus; RegisterAgent with an older daemon) for the uid it runs as, and shows
 every Confirm the daemon sends as a GTK dialog:
 
   * who asks: the app-id the daemon resolved from the caller's credentials,
@@ -62,7 +63,7 @@ with the desktop session by its XDG autostart entry
 manager also runs, as a unit of xdg-desktop-autostart.target).
 
 Lines on standard output (for logs and for desktop/test-desktop.sh):
-  registered uid=UID path=PATH
+  registered uid=UID path=PATH features=F,F|-
   prompt ID kind=KIND app-id=APP queued=N      a Confirm arrived
   identity ID kind=KIND proven=0|1             what the app id rests on
   shown ID                                     its dialog is on screen
@@ -78,6 +79,9 @@ Lines on standard output (for logs and for desktop/test-desktop.sh):
                                                ready line, if they moved)
   answered ID DECISION
   withdrawn ID                                 Cancel, or the daemon left
+  notice APP accuracy=A always=0|1 focus=F text=T   a silent grant's notice shown
+                                               (or skipped=setting-off|rate)
+  indicator active N APP… | indicator passive  and stop/stopped lines: indicator.py
 """
 
 import argparse
@@ -95,6 +99,8 @@ from .common import (ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, RECONNECT_SECON
                      connect, log, shown, source_name, translation, warn as common_warn)
 from .dialog_layout import (breaks_inside_words, contrast, hex_colour, keep_words, place_over,  # noqa: E402
                             readable)
+from .focus import FocusWatcher, to_variants  # noqa: E402
+from .indicator import Seen  # noqa: E402
 
 try:
     gi.require_foreign("cairo")  # the drawn location arrow
@@ -112,8 +118,18 @@ _, ngettext = translation()
 AGENT_PATH = "/org/geoconsent/desktop/Agent"
 WINDOW_TITLE = _("Location request")
 
+# Why an approved app's tap is asked (the daemon's `tap-not-verified`), translated when shown.
+TAP_DOUBTS = {
+    "behind": lambda: _("It asked while another window was in front, not with a tap on its button."),
+    "no-press": lambda: _("It asked without a click or touch in its window."),
+    "unchecked": lambda: _("Whether you tapped its button could not be checked."),
+}
+
 # Seconds between registration attempts while another agent of this uid holds the slot.
 SLOT_RETRY_SECONDS = 2
+# What this agent serves beyond Confirm and Cancel (RegisterAgentWithOptions):
+# Notice at a silent grant, CheckFocus before one.
+FEATURES = ["notices", "focus"]
 
 AGENT_XML = """
 <node>
@@ -127,6 +143,16 @@ AGENT_XML = """
     </method>
     <method name="Cancel">
       <arg name="request_id" type="s" direction="in"/>
+    </method>
+    <method name="Notice">
+      <arg name="app_id" type="s" direction="in"/>
+      <arg name="kind" type="s" direction="in"/>
+      <arg name="details" type="a{sv}" direction="in"/>
+    </method>
+    <method name="CheckFocus">
+      <arg name="pid" type="u" direction="in"/>
+      <arg name="details" type="a{sv}" direction="in"/>
+      <arg name="answer" type="a{sv}" direction="out"/>
     </method>
   </interface>
 </node>
@@ -399,6 +425,13 @@ class PromptWindow(Gtk.Window):
             # The asking program's id is its own claim as much as any app's.
             col.pack_start(self._label(_("{program} asks for this, not the app itself.").format(
                 program=_("<b>{app}</b> (not verified)").format(app=esc(asked_by)))), False, False, 0)
+
+        # An app allowed once asked again, but not with a tap that could be seen
+        # (the daemon's focus check, `tap-not-verified`): the user is told why
+        # they are asked, and that they may not have touched its button.
+        doubt = TAP_DOUBTS.get(shown(d.get("tap-not-verified")))
+        if doubt:
+            col.pack_start(self._label(esc(doubt()), "unverified"), False, False, 0)
 
         # Where the position would come from (the daemon's `sources`; an older daemon says nothing).
         sources = d.get("sources") if isinstance(d.get("sources"), list) else []
@@ -772,10 +805,24 @@ class PromptWindow(Gtk.Window):
         self.on_answer(self.prompt, decision)
 
 
+# The focus check (CheckFocus, focus.py): one watcher for the agent's life,
+# made with the first Agent (at start), kept across reconnections to the bus.
+_FOCUS = []
+
+
+def focus_watcher():
+    if not _FOCUS:
+        _FOCUS.append(FocusWatcher())
+    return _FOCUS[0]
+
+
 class Agent:
-    def __init__(self, conn, quit_cb):
+    def __init__(self, conn, quit_cb, seen=None):
         self.conn = conn
         self.quit = quit_cb
+        self.focus = focus_watcher()
+        # The indicator and the notices (indicator.Seen), kept across reconnections.
+        self.seen = seen
         self.queue = []  # Prompt, in arrival order; queue[0] is on screen
         self.daemon = None  # unique name of the daemon, when it is on the bus
         self.registered = False
@@ -792,6 +839,8 @@ class Agent:
         Gio.bus_unwatch_name(self.watch_id)
         self.daemon = None
         self.registered = False
+        if self.seen:
+            self.seen.indicator.detach()
         for p in self.queue:
             log("withdrawn", p.request_id)
             p.invocation = None
@@ -802,17 +851,32 @@ class Agent:
 
     def _on_daemon_appeared(self, _conn, _name, owner):
         self.daemon = owner
-        self.conn.call(BUS_NAME, OBJECT_PATH, IFACE, "RegisterAgent",
-                       GLib.Variant("(o)", (AGENT_PATH,)), None, Gio.DBusCallFlags.NONE,
-                       30000, None, self._on_registered, owner)
+        self._register(owner, FEATURES)
 
-    def _on_registered(self, conn, result, owner):
+    def _register(self, owner, features):
+        """RegisterAgentWithOptions with the features this agent serves; a
+        daemon of the earlier contract has only RegisterAgent (features None)."""
+        if features is None:
+            method, args = "RegisterAgent", GLib.Variant("(o)", (AGENT_PATH,))
+        else:
+            method = "RegisterAgentWithOptions"
+            args = GLib.Variant("(oa{sv})", (AGENT_PATH, {"features": GLib.Variant("as", features)}))
+        self.conn.call(BUS_NAME, OBJECT_PATH, IFACE, method, args, None, Gio.DBusCallFlags.NONE,
+                       30000, None, self._on_registered, (owner, features))
+
+    def _on_registered(self, conn, result, asked):
+        owner, features = asked
         try:
             conn.call_finish(result)
         except GLib.Error as e:
             if owner != self.daemon:
                 return  # the daemon we asked has left meanwhile
             name = Gio.DBusError.get_remote_error(e) or ""
+            if name == "org.freedesktop.DBus.Error.UnknownMethod" and features is not None:
+                warn("geoconsentd has no RegisterAgentWithOptions (an older daemon): "
+                     "registering without notices or focus checks")
+                self._register(owner, None)
+                return
             if name.endswith(".AgentExists"):
                 # Another program of this uid holds the slot (after a restart of
                 # the daemon, whoever registers first gets it). Wait for it to
@@ -828,7 +892,9 @@ class Agent:
             return
         self.registered = True
         self.waiting_for_slot = False
-        log(f"registered uid={os.getuid()} path={AGENT_PATH}")
+        log(f"registered uid={os.getuid()} path={AGENT_PATH} features={','.join(features or []) or '-'}")
+        if self.seen:
+            self.seen.indicator.attach(conn)
 
     def _retry_register(self, owner):
         if owner == self.daemon and not self.registered:
@@ -840,6 +906,8 @@ class Agent:
             warn("geoconsentd left the bus; waiting for it to come back")
         self.daemon = None
         self.registered = False
+        if self.seen:
+            self.seen.indicator.detach()
         for p in list(self.queue):
             self._withdraw(p)
 
@@ -861,6 +929,8 @@ class Agent:
                                              f"Request {request_id!r} is already open")
                 return
             p = Prompt(request_id, app_id, kind, details if isinstance(details, dict) else {}, invocation)
+            if self.seen:
+                self.seen.names.learn(app_id, p.details)  # the indicator and notices name it alike
             self.queue.append(p)
             log("prompt", shown(request_id), f"kind={kind}", f"app-id={shown(app_id, 4096)}", f"queued={len(self.queue) - 1}")
             identity = p.details.get("identity")
@@ -872,6 +942,8 @@ class Agent:
                 f"name={shown(entry.get_name(), 100) if entry else '-'}")
             if shown(p.details.get("asked-by")):
                 log("asked-by", shown(request_id), shown(p.details.get("asked-by"), 4096))
+            if shown(p.details.get("tap-not-verified")):
+                log("tap-not-verified", shown(request_id), shown(p.details.get("tap-not-verified")))
             sources = p.details.get("sources")
             log("sources", shown(request_id),
                 ",".join(shown(s) for s in sources if isinstance(s, str)) if isinstance(sources, list) and sources else "-")
@@ -882,6 +954,22 @@ class Agent:
             for p in list(self.queue):
                 if p.request_id == request_id:
                     self._withdraw(p)
+        elif method == "Notice":
+            # Sent without expecting a reply (GDBus then sends none); answered
+            # anyway for a caller that wants one.
+            app_id, kind, details = params.unpack()
+            invocation.return_value(None)
+            if self.seen:
+                self.seen.notices.notice(app_id, kind, details if isinstance(details, dict) else {})
+        elif method == "CheckFocus":
+            # Is the tapping process the app in front (docs/dbus-api.md "Agent
+            # interface")? Answered at once, from the watcher's state and a few
+            # round trips to the display server; never an error.
+            pid, details = params.unpack()
+            answer = self.focus.check(pid, details)
+            invocation.return_value(GLib.Variant("(a{sv})", (to_variants(answer),)))
+            log("focus", f"pid={pid}", f"focused={answer['focused']}", f"press={answer['press']}",
+                f"via={answer['via']}")
         else:
             invocation.return_dbus_error("org.freedesktop.DBus.Error.UnknownMethod", method)
 
@@ -916,6 +1004,9 @@ class Agent:
             return
         p.reply(decision)
         log("answered", p.request_id, decision)
+        if decision.startswith("allow") and self.seen is not None:
+            # Allowed anew: the next silent grant of the app is told, however soon (as the daemon does).
+            self.seen.notices.gate.forget(p.app_id)
         self._remove(p)
 
     def _withdraw(self, p):
@@ -951,6 +1042,8 @@ def main(argv):
 
     status = {"code": 0}
     current = {}
+    # The indicator and the notices live on the session bus, across reconnections to the daemon's.
+    seen = Seen(args.bus, desktop_entry)
 
     def quit_with(code):
         status["code"] = code
@@ -974,7 +1067,7 @@ def main(argv):
 
     def serve(conn):
         conn.connect("closed", on_closed)
-        current["agent"] = Agent(conn, quit_with)
+        current["agent"] = Agent(conn, quit_with, seen)
 
     serve(conn)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

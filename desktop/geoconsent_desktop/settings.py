@@ -35,6 +35,11 @@ Lines on standard output (for logs and for desktop/test-desktop.sh):
                                            the user chose it (SetConsent sent)
   decided APP WHAT status=N|error          the daemon answered (for more: after
                                            the user's dialog)
+  notices on|off                           the notices switch (silent grants), as read or set
+  notices-switch at=X,Y,W,H                where that switch is
+  taps verifiable|unverifiable             whether this desktop can tell a real tap
+                                           (unverifiable: the window says so)
+  lapsed APP TEXT                          a record whose decisions lapsed, as listed
 """
 
 import argparse
@@ -50,7 +55,8 @@ gi.require_version("Gdk", "3.0")
 from gi.repository import Gdk, Gio, GLib, Gtk, Pango  # noqa: E402
 
 from .common import (ARM_DELAY_MS, BUS_NAME, IFACE, OBJECT_PATH, RECONNECT_SECONDS, add_bus_argument,  # noqa: E402
-                     connect, log, source_name, translation, warn as common_warn)
+                     connect, log, shown, source_name, translation, warn as common_warn)
+from . import notices, seen  # noqa: E402
 
 try:
     gi.require_version("GdkX11", "3.0")
@@ -100,10 +106,16 @@ def source_text(source):
 
 
 def last_used_text(record):
-    t = record.get("last-used")
-    if not isinstance(t, int) or t <= 0:
-        return _("Not used yet")
-    return _("Last used {when}").format(when=time.strftime("%Y-%m-%d %H:%M", time.localtime(t / 1e6)))
+    """When the app last used location, relative ("Last used 2 minutes ago")."""
+    return seen.last_used_text(record, time.time())
+
+
+def x11_active_window(window):
+    """The X screen's window manager keeps _NET_ACTIVE_WINDOW (the agent can
+    then tell the app in front)."""
+    if GdkX11 is None or not isinstance(window.get_display(), GdkX11.X11Display):
+        return False
+    return GdkX11.X11Screen.supports_net_wm_hint(window.get_screen(), Gdk.atom_intern("_NET_ACTIVE_WINDOW", False))
 
 
 
@@ -117,7 +129,7 @@ class Settings(Gtk.Window):
         super().__init__(title=WINDOW_TITLE)
         self.bus = bus
         self.conn = None
-        self.set_default_size(560, 600)
+        self.set_default_size(640, 600)
         # Each app's controls by name (never, ask, while-using, precise): what
         # the user decides with, armed once laid out (_arm_controls).
         self.controls = {}
@@ -167,6 +179,36 @@ class Settings(Gtk.Window):
         user_row, self.user_switch = self._switch_row(_("Location for your apps"), self._on_user_switch)
         box.pack_start(user_row, False, False, 0)
 
+        # The agent's notice when an approved app's tap is granted without a
+        # prompt: the user's own file (notices.py), read at each notice.
+        notices_row = Gtk.Box(orientation=Gtk.Orientation.HORIZONTAL, spacing=12)
+        texts = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=2)
+        notices_label = Gtk.Label(label=_("Notify when an app gets location without asking"))
+        notices_label.set_xalign(0)
+        notices_label.set_line_wrap(True)
+        texts.pack_start(notices_label, False, False, 0)
+        # Under it, where the desktop cannot tell a real tap, said plainly
+        # (docs/dbus-api.md, CheckFocus): shown once mapped (_on_map).
+        self.taps = Gtk.Label()
+        self.taps.set_markup("<small>" + esc(_("This desktop cannot verify taps: apps you allowed once can get "
+                                               "your location again without one. You are notified each time."))
+                             + "</small>")
+        self.taps.set_xalign(0)
+        self.taps.set_line_wrap(True)
+        self.taps.get_style_context().add_class("dim-label")
+        self.taps.set_no_show_all(True)
+        texts.pack_start(self.taps, False, False, 0)
+        notices_row.pack_start(texts, True, True, 0)
+        self.notices_switch = Gtk.Switch()
+        self.notices_switch.set_valign(Gtk.Align.START)
+        self.updating = True
+        self.notices_switch.set_active(notices.read_setting())
+        self.updating = False
+        self.notices_switch.connect("state-set", self._on_notices)
+        notices_row.pack_end(self.notices_switch, False, False, 0)
+        box.pack_start(notices_row, False, False, 0)
+        log("notices", "on" if self.notices_switch.get_active() else "off")
+
         # Where positions come from (Sources), and root's Wi-Fi switch when
         # Wi-Fi positioning is configured (WiFiEnabled).
         self.sources = Gtk.Label()
@@ -193,7 +235,19 @@ class Settings(Gtk.Window):
         self.empty.show()
         scroll = Gtk.ScrolledWindow()
         scroll.set_vexpand(True)
-        scroll.add(self.rows)
+        lists = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=8)
+        lists.pack_start(self.rows, False, False, 0)
+        # Decisions that lapsed unused (the record's `lapsed`): listed, not editable.
+        self.lapsed_heading = Gtk.Label()
+        self.lapsed_heading.set_markup("<b>" + esc(_("Lapsed")) + "</b>")
+        self.lapsed_heading.set_xalign(0)
+        self.lapsed_heading.set_no_show_all(True)
+        lists.pack_start(self.lapsed_heading, False, False, 0)
+        self.lapsed = Gtk.ListBox()
+        self.lapsed.set_selection_mode(Gtk.SelectionMode.NONE)
+        self.lapsed.set_no_show_all(True)
+        lists.pack_start(self.lapsed, False, False, 0)
+        scroll.add(lists)
         box.pack_start(scroll, True, True, 0)
 
         self.updating = False
@@ -340,6 +394,17 @@ class Settings(Gtk.Window):
                    failed=failed, timeout_ms=180000)
         return True  # the switch shows what the daemon says, once it has said it
 
+    def _on_notices(self, _switch, state):
+        if self.updating:
+            return False
+        try:
+            notices.write_setting(state)
+        except (GLib.Error, OSError) as e:
+            warn(f"cannot keep the notices setting: {getattr(e, 'message', e)}")
+            return True  # the switch stays as it was
+        log("notices", "on" if state else "off")
+        return False
+
     def _log_switch(self, name, switch):
         # Once laid out on screen: the rectangle is where a click lands.
         if not self.get_mapped() or switch.get_allocated_width() <= 1:
@@ -390,6 +455,10 @@ class Settings(Gtk.Window):
         in_use = {d.get("app-id"): d.get("source") for (_name, d) in sessions
                   if d.get("uid") == uid and d.get("receiving") is True}
         live = {d.get("app-id") for (_name, d) in sessions if d.get("uid") == uid}
+        # A lapsed record holds nothing: listed under Lapsed, with a row above only while the app is there.
+        lapsed = {app: rec for app, rec in records.items() if seen.lapsed_text(rec)}
+        records = {app: rec for app, rec in records.items() if app not in lapsed or app in live}
+        self._fill_lapsed(lapsed)
         for child in self.rows.get_children():
             self.rows.remove(child)
         self.controls = {}
@@ -402,6 +471,31 @@ class Settings(Gtk.Window):
         self.rows.show_all()
         log("refreshed", len(self.controls))
         GLib.idle_add(self._log_rows, records, in_use)
+
+    def _fill_lapsed(self, lapsed):
+        for child in self.lapsed.get_children():
+            self.lapsed.remove(child)
+        for app in sorted(lapsed):
+            text = seen.lapsed_text(lapsed[app])
+            row = Gtk.ListBoxRow()
+            v = Gtk.Box(orientation=Gtk.Orientation.VERTICAL, spacing=2)
+            for side in ("top", "bottom", "start", "end"):
+                getattr(v, f"set_margin_{side}")(6)
+            name = Gtk.Label()
+            name.set_markup("<b>" + esc(app) + "</b>")
+            name.set_xalign(0)
+            name.set_ellipsize(Pango.EllipsizeMode.START)
+            v.pack_start(name, False, False, 0)
+            line = Gtk.Label(label=text)
+            line.set_xalign(0)
+            line.set_line_wrap(True)
+            v.pack_start(line, False, False, 0)
+            row.add(v)
+            row.show_all()
+            self.lapsed.add(row)
+            log("lapsed", shown(app, 4096), text)
+        self.lapsed_heading.set_visible(bool(lapsed))
+        self.lapsed.set_visible(bool(lapsed))
 
     def _row(self, app, record, using, source):
         row = Gtk.ListBoxRow()
@@ -580,6 +674,11 @@ class Settings(Gtk.Window):
         log("focus", "-")
 
     def _on_map(self, *_):
+        verifiable = seen.taps_verifiable(os.environ, x11_active_window(self))
+        self.taps.set_visible(not verifiable)
+        log("taps", "verifiable" if verifiable else "unverifiable")
+        GLib.idle_add(self._log_switch, "notices-switch", self.notices_switch)
+
         def ready():
             win = self.get_window()
             xid = str(win.get_xid()) if GdkX11 is not None and win is not None and hasattr(win, "get_xid") else ""
