@@ -25,8 +25,8 @@
 #      the slot (retrying) and registers once it is free.
 # It also checks that a client calling the agent directly (Confirm, Cancel)
 # is refused: only the daemon may open or withdraw prompts; and, on a session
-# bus of the test's own with a StatusNotifierWatcher stand-in
-# (desktop/tests/sni_host.py) and dunst, that the agent registers with its
+# bus of the test's own with Debian's StatusNotifierWatcher and dunst (a tray
+# host's reads: desktop/tests/sni_host.py), that the agent registers with its
 # features, that its indicator names an app that receives location (read as
 # a tray host reads it), that its Stop entry ends the app's grant and the
 # item goes Passive, and that the notice shows in Korean too.
@@ -41,8 +41,11 @@
 #                                  and Korean (dunst draws it)
 #   settings-lapsed.png, settings-lapsed-ko.png
 #                                  the settings window scrolled to "Lapsed"
-# (No tray host that draws a StatusNotifierItem is packaged in Debian 12
-# short of a whole panel: the indicator is read over D-Bus, not shot.)
+#   indicator.png, indicator-ko.png
+#                                  the indicator's menu, opened in a tray that
+#                                  draws StatusNotifierItems (gtk-sni-tray-standalone)
+#   consent-prompt-not-in-front.png
+#                                  an app allowed once asked with another window in front
 #
 # BIN_DIR holds geoconsentd, geoconsentctl and nmea-replay; default: $GEOCONSENT_BIN,
 # else `swift build --show-bin-path`. Missing Debian packages are installed
@@ -256,9 +259,11 @@ wait_for 20 "the backdrop" has_line backdrop '^backdrop ready'
 
 # ---- a session bus: a tray's StatusNotifierWatcher, a notification server ----
 # The agent's indicator and notices live on the session bus: one of the test's
-# own (no activation: nothing starts by itself), with the watcher stand-in
-# (as KDE's: desktop/tests/sni_host.py) and dunst, which draws the notices
-# and prints each one (-print). Only the agents given SESSION use it.
+# own (no activation: nothing starts by itself), with Debian's
+# StatusNotifierWatcher (status-notifier-watcher, where trays find items) and
+# dunst, which draws the notices and prints each one (-print). Only the
+# agents given SESSION use it. A tray that draws the items
+# (gtk-sni-tray-standalone) comes up for the indicator's pictures only.
 cat >"$TMP/session-bus.conf" <<CONF
 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -269,7 +274,7 @@ start sessionbus dbus-daemon --config-file="$TMP/session-bus.conf" --nofork
 session_bus_up() { [[ -S $TMP/session-bus ]] || ! alive sessionbus; }
 wait_for 10 "the session bus" session_bus_up
 SESSION=(DBUS_SESSION_BUS_ADDRESS="unix:path=$TMP/session-bus")
-start sni "${GUI_ENV[@]}" "${SESSION[@]}" "$PY" "$DESKTOP/tests/sni_host.py" watcher
+start watcher "${GUI_ENV[@]}" "${SESSION[@]}" status-notifier-watcher
 printf '[global]\n    width = 360\n    offset = 10x40\n    font = DejaVu Sans 9\n' >"$TMP/dunstrc"
 start dunst "${GUI_ENV[@]}" "${SESSION[@]}" dunst -config "$TMP/dunstrc" -print
 sni_host() { "${GUI_ENV[@]}" "${SESSION[@]}" "$PY" "$DESKTOP/tests/sni_host.py" "$@"; }
@@ -279,7 +284,24 @@ notifications_up() {
     gdbus call --address "unix:path=$TMP/session-bus" --dest org.freedesktop.DBus --object-path / \
         --method org.freedesktop.DBus.NameHasOwner org.freedesktop.Notifications 2>/dev/null | grep -q true
 }
-wait_for 10 "the StatusNotifierWatcher stand-in" has_line sni '^watching$'
+watcher_up() {
+    gdbus call --address "unix:path=$TMP/session-bus" --dest org.freedesktop.DBus --object-path / \
+        --method org.freedesktop.DBus.NameHasOwner org.kde.StatusNotifierWatcher 2>/dev/null | grep -q true
+}
+wait_for 10 "the StatusNotifierWatcher" watcher_up
+# tray_shot NAME: a tray that draws the items, the agent's item's menu opened
+# as a user opens it (a right click on its icon), shot, closed.
+tray_shot() {
+    start tray "${GUI_ENV[@]}" "${SESSION[@]}" gtk-sni-tray-standalone --top --end -s 32 -c '#e8e8e8'
+    tray_up() { [[ -n $(xdotool search --onlyvisible --name '^gtk-sni-tray-standalone$' 2>/dev/null) ]]; }
+    wait_for 10 "the tray" tray_up
+    sleep 1   # its items' icons read and drawn
+    xdotool mousemove 783 15 click 3 || fail "xdotool click on the tray's icon"
+    sleep 0.6
+    shot "$1" 0 0 800 140
+    xdotool key Escape
+    stop tray
+}
 wait_for 10 "dunst on the session bus" notifications_up
 
 # ---- bus, gpsd, daemon -------------------------------------------------------
@@ -313,8 +335,8 @@ say "stack on $BUS"
 start agent "${GUI_ENV[@]}" "${SESSION[@]}" "$PY" "$DESKTOP/geoconsent-agent" --bus "$BUS"
 wait_for 20 "the agent to register" has_line agent '^registered uid='
 has_line agent '^registered uid=.* features=notices,focus$' || fail "registered without its features: $(line agent '^registered ')"
-wait_for 10 "its indicator at the watcher" has_line sni '^item '
-sni_host read >"$TMP/sni-read.log" 2>&1 || fail "reading the indicator: $(cat "$TMP/sni-read.log")"
+item_registered() { sni_host read >"$TMP/sni-read.log" 2>&1 && grep -q '^item ' "$TMP/sni-read.log"; }
+wait_for 10 "its indicator at the watcher" item_registered
 grep -qx 'status Passive' "$TMP/sni-read.log" || fail "the indicator is not Passive with no app receiving: $(cat "$TMP/sni-read.log")"
 pass "geoconsent-agent registered with the daemon (RegisterAgentWithOptions, features notices,focus); its indicator is at the StatusNotifierWatcher, Passive"
 
@@ -557,6 +579,8 @@ grep -qF "title Using your location: $CTL_APP (approximate, since " "$TMP/sni-re
 MENU=$(sed -n 's/^menu [0-9]* enabled=1 //p' "$TMP/sni-read.log")
 grep -qxF "Stop $CTL_APP" <<<"$MENU" && grep -qxF "Location Settings…" <<<"$MENU" ||
     fail "the item's menu: $(grep '^menu' "$TMP/sni-read.log")"
+close_notices   # the watch's own silent tap was noticed: not over the menu
+tray_shot indicator.png
 # Location Settings… opens the settings window (the agent's child: stopped here by its PID).
 sni_host click "Location Settings…" >>"$TMP/sni-read.log" 2>&1 || fail "clicking Location Settings…: $(cat "$TMP/sni-read.log")"
 wait_for 10 "the agent to start the settings window" has_line agent '^settings-started pid=[0-9]+$'
@@ -855,6 +879,17 @@ close_notices
 tap_ko2_done() { ! alive tap_ko2; }
 wait_for 10 "gdbus's second tap" tap_ko2_done
 grep -q "(uint32 4,)" "$TMP/tap_ko2.log" || fail "gdbus's second tap: $(cat "$TMP/tap_ko2.log" "$TMP/tap_ko2.err")"
+# The indicator in Korean: geoconsentctl watches, allowed once in the Korean dialog.
+start watch_ko "$BIN/geoconsentctl" --bus "$BUS" watch --accuracy reduced
+wait_for 20 "geoconsentctl's Korean dialog" has_line_after agent_ko '^notice [^ ]*/gdbus ' '^ready '
+READY_W=$(line agent_ko '^ready ')
+click_rect "$(field "$READY_W" window)" "$(field "$READY_W" allow-once)"
+wait_for 20 "the Korean indicator to go active" has_line agent_ko '^indicator active 1 '
+close_notices
+tray_shot indicator-ko.png
+sni_host read >"$TMP/sni-read-ko.log" 2>&1 || fail "reading the Korean indicator: $(cat "$TMP/sni-read-ko.log")"
+grep -q '^title 위치 사용 중' "$TMP/sni-read-ko.log" || fail "the Korean item's title: $(grep '^title' "$TMP/sni-read-ko.log")"
+stop watch_ko
 stop agent_ko
 pass "with LANG=ko_KR.UTF-8 the dialog, the settings window and the notice are in Korean (위치 요청, 위치 설정, …이(가) 대략적인 위치를 한 번 받았습니다), its lines break between words ($(field "$WRAP_K" lines) lines), and Return on the focused Don't Allow answers deny"
 

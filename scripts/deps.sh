@@ -67,6 +67,9 @@
 #   gir1.2-notify-0.7                     its notices at silent grants (libnotify)
 #   dunst                                 a notification server that draws under
 #                                         Xvfb, so the test sees and shoots the notice
+#   haskell-status-notifier-item-utils    a real StatusNotifierWatcher (status-notifier-watcher)
+#   haskell-gtk-sni-tray-utils            a tray that draws StatusNotifierItems
+#                                         (gtk-sni-tray-standalone), for the indicator's pictures
 #   locales                               and the ko_KR.UTF-8 and de_DE.UTF-8
 #                                         locales it runs in (made with
 #                                         localedef when missing)
@@ -99,7 +102,8 @@ for arg in "$@"; do
         --package) PKGS+=(debhelper dpkg-dev build-essential libstdc++-12-dev lintian) ;;
         --container) PKGS+=(systemd-container util-linux firefox-esr) ;;
         --desktop) PKGS+=(xvfb xdotool python3-gi python3-gi-cairo gir1.2-gtk-3.0 fonts-dejavu-core fonts-nanum locales
-                          openbox python3-xlib gir1.2-ayatanaappindicator3-0.1 gir1.2-notify-0.7 dunst) ;;
+                          openbox python3-xlib gir1.2-ayatanaappindicator3-0.1 gir1.2-notify-0.7 dunst
+                          haskell-status-notifier-item-utils haskell-gtk-sni-tray-utils adwaita-icon-theme) ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
         *) echo "deps: unknown argument $arg (usage: deps.sh [--bench] [--desktop] [--package] [--container])" >&2; exit 2 ;;
     esac

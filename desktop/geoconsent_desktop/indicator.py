@@ -40,6 +40,10 @@ from .seen import Usage, app_line, entry_runs, indicator_title, stop_label  # no
 _ = translation()[0]
 ITEM_ID = "org.geoconsent.Agent.location"
 ICON = "org.geoconsent.Agent"
+# What the tray shows while location is in use: the icon theme's own "location
+# in use" glyph (Adwaita's, as GNOME's top bar shows it), drawn in the panel's
+# colour; the agent's own icon where the theme has none.
+IN_USE_ICON = "location-services-active-symbolic"
 WATCHER = "org.kde.StatusNotifierWatcher"
 # SessionsChanged come in bursts (an app starting: session, grant, updates):
 # one read of ListSessionDetails after this many ms of quiet.
@@ -172,9 +176,11 @@ class Indicator:
             log("indicator-off", "no libayatana-appindicator (Debian package gir1.2-ayatanaappindicator3-0.1)")
             return
         self.AppIndicator = AppIndicator
-        self.item = AppIndicator.Indicator.new(ITEM_ID, ICON, AppIndicator.IndicatorCategory.SYSTEM_SERVICES)
+        theme = Gtk.IconTheme.get_default()
+        icon = IN_USE_ICON if theme is not None and theme.has_icon(IN_USE_ICON) else ICON
+        self.item = AppIndicator.Indicator.new(ITEM_ID, icon, AppIndicator.IndicatorCategory.SYSTEM_SERVICES)
         data = os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "data")
-        if os.path.isfile(os.path.join(data, ICON + ".svg")):  # a checkout: the icon is not installed
+        if icon == ICON and os.path.isfile(os.path.join(data, ICON + ".svg")):  # a checkout: the icon is not installed
             self.item.set_icon_theme_path(os.path.normpath(data))
         self.item.set_title(indicator_title([]))
         self.menu = Gtk.Menu()
