@@ -128,7 +128,9 @@ let gpsd = try GpsdInstance()
 try gpsd.waitUntilListening(timeout: 5)
 // BENCH_DAEMON=PATH runs another daemon binary or a wrapper script (e.g. one
 // that execs valgrind --tool=callgrind on the release daemon, for profiling).
-let daemonConfig = "[daemon]\ngpsd-linger = 0.5\n"
+// The per-session bound of waiting RequestLocation calls is lifted, so that
+// one session can arm the timers row's timers (ArmedTimers.swift).
+let daemonConfig = "[daemon]\ngpsd-linger = 0.5\n[limits]\nlocation-requests-per-session = 20000\n"
 let daemon = try DaemonInstance(busAddress: bus.address, gpsdPort: gpsd.port, configText: daemonConfig,
                                 executable: ProcessInfo.processInfo.environment["BENCH_DAEMON"])
 let peers = PeerLoop()
@@ -231,6 +233,21 @@ func measureLogind() -> [Row] {
     } catch {
         fail("\(error)")
     }
+}
+// ---- timers: a call with many timers armed, against none (ArmedTimers.swift) ----
+func measureArmedTimers() -> [Row] {
+    let c = quick ? ArmedTimerCounts.quick : ArmedTimerCounts()
+    print("bench: taps with \(c.timers) timers armed and without")
+    do {
+        return try armedTimerRows(peers: peers, busAddress: bus.address, daemonPID: daemon.pid, counts: c,
+                                  approve: { tap($0) })
+    } catch {
+        fail("\(error)")
+    }
+}
+if only == "timers" {
+    rows += measureArmedTimers()
+    finishSection(rows)
 }
 if only == "logind" {
     let approving = try peers.connect(bus.address)
@@ -673,6 +690,9 @@ rows.append(Row(section: "calls", name: "floor: bus GetId pipelined", value: get
 if only == "calls" {
     finishSection(rows)
 }
+rows += measureArmedTimers()
+
+
 
 // MARK: 4. Churn
 
