@@ -1034,6 +1034,14 @@ def main(argv):
     provider.load_from_data(CSS)
     Gtk.StyleContext.add_provider_for_screen(Gdk.Screen.get_default(), provider,
                                              Gtk.STYLE_PROVIDER_PRIORITY_APPLICATION)
+    # The indicator and the notices use GIO's shared session connection, which
+    # by default ends the process when that bus goes away: the agent's prompts
+    # matter more than its tray icon, so it stays.
+    if os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        try:
+            Gio.bus_get_sync(Gio.BusType.SESSION, None).set_exit_on_close(False)
+        except GLib.Error as e:
+            log("session-bus", shown(e.message, 200))
     try:
         conn = connect(args.bus)
     except GLib.Error as e:

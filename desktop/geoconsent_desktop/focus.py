@@ -101,6 +101,12 @@ XI_HIERARCHY_CHANGED = 11
 XI_RAW_BUTTON_PRESS = 15
 XI_RAW_TOUCH_BEGIN = 22
 XI_SLAVE_POINTER = 3
+XI_FLOATING_SLAVE = 5
+# A raw press the server made up from another event (a touch's emulated
+# button, a wheel step's): not a press of the user's on a button.
+XI_POINTER_EMULATED = 1 << 16
+# Buttons 4-7 are the wheel's steps and sideways scrolls: scrolling is no press.
+WHEEL_BUTTONS = range(4, 8)
 GENERIC_EVENT = 35
 
 
@@ -147,6 +153,11 @@ class X11Focus:
             _warn_once("x-res", "the X server has no X-Resource extension: who owns a window cannot be told")
         self.counted = self.ignored = self.other = 0
         self.presses = []  # (monotonic, top-level window) of counted presses, newest last
+        # Once seen, kept for the agent's lifetime: a client that detaches the
+        # mouse, or deletes the root's properties, does not turn the answer
+        # into "cannot tell" (which keeps a tap silent); it turns into "no".
+        self.physical_seen = False
+        self.wm_seen = False
         self.devices = {}  # sourceid -> "xtest" | "physical" | "other"
         self.has_xi2 = self.d.has_extension("XInputExtension")
         self.xi_opcode = None
@@ -209,11 +220,13 @@ class X11Focus:
             name = dev.name.decode("utf-8", "replace") if isinstance(dev.name, bytes) else str(dev.name)
             if self.atom["XTEST Device"] in atoms or "XTEST" in name:
                 devices[dev.deviceid] = "xtest"
-            elif dev.use == XI_SLAVE_POINTER and self.atom["Device Node"] in atoms:
+            elif dev.use in (XI_SLAVE_POINTER, XI_FLOATING_SLAVE) and self.atom["Device Node"] in atoms:
                 devices[dev.deviceid] = "physical"
             else:
                 devices[dev.deviceid] = "other"
         self.devices = devices
+        if any(kind == "physical" for kind in devices.values()):
+            self.physical_seen = True
 
     def physical_devices(self):
         return sorted(i for i, kind in self.devices.items() if kind == "physical")
@@ -256,7 +269,9 @@ class X11Focus:
             return
         if ev.evtype not in (XI_RAW_BUTTON_PRESS, XI_RAW_TOUCH_BEGIN):
             return
-        _deviceid, _t, _detail, sourceid, _flags = parse_raw_event(ev.data)
+        _deviceid, _t, detail, sourceid, flags = parse_raw_event(ev.data)
+        if flags & XI_POINTER_EMULATED or (ev.evtype == XI_RAW_BUTTON_PRESS and detail in WHEEL_BUTTONS):
+            return  # a scroll, or a press the server emulated: nobody pressed a button
         kind = self.devices.get(sourceid)
         if kind is None:  # a device that came meanwhile
             self._classify_devices()
@@ -334,35 +349,56 @@ class X11Focus:
         except self.error.ConnectionClosedError:
             self._lost("the X connection was closed")
             return unknown("x11", reason="x11-lost")
+        except self.error.XError as e:  # something went meanwhile
+            _warn_once("x-check", f"the X11 focus check failed: {e!r}")
+            answer = self._cannot_say("x-error")
         # Events that came in with the replies are taken now, not at the next
         # check: a press is stamped with the time it is handled.
         self.drain()
         return answer
 
+    def _stats(self):
+        return {"presses-counted": self.counted, "presses-ignored": self.ignored, "presses-other": self.other}
+
+    def _cannot_say(self, reason):
+        """What a check that cannot finish answers: "cannot tell" only on a
+        display that never had a window manager. Once one was seen, anything
+        that stops the check (the root's properties deleted or zeroed, which
+        any client may do, the window manager gone, a window gone) answers
+        "no", and the tap is asked as a first tap (fail closed)."""
+        if self.wm_seen:
+            return {"focused": "no", "press": "unknown", "via": "x11", "reason": reason, **self._stats()}
+        return unknown("x11", reason=reason, **self._stats())
+
     def _check(self, pid):
-        stats = {"presses-counted": self.counted, "presses-ignored": self.ignored, "presses-other": self.other}
+        stats = self._stats()
         if not self._wm_present():
-            return unknown("x11", reason="no-window-manager", **stats)
+            return self._cannot_say("no-window-manager")
+        self.wm_seen = True
         active = self._window_prop(self.root, self.atom["_NET_ACTIVE_WINDOW"])
         if not active:
-            return unknown("x11", reason="no-active-window", **stats)
+            return self._cannot_say("no-active-window")
         if not self.has_res:
             return unknown("x11", reason="no-x-resource", **stats)
-        try:
-            owner = self.owner_pid(active)
-            toplevel = self._toplevel_of(active)
-        except self.error.XError:  # the window went meanwhile
-            return unknown("x11", reason="window-gone", **stats)
+        owner = self.owner_pid(active)
+        toplevel = self._toplevel_of(active)
+        # _NET_ACTIVE_WINDOW is a root property any client may write: the
+        # window the keyboard's input goes to must be the same client's.
+        focus = self.d.get_input_focus().focus
+        focus_id = int(getattr(focus, "id", focus) or 0)
+        focus_owner = self.owner_pid(focus_id) if focus_id > 1 else 0   # 0 None, 1 PointerRoot
         # A window whose owner the server cannot name (a client over TCP) is
         # not the tapping process's as far as anyone can tell: no.
-        focused = "yes" if owner != 0 and owner == pid else "no"
+        focused = "yes" if owner != 0 and owner == pid and focus_owner == owner else "no"
         if not self.physical_devices():
-            press = "unknown"
+            # No physical pointer now: on a display that never had one (Xvfb,
+            # Xvnc) presses cannot be seen; where one was, none landed.
+            press = "no" if self.physical_seen else "unknown"
         else:
             now = time.monotonic()
             press = "yes" if any(now - t <= PRESS_WINDOW and w == toplevel and w != 0
                                  for t, w in self.presses) else "no"
-        return {"focused": focused, "press": press, "via": "x11", "window-pid": owner, **stats}
+        return {"focused": focused, "press": press, "via": "x11", "window-pid": owner, "focus-pid": focus_owner, **stats}
 
 
 # ---------------------------------------------------------------------------
@@ -430,6 +466,10 @@ class SwayFocus:
         node = focused_node(tree)
         if node is None:
             return unknown("sway", reason="nothing-focused")
+        if node.get("shell") == "xwayland":
+            # The PID of an X11 window under sway may be the window's own claim
+            # (_NET_WM_PID, in older wlroots): not proof of the app in front.
+            return unknown("sway", reason="xwayland-window")
         owner = node.get("pid")
         owner = owner if isinstance(owner, int) and not isinstance(owner, bool) and owner > 0 else 0
         # A focused workspace or output (no window in front) is not the app either.

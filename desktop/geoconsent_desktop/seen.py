@@ -208,22 +208,29 @@ def taps_verifiable(env, x11_active_window):
     _NET_ACTIVE_WINDOW."""
     if env.get("SWAYSOCK"):
         return True
-    if "KDE" in env.get("XDG_CURRENT_DESKTOP", "").upper().split(":"):
-        return True
+    # KWin on Wayland is not asked (the agent answers "cannot tell" there):
+    # KDE counts only on X11, below, like any window manager.
     if env.get("WAYLAND_DISPLAY"):
         return False
     return bool(env.get("DISPLAY") and x11_active_window)
 
 
+# Where a desktop entry's bare Exec word is looked for: the daemon's fixed
+# list (GeoSystem's DesktopEntries), never the user's PATH.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def entry_runs(exec_line, try_exec, program):
     """Whether a desktop entry runs `program` (an absolute path): its
     TryExec, or its Exec's first word after `env` and its VAR=value words,
-    found on PATH as a session would; symbolic links resolved."""
+    found on the system's PATH (the daemon's: a program the user put in
+    ~/.local/bin must not take the name of an installed app); symbolic links
+    resolved."""
     def resolve(word):
         if not word:
             return None
         if not word.startswith("/"):
-            for d in os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":"):
+            for d in SYSTEM_PATH.split(":"):
                 if d and os.path.isfile(os.path.join(d, word)):
                     word = os.path.join(d, word)
                     break

@@ -455,9 +455,11 @@ class Settings(Gtk.Window):
         in_use = {d.get("app-id"): d.get("source") for (_name, d) in sessions
                   if d.get("uid") == uid and d.get("receiving") is True}
         live = {d.get("app-id") for (_name, d) in sessions if d.get("uid") == uid}
-        # A lapsed record holds nothing: listed under Lapsed, with a row above only while the app is there.
+        # A lapsed record gives nothing: listed under Lapsed, with a row above only
+        # while the app is there, or while a denial still stands beside what lapsed.
         lapsed = {app: rec for app, rec in records.items() if seen.lapsed_text(rec)}
-        records = {app: rec for app, rec in records.items() if app not in lapsed or app in live}
+        records = {app: rec for app, rec in records.items()
+                   if app not in lapsed or app in live or rec.get("decision")}
         self._fill_lapsed(lapsed)
         for child in self.rows.get_children():
             self.rows.remove(child)

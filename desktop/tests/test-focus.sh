@@ -128,7 +128,7 @@ PASSED=${PASSED:-0} FAILS=${FAILS:-1}
 ((status == 0)) || { FAILED=yes; echo "focus: the driver failed (exit $status)" >&2; }
 # The agent's own line for each CheckFocus (answers before openbox went, and one after).
 if grep -q '^focus pid=.* focused=yes press=unknown via=x11$' "$TMP/agent.log" &&
-   grep -q '^focus pid=.* focused=unknown press=unknown via=x11$' "$TMP/agent.log"; then
+   grep -q '^focus pid=.* focused=no press=unknown via=x11$' "$TMP/agent.log"; then
     PASSED=$((PASSED + 1))
     echo "focus: ok $PASSED - the agent logs each CheckFocus (focus pid=... focused=... press=... via=...)"
 else

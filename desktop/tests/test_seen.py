@@ -195,7 +195,9 @@ class TapsTests(unittest.TestCase):
         self.assertFalse(seen.taps_verifiable({"WAYLAND_DISPLAY": "wayland-0", "DISPLAY": ":0",
                                                "XDG_CURRENT_DESKTOP": "GNOME"}, True))
         self.assertTrue(seen.taps_verifiable({"WAYLAND_DISPLAY": "wayland-1", "SWAYSOCK": "/run/sway.sock"}, False))
-        self.assertTrue(seen.taps_verifiable({"WAYLAND_DISPLAY": "wayland-0", "XDG_CURRENT_DESKTOP": "KDE"}, False))
+        # KWin on Wayland is not asked: it cannot tell (the agent answers unknown there).
+        self.assertFalse(seen.taps_verifiable({"WAYLAND_DISPLAY": "wayland-0", "XDG_CURRENT_DESKTOP": "KDE"}, False))
+        self.assertTrue(seen.taps_verifiable({"DISPLAY": ":0", "XDG_CURRENT_DESKTOP": "KDE"}, True))
         self.assertFalse(seen.taps_verifiable({}, True))
 
 
@@ -207,7 +209,11 @@ class EntryRunsTests(unittest.TestCase):
             os.chmod(prog, 0o755)
             link = os.path.join(d, "maps-link")
             os.symlink(prog, link)
+            # A bare Exec word is looked for on the system's PATH, never the user's:
+            # a program in the user's own directory does not take an app's name.
             with mock.patch.dict(os.environ, {"PATH": d}):
+                self.assertFalse(seen.entry_runs("maps --new-window", None, prog))
+            with mock.patch.object(seen, "SYSTEM_PATH", d):
                 self.assertTrue(seen.entry_runs(f"{prog} %U", None, prog))
                 self.assertTrue(seen.entry_runs("maps --new-window", None, prog))
                 self.assertTrue(seen.entry_runs(f"env GDK_BACKEND=x11 {link} %U", None, prog))
