@@ -44,6 +44,8 @@ ICON = "org.geoconsent.Agent"
 # in use" glyph (Adwaita's, as GNOME's top bar shows it), drawn in the panel's
 # colour; the agent's own icon where the theme has none.
 IN_USE_ICON = "location-services-active-symbolic"
+# Seconds between WatchSessions attempts while the daemon refuses them.
+WATCH_RETRY_SECONDS = 10
 WATCHER = "org.kde.StatusNotifierWatcher"
 # SessionsChanged come in bursts (an app starting: session, grant, updates):
 # one read of ListSessionDetails after this many ms of quiet.
@@ -212,14 +214,22 @@ class Indicator:
         self.conn = conn
         self.sub = conn.signal_subscribe(BUS_NAME, IFACE, "SessionsChanged", OBJECT_PATH, None,
                                          Gio.DBusSignalFlags.NONE, lambda *_: self._soon())
+        self._watch(conn)
+
+    def _watch(self, conn):
         conn.call(BUS_NAME, OBJECT_PATH, IFACE, "WatchSessions", None, None, Gio.DBusCallFlags.NONE,
                   10000, None, self._watching, conn)
+        return False
 
     def _watching(self, conn, result, _data):
         try:
             conn.call_finish(result)
         except GLib.Error as e:
+            # Refused for now (another program of the user holds the uid's
+            # watchers, LimitsExceeded): asked again, as registration is.
             log("indicator-off", f"WatchSessions: {e.message}")
+            if conn is self.conn:
+                GLib.timeout_add_seconds(WATCH_RETRY_SECONDS, lambda: self.conn is conn and self._watch(conn))
             return
         self._soon()
 
