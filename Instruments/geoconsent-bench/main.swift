@@ -94,6 +94,10 @@ if let g = ProcessInfo.processInfo.environment["BENCH_GEOCLUE"] {
 if let r = ProcessInfo.processInfo.environment["BENCH_FANOUT_ROUNDS"].flatMap({ Int($0) }) {
     counts.fanoutRounds = r
 }
+// BENCH_CALLS=N,M sets the calls rows' round trips and pipelined calls (profiling the pipelined taps).
+if let f = ProcessInfo.processInfo.environment["BENCH_CALLS"]?.split(separator: ",").compactMap({ Int($0) }), f.count == 2 {
+    (counts.calls, counts.pipelined) = (f[0], f[1])
+}
 // BENCH_SCALING=1,10 picks the scaling rows' subscriber counts, BENCH_SCALING_SESSIONS their session counts
 // (BENCH_SESSIONS_PER_UID and BENCH_HOLD_SECONDS: SessionsOverUids.swift).
 if let f = ProcessInfo.processInfo.environment["BENCH_SCALING"] {
