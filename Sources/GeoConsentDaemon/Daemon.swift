@@ -138,8 +138,9 @@ public final class Daemon {
         }
         inbox.daemon = self
         // Stored decisions that lapsed unused while the daemon was not running
-        // lapse now, and the core's wake-up is armed for the next one.
-        feed(.wokeUp)
+        // lapse now, and the core's wake-up is armed for the next one. (With
+        // nothing stored there is nothing to lapse: the first event looks.)
+        if config.unusedLapseDays > 0 && !core.records.isEmpty { feed(.wokeUp) }
         if let helper = identity as? IdentityHelperClient { watch(helper) }
         connection.onDisconnect = { [weak self] in
             Log.error("lost the connection to the \(bus)")
