@@ -129,21 +129,10 @@ fail() {
 }
 pass() { PASSED=$((PASSED + 1)); say "ok $PASSED - $*"; }
 
-# start NAME CMD...: in the background, stdout to NAME.log, stderr to NAME.err.
-start() {
-    local name=$1
-    shift
-    "$@" </dev/null >"$TMP/$name.log" 2>"$TMP/$name.err" &
-    NAMES+=("$name")
-    PIDS+=($!)
-}
-pid_of() {
-    local i
-    for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == "$1" ]] && echo "${PIDS[i]}"; done | tail -n 1
-}
+# shellcheck source=tests/harness.sh
+source "$DESKTOP/tests/harness.sh"
 # running PID: the process exists and is not a zombie.
 running() { pid_running "$1"; }
-alive() { local pid; pid=$(pid_of "$1"); [[ -n $pid ]] && running "$pid"; }
 # stop NAME: SIGTERM (SIGKILL after 5 s), reap it (it is our child), forget it.
 stop() {
     local pid i
@@ -161,21 +150,6 @@ stop() {
     NAMES=("${NAMES[@]}")
 }
 
-# wait_for SECONDS WHAT CMD...: poll CMD every 0.1 s until it succeeds.
-wait_for() {
-    local limit=$1 what=$2 deadline
-    shift 2
-    deadline=$((SECONDS + limit))
-    until "$@"; do
-        ((SECONDS < deadline)) || fail "timed out after ${limit} s waiting for $what"
-        sleep 0.1
-    done
-}
-# has_line NAME REGEX: NAME's stdout has a line matching REGEX.
-has_line() { grep -Eq -- "$2" "$TMP/$1.log" 2>/dev/null; }
-line() { grep -E -- "$2" "$TMP/$1.log" 2>/dev/null | tail -n 1; }
-# field LINE KEY: the value of KEY=VALUE in LINE.
-field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
 # has_line_after NAME FIRST THEN: a line matching THEN after one matching FIRST.
 has_line_after() { awk -v a="$2" -v b="$3" '$0 ~ a {seen=1; next} seen && $0 ~ b {found=1} END {exit !found}' "$TMP/$1.log"; }
 

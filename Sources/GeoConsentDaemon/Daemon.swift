@@ -344,6 +344,12 @@ public final class Daemon {
 
     // MARK: Effects
 
+    /// The administrator's desktop entry that names the app of a prompt or a notice; "" for none.
+    private func desktopEntry(of r: ConfirmRequest) -> String {
+        desktopIndex.entry(naming: r.appID, identity: r.identity, executable: r.executable,
+                           script: r.script.isEmpty ? nil : r.script) ?? ""
+    }
+
     private func execute(_ effects: [CoreEffect]) {
         var saveFailure: String?
         for effect in effects {
@@ -364,9 +370,7 @@ public final class Daemon {
                 frontEnds.owner(of: session)?.authorizationChanged(session, status)
             case .confirm(var request):
                 request.sources = location.sourcesOn.filter { $0 != .wifi || location.wifiEnabled }
-                request.desktopEntry = desktopIndex.entry(naming: request.appID, identity: request.identity,
-                                                          executable: request.executable,
-                                                          script: request.script.isEmpty ? nil : request.script) ?? ""
+                request.desktopEntry = desktopEntry(of: request)
                 agentCalls.confirm(request)
             case .askExternalAgent(let request):
                 if frontEnds.owner(of: request.session)?.authorize(request) != true {
@@ -377,9 +381,7 @@ public final class Daemon {
             case .checkFocus(let request):
                 agentCalls.checkFocus(request)
             case .notice(var notice):
-                notice.about.desktopEntry = desktopIndex.entry(naming: notice.about.appID, identity: notice.about.identity,
-                                                               executable: notice.about.executable,
-                                                               script: notice.about.script.isEmpty ? nil : notice.about.script) ?? ""
+                notice.about.desktopEntry = desktopEntry(of: notice.about)
                 agentCalls.notice(notice)
             case .saveConsents(let urgent):
                 if urgent {

@@ -15,11 +15,8 @@ extension ConsentCore {
         let span = UInt64(days) * Self.microsecondsPerDay
         var next = UInt64.max
         var due: [(AppKey, ConsentRecord, UInt64)] = []
-        for (app, r) in consents.all where r.mayLapse {
-            let since = Swift.max(r.lastUsed, r.decidedAt)
-            // Neither time known (a record written by hand, with 0s): nothing to count from.
-            guard since > 0 else { continue }
-            let dueAt = since &+ span
+        for (app, r) in consents.all {
+            guard let (since, dueAt) = lapseTime(r, span: span) else { continue }
             if dueAt > now {
                 next = Swift.min(next, dueAt)
             } else if sessions.names(of: app).contains(where: { sessions[$0]?.lastGranted == true }) {
@@ -43,15 +40,21 @@ extension ConsentCore {
         guard days > 0, !consents.changed.isEmpty else { return }
         let span = UInt64(days) * Self.microsecondsPerDay
         for app in consents.changed {
-            guard let r = consents[app], r.mayLapse else { continue }
-            let since = Swift.max(r.lastUsed, r.decidedAt)
-            guard since > 0 else { continue }
-            let due = since &+ span
+            guard let r = consents[app], let (_, due) = lapseTime(r, span: span) else { continue }
             if due < nextLapseCheck {
                 nextLapseCheck = due
                 queuedChanged = true   // the one wake-up may move
             }
         }
+    }
+
+    /// When `r` was last used (or decided, if later) and when it lapses;
+    /// nil when nothing in it lapses, or neither time is known (a record
+    /// written by hand, with 0s: nothing to count from).
+    private func lapseTime(_ r: ConsentRecord, span: UInt64) -> (since: UInt64, due: UInt64)? {
+        guard r.mayLapse else { return nil }
+        let since = Swift.max(r.lastUsed, r.decidedAt)
+        return since > 0 ? (since, since &+ span) : nil
     }
 
     private func lapse(_ app: AppKey, _ r: ConsentRecord, since: UInt64) {

@@ -165,18 +165,27 @@ extension ConsentCore {
                 session: name, accuracy: o.accuracy, timeout: timeout,
                 uid: app.uid)))
         }
-        var request = ConfirmRequest(
-            agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
-            appName: o.appName, reason: o.reason, accuracy: o.accuracy, pid: s.caller.pid,
-            sandboxed: s.caller.sandboxed, identity: s.caller.identity,
-            identityProven: config.grantsByName(to: s.caller),
-            executable: s.caller.executable, parentWindow: o.parentWindow,
-            timeout: timeout,
-            uid: app.uid)
-        request.script = s.caller.script
-        request.installed = s.caller.installed
+        var request = confirmRequest(agent, id: id, app: app, kind: kind, accuracy: o.accuracy, about: s.caller,
+                                     options: o, timeout: timeout)
         request.tapDoubt = doubt
         effects.append(.confirm(request))
+    }
+
+    /// What `agent` is told of a prompt (or of a silent grant, `Notice`): the
+    /// app as `caller`, its process, shows it and how sure the daemon is of
+    /// its id (nil: no live session, so nothing is proven), and what the
+    /// app's own request said (`options`; nil for a prompt someone else asked for).
+    func confirmRequest(_ agent: Agent, id: String, app: AppKey, kind: PromptKind, accuracy: Accuracy,
+                        about caller: Caller?, options o: AuthOptions?, timeout: Double) -> ConfirmRequest {
+        var r = ConfirmRequest(
+            agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
+            appName: o?.appName ?? "", reason: o?.reason ?? "", accuracy: accuracy, pid: caller?.pid ?? 0,
+            sandboxed: caller?.sandboxed ?? false, identity: caller?.identity,
+            identityProven: caller.map { config.grantsByName(to: $0) } ?? false,
+            executable: caller?.executable ?? "", parentWindow: o?.parentWindow ?? "", timeout: timeout, uid: app.uid)
+        r.script = caller?.script ?? ""
+        r.installed = caller?.installed ?? false
+        return r
     }
 
     func answered(_ id: String, _ answer: AgentAnswer) {

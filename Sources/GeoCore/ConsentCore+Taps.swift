@@ -56,13 +56,8 @@ extension ConsentCore {
         }
         times[caller.appID] = now
         lastNotice[caller.uid] = times
-        var about = ConfirmRequest(
-            agentName: agent.name, agentPath: agent.path, requestID: "", appID: caller.appID, kind: .oneTime,
-            appName: o.appName, reason: o.reason, accuracy: a, pid: caller.pid, sandboxed: caller.sandboxed,
-            identity: caller.identity, identityProven: config.grantsByName(to: caller),
-            executable: caller.executable, parentWindow: o.parentWindow, timeout: 0, uid: caller.uid)
-        about.script = caller.script
-        about.installed = caller.installed
+        let about = confirmRequest(agent, id: "", app: caller.app, kind: .oneTime, accuracy: a, about: caller,
+                                   options: o, timeout: 0)
         effects.append(.notice(NoticeRequest(about: about, witness: witness)))
     }
 

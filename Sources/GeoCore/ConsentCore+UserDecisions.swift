@@ -123,14 +123,8 @@ extension ConsentCore {
         // What is known of the app without a call of its own: a live session's
         // identity if it has one; else only its id, and so nothing proven.
         let live = sessions.names(of: app).compactMap { sessions[$0] }.first
-        var request = ConfirmRequest(
-            agentName: agent.name, agentPath: agent.path, requestID: id, appID: app.appID, kind: kind,
-            appName: "", reason: "", accuracy: accuracy, pid: live?.caller.pid ?? 0,
-            sandboxed: live?.caller.sandboxed ?? false, identity: live?.caller.identity,
-            identityProven: live.map { config.grantsByName(to: $0.caller) } ?? false,
-            executable: live?.caller.executable ?? "", parentWindow: "", timeout: config.promptTimeout, uid: app.uid)
-        request.script = live?.caller.script ?? ""
-        request.installed = live?.caller.installed ?? false
+        var request = confirmRequest(agent, id: id, app: app, kind: kind, accuracy: accuracy, about: live?.caller,
+                                     options: nil, timeout: config.promptTimeout)
         request.askedBy = caller.appID
         effects.append(.confirm(request))
     }
@@ -170,10 +164,8 @@ extension ConsentCore {
         nextPromptID += 1
         prompts[id] = Prompt(id: id, app: key, kind: .locationOn, accuracy: .full, agent: agent, waiters: [], asker: call)
         openPrompt[key] = id
-        var request = ConfirmRequest(
-            agentName: agent.name, agentPath: agent.path, requestID: id, appID: "", kind: .locationOn,
-            appName: "", reason: "", accuracy: .full, pid: 0, sandboxed: false, identity: nil,
-            identityProven: false, executable: "", parentWindow: "", timeout: config.promptTimeout, uid: target)
+        var request = confirmRequest(agent, id: id, app: key, kind: .locationOn, accuracy: .full, about: nil,
+                                     options: nil, timeout: config.promptTimeout)
         request.askedBy = caller.appID
         effects.append(.confirm(request))
     }

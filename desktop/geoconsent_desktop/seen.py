@@ -182,18 +182,13 @@ def lapsed_text(record):
         return None
     at = record.get("lapsed-at") if isinstance(record.get("lapsed-at"), int) else 0
     used = record.get("last-used") if isinstance(record.get("last-used"), int) else 0
-    kinds = set(lapsed.split(";"))
-    permission = bool(kinds & {"when-in-use", "one-time-approved"})
+    # Only permissions lapse (when-in-use, the button's confirmation): a denial never does.
     if used > 0 and at > used:
         n = (at - used) // (DAY * 1_000_000)
-        if permission:
-            text = ngettext("Not used for {n} day: permission removed",
-                            "Not used for {n} days: permission removed", n).format(n=n)
-        else:
-            text = ngettext("Not used for {n} day: “Never” removed, it will ask again",
-                            "Not used for {n} days: “Never” removed, it will ask again", n).format(n=n)
+        text = ngettext("Not used for {n} day: permission removed",
+                        "Not used for {n} days: permission removed", n).format(n=n)
     else:
-        text = _("Not used: permission removed") if permission else _("Not used: “Never” removed, it will ask again")
+        text = _("Not used: permission removed")
     if at > 0:
         text += " \u00b7 " + _("on {date}").format(date=time.strftime("%Y-%m-%d", time.localtime(at / 1e6)))
     return text

@@ -61,31 +61,8 @@ fail() {
     echo "focus: 0 passed, 1 failed"
     exit 1
 }
-# start NAME CMD...: in the background, stdout to NAME.log, stderr to NAME.err.
-start() {
-    local name=$1
-    shift
-    "$@" </dev/null >"$TMP/$name.log" 2>"$TMP/$name.err" &
-    NAMES+=("$name")
-    PIDS+=($!)
-}
-pid_of() {
-    local i
-    for i in "${!NAMES[@]}"; do [[ ${NAMES[i]} == "$1" ]] && echo "${PIDS[i]}"; done | tail -n 1
-}
-alive() { local pid; pid=$(pid_of "$1"); [[ -n $pid ]] && pid_running "$pid"; }
-# wait_for SECONDS WHAT CMD...: poll CMD every 0.05 s until it succeeds.
-wait_for() {
-    local limit=$1 what=$2 deadline
-    shift 2
-    deadline=$((SECONDS + limit))
-    until "$@"; do
-        ((SECONDS < deadline)) || fail "timed out after ${limit} s waiting for $what"
-        sleep 0.05
-    done
-}
-has_line() { grep -Eq -- "$2" "$TMP/$1.log" 2>/dev/null; }
-field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+# shellcheck source=harness.sh
+source "$ROOT/desktop/tests/harness.sh"
 
 mkdir -m 0700 "$TMP/xdg-runtime" "$TMP/home"
 ENV=(env -u WAYLAND_DISPLAY -u SWAYSOCK -u XDG_SESSION_TYPE -u DBUS_SESSION_BUS_ADDRESS GDK_BACKEND=x11

@@ -182,9 +182,9 @@ class LapsedTests(unittest.TestCase):
                                      "last-used": at - 90 * 86400 * US})
             self.assertEqual(text, "Not used for 90 days: permission removed \u00b7 on "
                              + time.strftime("%Y-%m-%d", time.localtime(NOW)))
-            self.assertTrue(seen.lapsed_text({"lapsed": "denied", "lapsed-at": at, "last-used": at - 86400 * US})
-                            .startswith("Not used for 1 day: \u201cNever\u201d removed"))
-            self.assertTrue(seen.lapsed_text({"lapsed": "when-in-use;denied", "lapsed-at": at, "last-used": 0})
+            self.assertTrue(seen.lapsed_text({"lapsed": "when-in-use", "lapsed-at": at, "last-used": at - 86400 * US})
+                            .startswith("Not used for 1 day: permission removed"))
+            self.assertTrue(seen.lapsed_text({"lapsed": "when-in-use;one-time-approved", "lapsed-at": at, "last-used": 0})
                             .startswith("Not used: permission removed"))
 
 
