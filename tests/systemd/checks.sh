@@ -657,6 +657,11 @@ check_after_reboot() {
     info "rebooted in $CT_BOOT_MS ms"
     expect "after the reboot gpsd.socket is listening" \
         test "$(unit_prop gpsd.socket ActiveState)" = active
+    # Rare, and not seen again for a while: when it fails, say why (its result and its own journal).
+    if [[ $(unit_prop gpsd.socket ActiveState) != active ]]; then
+        info "gpsd.socket: result $(unit_prop gpsd.socket Result); its journal since the boot:"
+        ct_sh "journalctl -b -u gpsd.socket -u gpsd.service --no-pager -o short-monotonic | tail -n 20" | sed 's/^/      /'
+    fi
     expect "and outside its namespace 127.0.0.1:2947 is closed" eval '! tcp_open 127.0.0.1 2947'
     expect "after the reboot geoconsent-wifi.socket is listening (enabled in sockets.target)" \
         test "$(unit_prop geoconsent-wifi.socket SubState)" = listening
