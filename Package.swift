@@ -26,6 +26,8 @@ let package = Package(
         .systemLibrary(name: "CIntl"),
         // libcurl, for the Wi-Fi network helper alone (the daemon never links it).
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // OpenSSL, libcurl's TLS library: the helper readies it before its first lookup.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
         // Linux system calls glibc has no wrapper for (openat2, capset) or only a
         // variadic one (prctl), as inline C.
         .systemLibrary(name: "CLinuxSyscalls"),
@@ -51,7 +53,7 @@ let package = Package(
         .target(name: "GeoConsentClient", dependencies: ["GeoDBus", "GeoCore", "GeoConsentAPI"]),
         .executableTarget(name: "geoconsentctl", dependencies: ["GeoConsentAPI", "GeoConsentClient", "GeoCore", "CIntl"]),
         // The one process that reaches the network: Wi-Fi lookups over HTTPS, socket-activated.
-        .executableTarget(name: "geoconsent-wifi-helper", dependencies: ["GeoCore", "GeoGeolocate", "GeoSystem", "CCurl"]),
+        .executableTarget(name: "geoconsent-wifi-helper", dependencies: ["GeoCore", "GeoGeolocate", "GeoSystem", "CCurl", "COpenSSL"]),
 
         // Instruments, apart from the product (Instruments/): what tests and the bench
         // run beside it. None is installed or packaged.

@@ -34,6 +34,8 @@
 #                                         tests of grants pausing with the session)
 #                                         and NetworkManager (Wi-Fi positioning)
 #   libcurl4-openssl-dev                  the Wi-Fi network helper's HTTPS (CCurl)
+#   libssl-dev                            OpenSSL, libcurl's TLS library: the helper
+#                                         readies it before its first lookup (COpenSSL)
 #   openssl                               the Wi-Fi tests' loopback HTTPS server
 #                                         makes its test CA and certificate
 #   make                                  make install test
@@ -95,7 +97,7 @@ set -euo pipefail
 
 PKGS=(libdbus-1-dev libgps-dev gpsd dbus-daemon dbus-bin pkg-config python3 systemd
       iproute2 libglib2.0-bin groff-base python3-gi make g++ geoclue-2-demo gir1.2-geoclue-2.0
-      xdg-desktop-portal python3-dbusmock gettext libcurl4-openssl-dev openssl gjs libglib2.0-dev)
+      xdg-desktop-portal python3-dbusmock gettext libcurl4-openssl-dev libssl-dev openssl gjs libglib2.0-dev)
 for arg in "$@"; do
     case $arg in
         --bench) PKGS+=(strace gnuplot-nox) ;;

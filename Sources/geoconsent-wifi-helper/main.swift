@@ -81,6 +81,7 @@ if sources.wifiURL.isEmpty {
     refusal = "Wi-Fi positioning is off: [sources] wifi-url is empty"
 } else if let h = HTTPPost(url: sources.wifiURL, caFile: sources.wifiCAFile, userAgent: userAgent, timeout: timeout) {
     http = h
+    TLSWarmUp.run(caFile: sources.wifiCAFile)
 } else {
     refusal = "libcurl cannot be started"
 }

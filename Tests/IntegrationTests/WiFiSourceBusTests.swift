@@ -38,7 +38,10 @@ final class WiFiSourceBusTests: XCTestCase {
         XCTAssertTrue(stack.peers.pump(timeout: 5) { self.rig.helperSocket.helperProcesses().count == 1 },
                       "a grant holds and GPS is off: the helper is started ahead of the first request")
         XCTAssertTrue(rig.server.requests().isEmpty, "nothing is sent before a position is asked for")
-        XCTAssertFalse((rig.networkManager?.calls() ?? "").contains("GetAllAccessPoints"), "nor are access points read")
+        XCTAssertTrue(stack.peers.pump(timeout: 5) { (self.rig.networkManager?.calls() ?? "").contains("GetDevices") },
+                      "the Wi-Fi devices are found ahead of the first request")
+        XCTAssertFalse((rig.networkManager?.calls() ?? "").contains("GetAllAccessPoints"), "but no access points are read")
+        XCTAssertFalse((rig.networkManager?.calls() ?? "").contains("RequestScan"), "nor is a scan asked for")
 
         let here = try XCTUnwrap(LocationBody.decode(rig.locate(app).get()))
         XCTAssertEqual(here.fix.source, .wifi)
@@ -67,6 +70,8 @@ final class WiFiSourceBusTests: XCTestCase {
         }
         let calls = (rig.networkManager?.calls() ?? "")
         XCTAssertTrue(calls.contains("RequestScan"), "a scan is asked for while a position is needed")
+        XCTAssertEqual(calls.components(separatedBy: "GetDevices").count - 1, 1,
+                       "the request reads the devices found ahead, not again: \(calls)")
         XCTAssertTrue(stack.peers.pump(timeout: 5) { self.stack.daemon.log().contains("from wifi: app") },
                       "the journal names the source (its line follows the reply)")
         XCTAssertFalse(stack.daemon.log().contains("52.5163"), "never a coordinate in the log")

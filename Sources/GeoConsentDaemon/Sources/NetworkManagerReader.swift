@@ -46,24 +46,62 @@ final class NetworkManagerReader {
     /// The access points, strongest first, or why there are none.
     func read(_ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
         if let known = wifiDevices { return wireless(known, found: [], done) }
-        call(Self.path, Self.busName, "GetDevices", []) { [self] result in
+        if let waiting = devicesWaiting {
+            // The devices are being found (`findDevices`): read their access points once they are.
+            devicesWaiting = waiting + [done]
+            return
+        }
+        findDevices { [self] result in
             switch result {
             case .failure(let e): done(.failure(e))
-            case .success(let args):
-                guard let paths = args.first?.arrayValue?.compactMap({ $0.objectPathValue }), args.count == 1 else {
-                    return done(.failure(.garbage("GetDevices answered \(Self.shape(args))")))
-                }
-                devices(Array(paths.prefix(Self.maxDevices)), [], done)
+            case .success(let devices): wireless(devices, found: [], done)
             }
         }
     }
 
-    /// Finds the Wi-Fi devices among `paths`, one at a time, then reads them.
+    /// Finds the Wi-Fi devices ahead of the first read, while a grant holds
+    /// and GPS is silent (`WiFiSource.warm`): a lookup then reads access
+    /// points alone. Which devices there are is NetworkManager's own
+    /// knowledge; nothing is scanned or sent.
+    func findDevicesAhead() {
+        guard wifiDevices == nil, devicesWaiting == nil else { return }
+        findDevices { _ in }
+    }
+
+    /// Reads waiting for devices being found, each told once they are.
+    private var devicesWaiting: [(Result<[AccessPoint], WiFiReadError>) -> Void]?
+
+    private func findDevices(_ found: @escaping (Result<[String], WiFiReadError>) -> Void) {
+        devicesWaiting = []
+        let finish: (Result<[String], WiFiReadError>) -> Void = { [self] result in
+            let waiting = devicesWaiting ?? []
+            devicesWaiting = nil
+            found(result)
+            for done in waiting {
+                switch result {
+                case .failure(let e): done(.failure(e))
+                case .success(let devices): wireless(devices, found: [], done)
+                }
+            }
+        }
+        call(Self.path, Self.busName, "GetDevices", []) { [self] result in
+            switch result {
+            case .failure(let e): finish(.failure(e))
+            case .success(let args):
+                guard let paths = args.first?.arrayValue?.compactMap({ $0.objectPathValue }), args.count == 1 else {
+                    return finish(.failure(.garbage("GetDevices answered \(Self.shape(args))")))
+                }
+                devices(Array(paths.prefix(Self.maxDevices)), [], finish)
+            }
+        }
+    }
+
+    /// Finds the Wi-Fi devices among `paths`, one at a time.
     private func devices(_ paths: [String], _ wifi: [String],
-                         _ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
+                         _ done: @escaping (Result<[String], WiFiReadError>) -> Void) {
         guard let device = paths.first else {
             wifiDevices = wifi
-            return wireless(wifi, found: [], done)
+            return done(.success(wifi))
         }
         let rest = Array(paths.dropFirst())
         call(device, ObjectServer.properties, "Get", [.string(Self.deviceInterface), .string("DeviceType")]) { [self] result in
@@ -82,7 +120,7 @@ final class NetworkManagerReader {
             return done(.success(Array(strongest)))
         }
         let rest = Array(devices.dropFirst())
-        scanIfDue(device)
+        defer { scanIfDue(device) }   // after the list is asked for: a scan does not hold up the list NetworkManager has
         call(device, Self.wirelessInterface, "GetAllAccessPoints", []) { [self] result in
             guard case .success(let args) = result,
                   let aps = args.first?.arrayValue?.compactMap({ $0.objectPathValue }) else {
@@ -96,6 +134,7 @@ final class NetworkManagerReader {
     }
 
     /// The source closed: the devices are looked for again at the next read.
+    /// A search under way still tells the reads waiting for it.
     func forgetDevices() { wifiDevices = nil }
 
     /// Calls to NetworkManager in flight at once while access points are

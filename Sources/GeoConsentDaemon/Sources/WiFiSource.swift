@@ -68,10 +68,12 @@ final class WiFiSource: PositionSourceDriver {
         }
     }
 
-    /// Starts the helper (systemd starts it on the connection) ahead of the
-    /// first lookup; a failure is said when that lookup would go (ask).
+    /// Starts the helper (systemd starts it on the connection) and finds
+    /// NetworkManager's Wi-Fi devices ahead of the first lookup; a failure is
+    /// said when that lookup would go (ask, read).
     func warm() {
         if helper < 0 { try? connect() }
+        reader.findDevicesAhead()
     }
 
     func close() {
