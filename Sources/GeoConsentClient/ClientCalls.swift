@@ -57,14 +57,15 @@ extension GeoConsentClient {
         return DaemonProperties.decode(r.first?.vardictValue ?? [:])
     }
 
-    /// Switches location on or off for everyone (root only).
+    /// Switches location on or off for everyone (root, or a user polkit authorizes).
     public func setEnabled(_ value: Bool) async throws {
         _ = try await call("Set", [.string(GeoConsentAPI.interfaceName), .string(DaemonProperties.enabled),
                                    .variant(.bool(value))],
                            interface: ObjectServer.properties)
     }
 
-    /// Switches Wi-Fi positioning on or off for everyone (root only; it must be configured).
+    /// Switches Wi-Fi positioning on or off for everyone (root, or a user
+    /// polkit authorizes; it must be configured).
     public func setWiFiEnabled(_ value: Bool) async throws {
         _ = try await call("Set", [.string(GeoConsentAPI.interfaceName), .string(DaemonProperties.wifiEnabled),
                                    .variant(.bool(value))],

@@ -164,8 +164,8 @@ extension ConsentCore {
             w.insert(caller.connection)
             sessionWatchers[caller.uid] = w
             effects.append(.reply(call, .empty))
-        case .setWiFiEnabled(let value):
-            guard caller.isRoot else {
+        case .setWiFiEnabled(let value, let authorized):
+            guard caller.isRoot || authorized else {
                 return effects.append(.fail(call, .accessDenied("Only root may switch Wi-Fi positioning on or off")))
             }
             if value && config.sources.wifiURL.isEmpty {

@@ -176,8 +176,9 @@ public enum ManagementRequest: Equatable, Sendable {
     case setUserLocation(on: Bool, uid: UInt32?)
     /// `GetUserLocation`: whether location is on for the apps of `uid` (the caller's own without it).
     case getUserLocation(uid: UInt32?)
-    /// `WiFiEnabled` (root only): Wi-Fi positioning on or off for everyone.
-    case setWiFiEnabled(Bool)
+    /// `WiFiEnabled`: Wi-Fi positioning on or off for everyone; root's, or
+    /// another caller's that polkit authorized (`authorized`), as `Enabled`.
+    case setWiFiEnabled(Bool, authorized: Bool = false)
     /// The caller's connection becomes its uid's agent of another protocol
     /// (`ExternalAgent`, called `label` in messages), with this cap (nil:
     /// location off for the uid's client objects).

@@ -288,7 +288,8 @@ func setEnabledCommand(_ ctx: inout Context, _ value: Bool) async throws {
     try await client.setEnabled(value)
 }
 
-/// `wifi on|off`: root's switch of Wi-Fi positioning.
+/// `wifi on|off`: the switch of Wi-Fi positioning for everyone (root's, or
+/// a user's that polkit authorizes).
 func setWiFiCommand(_ ctx: inout Context) async throws {
     guard let word = ctx.args.first, word == "on" || word == "off" else {
         throw UsageError(tr("wifi wants on or off"))

@@ -223,6 +223,20 @@ final class ConsentCoreUserLocationTests: XCTestCase {
         XCTAssertFalse(rig.core.enabled)
     }
 
+    /// `WiFiEnabled` follows the same rule: whoever may switch location on and
+    /// off may switch Wi-Fi positioning (polkit asked first), nobody else.
+    func testWiFiSwitchFromAPolkitAuthorizedUser() {
+        var config = Config()
+        config.sources.wifiURL = "https://example.invalid/v1/geolocate"
+        let rig = Rig(config: config)
+        let refused = rig.manage(W.aliceCtl, .setWiFiEnabled(false))
+        XCTAssertTrue(refused.accessDenied)
+        XCTAssertFalse(refused.effects.contains { if case .wifiSwitched = $0 { return true } else { return false } })
+        let authorized = rig.manage(W.aliceCtl, .setWiFiEnabled(false, authorized: true))
+        XCTAssertEqual(authorized.reply, .empty)
+        XCTAssertTrue(authorized.effects.contains { if case .wifiSwitched(false) = $0 { return true } else { return false } })
+    }
+
     /// A damaged file's users are unknown: every user off but root, until each switches on.
     func testAfterADamagedFileEveryUserButRootIsOff() {
         var users = UsersOff.everyone

@@ -39,16 +39,18 @@ final class Stack {
 
     func peer() throws -> BusPeer { try peers.connect(bus.address) }
 
-    /// Runs geoconsentctl against this stack's bus, optionally as another user.
+    /// Runs geoconsentctl against this stack's bus, optionally as another user;
+    /// its standard error goes to `stderrPath`.
     func ctl(_ args: [String], asUID uid: UInt32? = nil, timeout: Double = 20,
-             environment: [String: String] = [:]) throws -> (status: Int32?, output: String) {
+             environment: [String: String] = [:], stderrPath: String = "/dev/null") throws -> (status: Int32?, output: String) {
         let exe = TestPaths.binDir + "/geoconsentctl"
         if let uid {
             return try ChildProcess.run("/usr/bin/setpriv",
                                         ["--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", exe, "--bus", bus.address] + args,
-                                        timeout: timeout)
+                                        timeout: timeout, logPath: stderrPath)
         }
-        return try ChildProcess.run(exe, ["--bus", bus.address] + args, timeout: timeout, environment: environment)
+        return try ChildProcess.run(exe, ["--bus", bus.address] + args, timeout: timeout, logPath: stderrPath,
+                                    environment: environment)
     }
 }
 

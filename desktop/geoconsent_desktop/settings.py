@@ -29,8 +29,8 @@ Lines on standard output (for logs and for desktop/test-desktop.sh):
                                            rectangles are relative to the window)
   refreshed N                              the list was read again (N rows)
   sources S,S wifi=on|off|-                where positions come from (Sources), and
-                                           root's Wi-Fi switch (- when not configured)
-  wifi-switch at=X,Y,W,H                   where that switch is, for root
+                                           the Wi-Fi switch (- when not configured)
+  wifi-switch at=X,Y,W,H                   where that switch is
   decide APP never|ask|while-using|precise-on|precise-off
                                            the user chose it (SetConsent sent)
   decided APP WHAT status=N|error          the daemon answered (for more: after
@@ -359,18 +359,18 @@ class Settings(Gtk.Window):
         self.wifi.set_state(wifi_on)
         self.wifi.set_active(wifi_on)
         self.updating = False
-        self.wifi.set_sensitive(root)
         # Hidden from the window's show_all until Wi-Fi is known to be configured.
         self.wifi_row.set_no_show_all(not configured)
         if configured:
             self.wifi_row.show_all()
         else:
             self.wifi_row.hide()
+        # Anyone may try, as with location for everyone: the daemon asks polkit.
         self.wifi_who.set_visible(configured and not root)
-        self.wifi_who.set_text(_("Only an administrator can switch Wi-Fi positioning on or off "
-                                 "(sudo geoconsentctl wifi on or off)."))
+        self.wifi_who.set_text(_("Wi-Fi positioning is for every user of this computer; switching it "
+                                 "asks for an administrator's password."))
         log("sources", ",".join(sources) or "-", "wifi=" + (("on" if wifi_on else "off") if configured else "-"))
-        if configured and root:
+        if configured:
             GLib.idle_add(self._log_switch, "wifi-switch", self.wifi)
 
     def _got_user_location(self, reply):
@@ -416,9 +416,14 @@ class Settings(Gtk.Window):
     def _on_wifi(self, _switch, state):
         if self.updating:
             return False
+        def failed(e):
+            self._say_refused(Gio.DBusError.get_remote_error(e), e)
+            self.refresh()
+        # A user's write waits for polkit, which may ask for a password.
         self._call("Set", GLib.Variant("(ssv)", (IFACE, "WiFiEnabled", GLib.Variant("b", state))),
-                   lambda _r: self.refresh(), iface="org.freedesktop.DBus.Properties")
-        return False
+                   lambda _r: self.refresh(), iface="org.freedesktop.DBus.Properties", failed=failed,
+                   timeout_ms=180000)
+        return True  # the switch shows what the daemon says, once it has said it
 
     def _got_enabled(self, on):
         self.updating = True

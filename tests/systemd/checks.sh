@@ -547,9 +547,15 @@ check_polkit() {
     out=$(as_nobody timeout 30 geoconsentctl disable 2>&1)
     expect "nobody may not switch location off for everyone without polkit's yes: ${out//$'\n'/ }" \
         eval '[[ $out == *"polkit did not"* && $(ct_exec geoconsentctl --json status) == *"\"enabled\":true"* ]]'
+    local wifi_before
+    wifi_before=$(ct_exec geoconsentctl --json status | sed -n 's/.*"wifi_enabled":\(true\|false\).*/\1/p')
+    out=$(as_nobody timeout 30 geoconsentctl wifi off 2>&1)
+    expect "nor Wi-Fi positioning: ${out//$'\n'/ }" \
+        eval '[[ $out == *"Only root may switch Wi-Fi positioning on or off, or a user polkit authorizes for org.geoconsent.set-wifi; polkit did not"* ]]'
     ct_sh "cat >$rules" <<'EOF2'
 polkit.addRule(function (action, subject) {
-    if (action.id == "org.geoconsent.set-enabled" && subject.user == "nobody") {
+    if ((action.id == "org.geoconsent.set-enabled" || action.id == "org.geoconsent.set-wifi")
+        && subject.user == "nobody") {
         return polkit.Result.YES;
     }
 });
@@ -559,6 +565,11 @@ EOF2
     expect "with a polkit rule for nobody, nobody switches location off for everyone" wait_for 10 allowed
     expect "and the daemon says so" eval '[[ $(ct_exec geoconsentctl --json status) == *"\"enabled\":false"* ]]'
     expect "and on again" eval 'as_nobody timeout 30 geoconsentctl enable'
+    expect "and with it, nobody switches Wi-Fi positioning off for everyone" \
+        eval 'as_nobody timeout 30 geoconsentctl wifi off && [[ $(ct_exec geoconsentctl --json status) == *"\"wifi_enabled\":false"* ]]'
+    if [[ $wifi_before == true ]]; then
+        expect "and on again" eval 'as_nobody timeout 30 geoconsentctl wifi on'
+    fi
     ct_exec rm -f "$rules"
 }
 

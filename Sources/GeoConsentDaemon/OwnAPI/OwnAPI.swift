@@ -100,8 +100,14 @@ final class OwnAPI: FrontEnd {
             DaemonProperties.wifiEnabled: { d in .bool(d.host.wifiEnabled) },
         ],
         setters: [
-            DaemonProperties.enabled: { d, call, value in d.setEnabled(call, value.boolValue ?? false) },
-            DaemonProperties.wifiEnabled: { d, call, value in d.management(call, .setWiFiEnabled(value.boolValue ?? false)) },
+            DaemonProperties.enabled: { d, call, value in
+                let on = value.boolValue ?? false
+                d.administrative(call, PolkitCheck.setEnabled) { .setEnabled(on, authorized: $0) }
+            },
+            DaemonProperties.wifiEnabled: { d, call, value in
+                let on = value.boolValue ?? false
+                d.administrative(call, PolkitCheck.setWiFi) { .setWiFiEnabled(on, authorized: $0) }
+            },
         ])
 
     /// Decodes options; a wrong type is answered with `InvalidArgs` before anything else happens.
@@ -115,18 +121,20 @@ final class OwnAPI: FrontEnd {
         }
     }
 
-    /// `Enabled` written: root's at once; anyone else's once polkit says that
-    /// caller may (`PolkitCheck`), the core then taking it as the administrator's.
-    private func setEnabled(_ call: MethodCall, _ value: Bool) {
+    /// A switch for everyone written (`Enabled`, `WiFiEnabled`): root's at
+    /// once; anyone else's once polkit says that caller may do `action`
+    /// (`PolkitCheck`), the core then taking it as the administrator's.
+    private func administrative(_ call: MethodCall, _ action: PolkitCheck.Action,
+                                _ request: @escaping (_ authorized: Bool) -> ManagementRequest) {
         call.releaseArguments()
         host.resolveCaller(call) { [weak self] caller in
             guard let self else { return }
             let id = self.host.hold(call)
-            guard !caller.isRoot else { return self.host.feed(.management(id, caller, .setEnabled(value))) }
-            PolkitCheck.check(self.host, caller, action: PolkitCheck.setEnabled) { [weak self] refusal in
+            guard !caller.isRoot else { return self.host.feed(.management(id, caller, request(false))) }
+            PolkitCheck.check(self.host, caller, action: action) { [weak self] refusal in
                 guard let self else { return }
                 if let refusal { return self.host.abandon(id, refusal) }
-                self.host.feed(.management(id, caller, .setEnabled(value, authorized: true)))
+                self.host.feed(.management(id, caller, request(true)))
             }
         }
     }
