@@ -157,7 +157,9 @@ func facadeChurn() throws -> [Row] {
 }
 if only == "facadechurn" {
     daemon.stop(); gpsd.stop(); bus.stop()
-    printTable(try facadeChurn())
+    let churn = try facadeChurn()
+    printTable(churn)
+    save(churn)
     exit(0)
 }
 if only == "wifi" {

@@ -58,18 +58,19 @@ public enum DisplayText {
     /// another user. Control and bidirectional characters are escaped when
     /// the line is written.
     public static func quotedField(_ s: String) -> String {
-        var body = Substring(s)
-        var cut = ""
-        if s.utf8.count > maxFieldBytes {
-            body = Substring(String(decoding: s.utf8.prefix(maxFieldBytes), as: UTF8.self))
-            cut = "…[\(s.utf8.count) bytes]"
+        let bytes = s.utf8
+        var out: [UInt8] = [0x22]
+        out.reserveCapacity(min(bytes.count, maxFieldBytes) + 8)
+        // Byte by byte: a quote or a backslash is ASCII, never inside a longer
+        // UTF-8 sequence, so each one is escaped even where a combining mark
+        // follows it (as Characters, `"` and U+0301 are one, not a quote).
+        for b in bytes.prefix(maxFieldBytes) {
+            if b == 0x22 || b == 0x5C { out.append(0x5C) }
+            out.append(b)
         }
-        var out = "\""
-        out.reserveCapacity(body.utf8.count + 2)
-        for c in body {
-            if c == "\"" || c == "\\" { out.append("\\") }
-            out.append(c)
-        }
-        return out + "\"" + cut
+        out.append(0x22)
+        // A character cut in two at the limit is decoded as U+FFFD.
+        let field = String(decoding: out, as: UTF8.self)
+        return bytes.count > maxFieldBytes ? field + "…[\(bytes.count) bytes]" : field
     }
 }

@@ -62,5 +62,7 @@ final class CallerLogBudgetTests: XCTestCase {
         XCTAssertEqual(Log.field("maps\" (uid 1000"), "\"maps\\\" (uid 1000\"")
         XCTAssertEqual(Log.field("a\\b"), "\"a\\\\b\"")
         XCTAssertEqual(Log.field(""), "\"\"")
+        // A combining mark after the quote makes one Character of the two; the quote is escaped all the same.
+        XCTAssertEqual(Log.field("maps\"\u{301} (uid 1000"), "\"maps\\\"\u{301} (uid 1000\"")
     }
 }
