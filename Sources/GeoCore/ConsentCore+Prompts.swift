@@ -28,9 +28,15 @@ extension ConsentCore {
         let heldCovers = (s.tempGrant.map { t in s.limit == .reduced ? Accuracy.reduced : t })?.covers(a) ?? false
         if storedCovers(app, a) || heldCovers {
             // Rule 2 (both kinds): already granted at this accuracy; a request for less lowers the grant.
-            if s.tempGrant != nil, !storedCovers(app, a) { s.tempGrant = a }
-            s.limit = a
-            sessions[name] = s
+            let tempGrant = s.tempGrant != nil && !storedCovers(app, a) ? a : s.tempGrant
+            // Written only when it changes: a session written is one whose
+            // status is compared again (announceChanges), and an app's repeated
+            // taps change nothing.
+            if tempGrant != s.tempGrant || s.limit != a {
+                s.tempGrant = tempGrant
+                s.limit = a
+                sessions[name] = s
+            }
             if firstGrant { noteUse(app) }   // the first grant of this session
             return conclude(call, name, .whenInUse, start)
         }

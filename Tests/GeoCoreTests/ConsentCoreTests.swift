@@ -74,6 +74,23 @@ final class ConsentCoreTests: XCTestCase {
         XCTAssertEqual(rig.core.openPromptCount, 0)
     }
 
+    /// Repeated taps on a grant the session holds are answered and change
+    /// nothing else (the session is not written, so not compared again); a tap
+    /// for less still lowers the grant.
+    func testRepeatedTapsOnAHeldGrantAreAnsweredAndChangeNothing() {
+        let rig = Rig()
+        rig.approveTap(W.maps1)
+        for _ in 0..<3 {
+            let again = rig.tap(W.maps1)
+            XCTAssertEqual(again.effects, [.reply(again.call, .status(.whenInUse))])
+        }
+        let less = rig.tap(W.maps1, .reduced)
+        XCTAssertEqual(less.reply, .status(.whenInUse))
+        XCTAssertEqual(rig.core.grantedAccuracy(for: W.maps1.session), .reduced)
+        let same = rig.tap(W.maps1, .reduced)
+        XCTAssertEqual(same.effects, [.reply(same.call, .status(.whenInUse))])
+    }
+
     func testFirstTapReducedPersistsReducedApproval() {
         let rig = Rig()
         rig.approveTap(W.maps1, .reduced)
