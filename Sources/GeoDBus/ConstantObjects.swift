@@ -10,13 +10,12 @@ public final class ConstantInterface {
     public init(_ declared: InterfaceDescription) {
         precondition(declared.methods.isEmpty, "a constant interface has no methods: \(declared.name)")
         precondition(declared.properties.allSatisfy { $0.access == .read }, "a constant interface is read-only: \(declared.name)")
-        var properties: [String: BoundInterface.BoundProperty] = [:]
+        var properties: [String: InterfaceShape.Property] = [:]
         for p in declared.properties {
             // The values come from the object (`ConstantValues`), never from here.
-            properties[p.name] = .init(signature: p.signature, get: { nil }, set: nil, getForCaller: nil)
+            properties[p.name] = .init(signature: p.signature, get: { _ in nil }, set: nil, getForCaller: nil)
         }
-        bound = BoundInterface(description: declared, methods: [:], properties: properties,
-                               propertyOrder: declared.properties.map { $0.name }, hasCallerProperties: false)
+        bound = BoundInterface(InterfaceShape(description: declared, methods: [:], properties: properties), nil)
     }
 }
 

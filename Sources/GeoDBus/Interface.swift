@@ -133,10 +133,14 @@ public struct PropertyEntry<Object: AnyObject> {
 
 /// One interface of `Object`, declared as a table.
 public struct Interface<Object: AnyObject> {
-    public var name: String
-    public var methods: [MethodEntry<Object>]
-    public var signals: [SignalEntry]
-    public var properties: [PropertyEntry<Object>]
+    public var name: String { didSet { shape = Self.shape(name, methods, signals, properties) } }
+    public var methods: [MethodEntry<Object>] { didSet { shape = Self.shape(name, methods, signals, properties) } }
+    public var signals: [SignalEntry] { didSet { shape = Self.shape(name, methods, signals, properties) } }
+    public var properties: [PropertyEntry<Object>] { didSet { shape = Self.shape(name, methods, signals, properties) } }
+    /// What dispatch needs of the interface whatever the object, made once
+    /// here: an object exported with it gets a reference to it and to itself
+    /// (`bind`), not tables and closures of its own.
+    private(set) var shape: InterfaceShape
 
     public init(_ name: String, methods: [MethodEntry<Object>] = [], signals: [SignalEntry] = [],
                 properties: [PropertyEntry<Object>] = []) {
@@ -144,6 +148,7 @@ public struct Interface<Object: AnyObject> {
         self.methods = methods
         self.signals = signals
         self.properties = properties
+        shape = Self.shape(name, methods, signals, properties)
     }
 
     /// Binds handlers, by name, to an interface declared elsewhere as a description
@@ -172,11 +177,20 @@ public struct Interface<Object: AnyObject> {
         }
         precondition(Set(handlers.keys).isSubset(of: declared.methods.map(\.name)), "handler for an undeclared method")
         precondition(Set(callerGetters.keys).isSubset(of: declared.properties.map(\.name)), "getter of an undeclared property")
+        shape = Self.shape(name, methods, signals, properties)
     }
 
     /// Names and types only.
-    public var description: InterfaceDescription {
-        InterfaceDescription(
+    public var description: InterfaceDescription { shape.description }
+
+    /// The interface with its handlers bound to `object` (held weakly).
+    func bind(_ object: Object) -> BoundInterface { BoundInterface(shape, object) }
+
+    /// The tables of `bind`, with the object's type erased: each handler is
+    /// only ever given an object bound with this interface, an `Object`.
+    private static func shape(_ name: String, _ methods: [MethodEntry<Object>], _ signals: [SignalEntry],
+                              _ properties: [PropertyEntry<Object>]) -> InterfaceShape {
+        let description = InterfaceDescription(
             name: name,
             methods: methods.map { .init(name: $0.name, inArgs: $0.inArgs, outArgs: $0.outArgs) },
             signals: signals.map { .init(name: $0.name, args: $0.args) },
@@ -184,39 +198,56 @@ public struct Interface<Object: AnyObject> {
                 .init(name: $0.name, signature: $0.signature,
                       access: $0.set == nil ? .read : .readwrite, emitsChanged: $0.emitsChanged)
             })
-    }
-
-    /// The interface with its handlers bound to `object` (held weakly).
-    func bind(_ object: Object) -> BoundInterface {
-        var methodTable: [String: BoundInterface.BoundMethod] = [:]
+        var methodTable: [String: InterfaceShape.Method] = [:]
         for m in methods {
             let h = m.handler
-            methodTable[m.name] = .init(
-                inSignature: m.inArgs.signature,
-                outSignature: m.outArgs.signature,
-                call: { [weak object] call in
-                    guard let object else { return call.fail(.failed("object gone")) }
-                    h(object, call)
-                })
+            methodTable[m.name] = .init(inSignature: m.inArgs.signature, outSignature: m.outArgs.signature,
+                                        call: { object, call in h(unsafeDowncast(object, to: Object.self), call) })
         }
-        var propertyTable: [String: BoundInterface.BoundProperty] = [:]
+        var propertyTable: [String: InterfaceShape.Property] = [:]
         for p in properties {
-            let get = p.get, set = p.set
+            let get = p.get
             propertyTable[p.name] = .init(
                 signature: p.signature,
-                get: { [weak object] in object.map(get) },
-                set: set.map { s in { [weak object] call, value in
-                    guard let object else { return call.fail(.failed("object gone")) }
-                    s(object, call, value)
-                } },
-                getForCaller: p.getForCaller.map { g in { [weak object] sender, done in
-                    guard let object else { return done(nil) }
-                    g(object, sender) { done($0) }
+                get: { get(unsafeDowncast($0, to: Object.self)) },
+                set: p.set.map { s in { object, call, value in s(unsafeDowncast(object, to: Object.self), call, value) } },
+                getForCaller: p.getForCaller.map { g in { object, sender, done in
+                    g(unsafeDowncast(object, to: Object.self), sender) { done($0) }
                 } })
         }
-        return BoundInterface(description: description, methods: methodTable,
-                              properties: propertyTable, propertyOrder: properties.map(\.name),
-                              hasCallerProperties: properties.contains { $0.getForCaller != nil })
+        return InterfaceShape(description: description, methods: methodTable, properties: propertyTable)
+    }
+}
+
+/// An interface's tables for dispatch, whatever the object: made once per
+/// interface (`Interface.shape`, `ConstantInterface`) and shared by every
+/// object bound with it.
+final class InterfaceShape {
+    struct Method {
+        var inSignature: String
+        var outSignature: String
+        var call: (AnyObject, MethodCall) -> Void
+    }
+    struct Property {
+        var signature: String
+        /// nil: the value is not the object's to give (a constant object's).
+        var get: (AnyObject) -> DBusValue?
+        var set: ((AnyObject, MethodCall, DBusValue) -> Void)?
+        var getForCaller: ((AnyObject, String, @escaping (DBusValue?) -> Void) -> Void)?
+    }
+    let description: InterfaceDescription
+    let methods: [String: Method]
+    let properties: [String: Property]
+    let propertyOrder: [String]
+    /// Some property's value depends on the reader (`GetAll` may then answer later).
+    let hasCallerProperties: Bool
+
+    init(description: InterfaceDescription, methods: [String: Method], properties: [String: Property]) {
+        self.description = description
+        self.methods = methods
+        self.properties = properties
+        propertyOrder = description.properties.map { $0.name }
+        hasCallerProperties = properties.values.contains { $0.getForCaller != nil }
     }
 }
 
@@ -240,10 +271,43 @@ struct BoundInterface {
             getForCaller(sender, done)
         }
     }
-    var description: InterfaceDescription
-    var methods: [String: BoundMethod]
-    var properties: [String: BoundProperty]
-    var propertyOrder: [String]
-    /// Some property's value depends on the reader (`GetAll` may then answer later).
-    var hasCallerProperties: Bool
+    let shape: InterfaceShape
+    /// Held weakly: an object gone answers "object gone" (methods) or no value (properties).
+    private(set) weak var object: AnyObject?
+
+    init(_ shape: InterfaceShape, _ object: AnyObject?) {
+        self.shape = shape
+        self.object = object
+    }
+
+    var description: InterfaceDescription { shape.description }
+    var propertyOrder: [String] { shape.propertyOrder }
+    var hasCallerProperties: Bool { shape.hasCallerProperties }
+
+    /// The method `name`, bound to the object (looked up at dispatch).
+    func method(_ name: String) -> BoundMethod? {
+        guard let m = shape.methods[name] else { return nil }
+        let object = self.object
+        return BoundMethod(inSignature: m.inSignature, outSignature: m.outSignature) { call in
+            guard let object else { return call.fail(.failed("object gone")) }
+            m.call(object, call)
+        }
+    }
+
+    /// The property `name`, bound to the object.
+    func property(_ name: String) -> BoundProperty? {
+        guard let p = shape.properties[name] else { return nil }
+        let object = self.object
+        return BoundProperty(
+            signature: p.signature,
+            get: { object.flatMap(p.get) },
+            set: p.set.map { s in { call, value in
+                guard let object else { return call.fail(.failed("object gone")) }
+                s(object, call, value)
+            } },
+            getForCaller: p.getForCaller.map { g in { sender, done in
+                guard let object else { return done(nil) }
+                g(object, sender, done)
+            } })
+    }
 }

@@ -184,9 +184,9 @@ public final class ObjectServer {
                 call("").fail(DBusError(DBusError.unknownInterfaceName, "No such interface '\(iface)' at \(path)"))
                 return true
             }
-            found = bound.methods[member]
+            found = bound.method(member)
         } else {
-            found = obj.interfaces.lazy.compactMap { $0.methods[member] }.first
+            found = obj.interfaces.lazy.compactMap { $0.method(member) }.first
         }
         guard let method = found else { return unknownMethod(msg, member) }
         if check(method.inSignature) { method.call(call(method.outSignature)) }
@@ -205,7 +205,7 @@ public final class ObjectServer {
             guard sig == "ss", case .string(let i) = args[0], case .string(let p) = args[1] else {
                 return fail(.invalidArgs("Expected signature 'ss' for Get, got '\(sig)'"))
             }
-            guard let prop = (i.isEmpty ? object.interfaces.lazy.compactMap { $0.properties[p] }.first : find(i)?.properties[p])
+            guard let prop = (i.isEmpty ? object.interfaces.lazy.compactMap { $0.property(p) }.first : find(i)?.property(p))
             else {
                 return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
             }
@@ -235,13 +235,13 @@ public final class ObjectServer {
             guard let bound, bound.hasCallerProperties else {
                 // Every value at hand.
                 var all: [String: DBusValue] = [:]
-                for name in bound?.propertyOrder ?? [] { all[name] = bound?.properties[name]?.get() }
+                for name in bound?.propertyOrder ?? [] { all[name] = bound?.property(name)?.get() }
                 return call.reply([.vardict(all)])
             }
             // Replies once every value is in; values for the caller may come later.
             final class Gathering { var all: [String: DBusValue] = [:]; var left = 0 }
             let g = Gathering()
-            let props = bound.propertyOrder.compactMap { name in bound.properties[name].map { (name, $0) } }
+            let props = bound.propertyOrder.compactMap { name in bound.property(name).map { (name, $0) } }
             g.left = props.count + 1
             func done() {
                 g.left -= 1
@@ -259,7 +259,7 @@ public final class ObjectServer {
                   case .variant(let value) = args[2] else {
                 return fail(.invalidArgs("Expected signature 'ssv' for Set, got '\(sig)'"))
             }
-            guard let prop = find(i)?.properties[p] else {
+            guard let prop = find(i)?.property(p) else {
                 return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
             }
             guard let set = prop.set else {

@@ -211,6 +211,45 @@ final class DBusLayerTests: XCTestCase {
         XCTAssertTrue(try children(other).contains("<node name=\"public\"/>"))
     }
 
+    /// Objects exported with one interface are bound to its one set of tables
+    /// (nothing per object but the object itself), each call reaches its own
+    /// object, and an object gone is answered as such: a method fails, a
+    /// property has no value.
+    func testObjectsShareTheirInterfaceAndAnObjectGoneIsSaidSo() throws {
+        final class Counter { var calls = 0 }
+        let iface = "org.geoconsent.Test.Counter"
+        let interface = Interface<Counter>(iface, methods: [
+            MethodEntry("Tick", out: [Arg("calls", "u")]) { c, call in
+                c.calls += 1
+                call.reply([.uint32(UInt32(c.calls))])
+            },
+        ], properties: [PropertyEntry("Calls", "u", get: { .uint32(UInt32($0.calls)) })])
+        let server = try peers.connect(bus.address)
+        let client = try peers.connect(bus.address)
+        var first: Counter? = Counter()
+        let second = Counter()
+        server.server.export(first!, at: "/c/1", interfaces: [interface])
+        server.server.export(second, at: "/c/2", interfaces: [interface])
+        let props = "org.freedesktop.DBus.Properties"
+        XCTAssertEqual(try client.call(server.uniqueName, "/c/1", iface, "Tick").get(), [.uint32(1)])
+        XCTAssertEqual(try client.call(server.uniqueName, "/c/1", iface, "Tick").get(), [.uint32(2)])
+        XCTAssertEqual(try client.call(server.uniqueName, "/c/2", iface, "Tick").get(), [.uint32(1)])
+        XCTAssertEqual(try client.call(server.uniqueName, "/c/2", props, "Get", [.string(iface), .string("Calls")]).get(),
+                       [.variant(.uint32(1))])
+        XCTAssertEqual(second.calls, 1)
+
+        first = nil   // the server holds its objects weakly
+        guard case .failure(let e) = client.call(server.uniqueName, "/c/1", iface, "Tick") else {
+            return XCTFail("a call to an object gone succeeded")
+        }
+        XCTAssertEqual(e.message, "object gone")
+        guard case .failure(let g) = client.call(server.uniqueName, "/c/1", props, "Get", [.string(iface), .string("Calls")]) else {
+            return XCTFail("a property of an object gone was read")
+        }
+        XCTAssertEqual(g.name, DBusError.unknownPropertyName)
+        XCTAssertEqual(try client.call(server.uniqueName, "/c/2", iface, "Tick").get(), [.uint32(2)], "the other object still served")
+    }
+
     /// A property whose value depends on the reader, answered later: `Get` and
     /// `GetAll` wait for it, each reader gets its own, and the others' values stay.
     func testAPropertyForTheCallerIsAnsweredLater() throws {
