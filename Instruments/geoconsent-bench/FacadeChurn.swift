@@ -222,8 +222,7 @@ func facadeChurnRows(clients: Int, rounds: Int, withGeoClue: Bool) throws -> [Ro
         agentPeer.server.export(agent, at: "/bench/Agent", interfaces: [interface])
         if case .failure(let e) = agentPeer.call(GeoConsentAPI.busName, GeoConsentAPI.objectPath, GeoConsentAPI.interfaceName,
                                                  "RegisterAgent", [.objectPath("/bench/Agent")]) {
-            daemon.stop()
-            throw HarnessError("facade churn: RegisterAgent: \(e)")
+            throw HarnessError("facade churn: RegisterAgent: \(e)")   // the daemon stops with its instance
         }
         return (daemon, agentPeer)
     }
@@ -284,16 +283,15 @@ func facadeChurnRows(clients: Int, rounds: Int, withGeoClue: Bool) throws -> [Ro
                 results[i].append(r)
             }
         }
-        // What the daemon found worth more than an info line during the rounds (a collapse's first witness).
-        let notable = daemon.log().split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") || $0.hasPrefix("<5>") }
-        if !notable.isEmpty { print("bench: facade churn: the daemon's notices and warnings:\n" + notable.suffix(20).joined(separator: "\n")) }
-        let promptNotable = promptDaemon.log().split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") }
-        if !promptNotable.isEmpty {
-            print("bench: facade churn, a prompt per client: the daemon's warnings:\n" + promptNotable.suffix(20).joined(separator: "\n"))
+        // What each daemon found worth more than an info line during the rounds (a collapse's first witness).
+        for (d, name) in [(daemon, "GeoClue2 facade"), (promptDaemon, promptPerClient)] {
+            let notable = d.log().split(separator: "\n").filter { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") || $0.hasPrefix("<5>") }
+            if !notable.isEmpty { print("bench: facade churn, \(name): the daemon's notices and warnings:\n" + notable.suffix(20).joined(separator: "\n")) }
         }
         return churnRows(servers.map(\.service), results, clients: clients)
     } catch {
-        throw HarnessError("\(error)\n---- daemon log ----\n\(daemon.log().suffix(3000))")
+        throw HarnessError("\(error)\n---- daemon log ----\n\(daemon.log().suffix(3000))"
+                           + "\n---- the daemon with a prompt per client ----\n\(promptDaemon.log().suffix(3000))")
     }
 }
 

@@ -3,7 +3,7 @@
 /// uid, and whether one more may go. See OutgoingCalls.swift for why.
 public struct CallBudgets {
     /// What calls of a kind are for, and their budget: the daemon's own
-    /// (`consentAgent`, `logind`) and those a front end registers
+    /// (`consentAgent`, `focusCheck`, `logind`) and those a front end registers
     /// (`FrontEndHost.register`; the GeoClue facade's agent calls). Known by its name.
     public struct Purpose: Hashable, Sendable, CustomStringConvertible {
         public let name: String
@@ -17,6 +17,7 @@ public struct CallBudgets {
         public func hash(into h: inout Hasher) { h.combine(name) }
 
         /// `Agent.Confirm` to a uid's consent agent; the uid is the agent's.
+        /// (44 in all, so that `focusCheck`'s 4 fit beside it within the bus's share.)
         public static let consentAgent = Purpose("consent agent", Budget(perUID: 8, total: 44, guaranteed: 4))
         /// `Agent.CheckFocus` before a silent tap: one at a time per uid, and
         /// answered within `ConsentAgentCalls.focusTimeout`; beyond it the tap prompts.

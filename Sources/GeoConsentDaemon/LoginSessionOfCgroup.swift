@@ -28,7 +28,7 @@ enum LoginSessionOfCgroup {
         guard unit.hasPrefix("session-"), unit.hasSuffix(".scope") else { return Answer.none }
         let id = unit.dropFirst("session-".count).dropLast(".scope".count)
         guard isSessionID(id) else { return Answer.none }
-        return .session(id: String(id), path: "/org/freedesktop/login1/session/" + pathLabel(id))
+        return .session(id: String(id), path: LogindWatch.sessionPathPrefix + "/" + pathLabel(id))
     }
 
     /// logind's `session_id_valid`: letters and digits, at least one.

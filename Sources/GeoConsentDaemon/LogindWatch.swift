@@ -9,9 +9,11 @@ import GeoSystem
 /// (`CoreEvent.loginSession`, `loginSessionState`).
 ///
 /// A caller is placed once per connection, before its first call reaches the
-/// core: `GetSessionByPID` with the connection's PID, else its uid's session
-/// (apps started by the user's service manager are in no session of their
-/// own): the user's `Display`, else its first session on a seat. Each login session placed is
+/// core: from its cgroup by logind's own rule (`LoginSessionOfCgroup`: a
+/// session's scope is that session; apps started by the user's service
+/// manager are in no session of their own), else by `GetSessionByPID` for a
+/// cgroup systemd did not lay out; a caller in no session takes its uid's:
+/// the user's `Display`, else its first session on a seat. Each login session placed is
 /// followed while a connection is in it: logind's signals on its object
 /// (`PropertiesChanged` of `Active` and `LockedHint`, `Lock`, `Unlock`),
 /// through one match rule for all sessions set at start (a rule per session
@@ -21,9 +23,9 @@ import GeoSystem
 /// on the bus, or for a caller it places in no session, nothing is known and
 /// the core behaves as it always did.
 ///
-/// What a placement costs (docs/performance.md, "logind"): it is asked as soon
-/// as the bus has said who the caller is (`prefetch`), so logind answers while
-/// the identity helper reads /proc; what logind said of a uid's own session is
+/// What a placement costs (docs/performance.md, "logind"): where logind must
+/// be asked, it is asked as soon as the bus has said who the caller is
+/// (`prefetch`), so logind answers while the identity helper reads /proc; what logind said of a uid's own session is
 /// kept until logind's signals say a session or user came, went or changed
 /// (`userSessions`); and a login session whose last connection left stays known
 /// (`lingerLimit` of them) while the match rule keeps its state current, so

@@ -29,7 +29,7 @@ extension ConsentCore {
         }
         // In the order of the apps, so that the journal reads the same each time.
         for (app, r, since) in due.sorted(by: { $0.0 < $1.0 }) { lapse(app, r, since: since) }
-        if next != nextLapseCheck { queuedChanged = true }   // the one wake-up may move
+        if next != nextLapseCheck { wakeUpMayMove = true }   // the one wake-up may move
         nextLapseCheck = next
     }
 
@@ -43,7 +43,7 @@ extension ConsentCore {
             guard let r = consents[app], let (_, due) = lapseTime(r, span: span) else { continue }
             if due < nextLapseCheck {
                 nextLapseCheck = due
-                queuedChanged = true   // the one wake-up may move
+                wakeUpMayMove = true   // the one wake-up may move
             }
         }
     }

@@ -71,14 +71,15 @@ extension ConsentCore {
         switch request {
         case .registerAgent(let path, let features):
             if let refusal = agentRefusal(caller) { return effects.append(.fail(call, refusal)) }
-            if let a = agents[caller.uid] {
-                guard a.name == caller.connection && a.path == path else { return effects.append(.fail(call, .agentExists)) }
+            if let a = agents[caller.uid], a.name != caller.connection || a.path != path {
+                return effects.append(.fail(call, .agentExists))
+            }
+            if features.contains(.focus) { focusUIDs.insert(caller.uid) }
+            if agents[caller.uid] != nil {
                 agents[caller.uid]?.features = features   // the same agent again, maybe with other features
-                if features.contains(.focus) { focusUIDs.insert(caller.uid) }
                 return effects.append(.reply(call, .empty))
             }
             agents[caller.uid] = Agent(name: caller.connection, path: path, uid: caller.uid, features: features)
-            if features.contains(.focus) { focusUIDs.insert(caller.uid) }
             effects.append(.reply(call, .empty))
             agentArrived(caller.uid)
         case .addExternalAgent(let maxAccuracy, let label):
@@ -98,13 +99,8 @@ extension ConsentCore {
                 return effects.append(.fail(call, .accessDenied("Only root may stop another user's apps")))
             }
             let app = AppKey(uid: target, appID: appID)
-            for name in sessions.names(of: app).sorted() {
-                // As the app's own Revoke: a stored decision still applies, the updates stop.
-                sessions[name]?.tempGrant = nil
-                sessions[name]?.limit = nil
-                sessions[name]?.updates = false
-                endGrant(name)
-            }
+            // As the app's own Revoke: a stored decision still applies, the updates stop.
+            for name in sessions.names(of: app).sorted() { revoke(name) }
             // A tap under way is not granted after the Stop: it gets the status there is now.
             answerFocusWaiters(of: { $0 == app }) { [unowned self] in self.status($0) }
             effects.append(.reply(call, .empty))

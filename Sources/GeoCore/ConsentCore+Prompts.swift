@@ -26,9 +26,10 @@ extension ConsentCore {
         let firstGrant = s.limit == nil
         let record = consents[app]
         let heldCovers = (s.tempGrant.map { t in s.limit == .reduced ? Accuracy.reduced : t })?.covers(a) ?? false
-        if storedCovers(app, a) || heldCovers {
+        let stored = storedCovers(app, a)
+        if stored || heldCovers {
             // Rule 2 (both kinds): already granted at this accuracy; a request for less lowers the grant.
-            let tempGrant = s.tempGrant != nil && !storedCovers(app, a) ? a : s.tempGrant
+            let tempGrant = s.tempGrant != nil && !stored ? a : s.tempGrant
             // Written only when it changes: a session written is one whose
             // status is compared again (announceChanges), and an app's repeated
             // taps change nothing.
@@ -312,8 +313,8 @@ extension ConsentCore {
     /// when none waits. So the timers a caller can make the daemon arm for it
     /// are one in all, however many requests wait, leave or are queued again.
     func rearmWakeUp() {
-        guard queuedChanged else { return }
-        queuedChanged = false
+        guard wakeUpMayMove else { return }
+        wakeUpMayMove = false
         var next: UInt64?
         for waiters in queued.values {
             for w in waiters { if let d = w.agentDeadline, d < (next ?? .max) { next = d } }

@@ -94,10 +94,11 @@ public final class ConsentCore {
     /// Requests waiting for the app's open prompt to end, or for an agent of
     /// its uid to register, before they are evaluated afresh.
     var queued: [AppKey: [Waiter]] = [:] {
-        didSet { queuedChanged = true }
+        didSet { wakeUpMayMove = true }
     }
-    /// `queued` was written in this event: the one wake-up may move.
-    var queuedChanged = false
+    /// `queued` was written in this event, or a lapse time came nearer: the
+    /// one wake-up may move (`rearmWakeUp`).
+    var wakeUpMayMove = false
     /// When the core's one wake-up is due (`wakeUp`): the earliest deadline of
     /// a request waiting for an agent; nil when none waits.
     var armedWakeUp: UInt64?
@@ -241,7 +242,7 @@ public final class ConsentCore {
             // The wake-up has fired: the next one is armed afresh, even when
             // it came a little early and nothing was due yet.
             armedWakeUp = nil
-            queuedChanged = true
+            wakeUpMayMove = true
             agentWaitOver()
         }
         announceChanges()
@@ -285,6 +286,15 @@ public final class ConsentCore {
     func desktopSwitchOff(_ uid: UInt32) -> Bool {
         guard !externalAgents.isEmpty, let a = externalAgents[uid] else { return false }
         return a.maxAccuracy == nil
+    }
+
+    /// The app's own `Revoke`, and the user's Stop of it (`EndGrants`): the
+    /// session's temporary grant ends and its updates stop, even where a
+    /// stored decision still grants.
+    func revoke(_ name: SessionID) {
+        endTemporaryGrants(of: [name])
+        sessions[name]?.updates = false
+        endGrant(name)
     }
 
     /// The one-time grants of these sessions end (and a lower accuracy they
@@ -391,13 +401,8 @@ public final class ConsentCore {
             info.userLocation = !usersOff.isOff(caller.uid)
             effects.append(.reply(call, .authorization(info)))
         case .revoke:
-            s.tempGrant = nil
-            s.limit = nil
-            s.updates = false
-            sessions[name] = s
             effects.append(.reply(call, .empty))
-            // Stop fixes even if a stored decision still grants: Revoke ends updates.
-            endGrant(name)
+            revoke(name)
         case .startUpdates(let options):
             guard effectiveAccuracy(s) != nil else { return effects.append(.fail(call, .notAuthorized)) }
             s.updates = true

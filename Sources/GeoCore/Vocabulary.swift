@@ -82,9 +82,6 @@ public struct ConsentRecord: Equatable, Sendable {
     /// When it lapsed; 0 when `lapsed` is empty.
     public var lapsedAt: UInt64 = 0
 
-    /// It stores a decision of any kind (not only a lapse or a use).
-    public var storesDecision: Bool { decision != nil || oneTimeApproved }
-
     /// It stores something that lapses unused: what gives location (`when-in-use`,
     /// the button's confirmation). A denial never lapses, as Android's
     /// auto-reset takes back permissions, never refusals.

@@ -133,14 +133,14 @@ public struct PropertyEntry<Object: AnyObject> {
 
 /// One interface of `Object`, declared as a table.
 public struct Interface<Object: AnyObject> {
-    public var name: String { didSet { shape = Self.shape(name, methods, signals, properties) } }
-    public var methods: [MethodEntry<Object>] { didSet { shape = Self.shape(name, methods, signals, properties) } }
-    public var signals: [SignalEntry] { didSet { shape = Self.shape(name, methods, signals, properties) } }
-    public var properties: [PropertyEntry<Object>] { didSet { shape = Self.shape(name, methods, signals, properties) } }
+    public let name: String
+    public let methods: [MethodEntry<Object>]
+    public let signals: [SignalEntry]
+    public let properties: [PropertyEntry<Object>]
     /// What dispatch needs of the interface whatever the object, made once
     /// here: an object exported with it gets a reference to it and to itself
     /// (`bind`), not tables and closures of its own.
-    private(set) var shape: InterfaceShape
+    let shape: InterfaceShape
 
     public init(_ name: String, methods: [MethodEntry<Object>] = [], signals: [SignalEntry] = [],
                 properties: [PropertyEntry<Object>] = []) {
@@ -253,22 +253,34 @@ final class InterfaceShape {
 
 /// An interface whose handlers are bound to their object: what dispatch uses.
 struct BoundInterface {
+    /// A method of the interface with its object: what dispatch calls.
     struct BoundMethod {
-        var inSignature: String
-        var outSignature: String
-        var call: (MethodCall) -> Void
+        let entry: InterfaceShape.Method
+        let object: AnyObject?
+        var inSignature: String { entry.inSignature }
+        var outSignature: String { entry.outSignature }
+        func call(_ call: MethodCall) {
+            guard let object else { return call.fail(.failed("object gone")) }
+            entry.call(object, call)
+        }
     }
+    /// A property of the interface with its object.
     struct BoundProperty {
-        var signature: String
-        var get: () -> DBusValue?
-        var set: ((MethodCall, DBusValue) -> Void)?
-        /// The value for the reader (its unique name); nil: the object is gone.
-        var getForCaller: ((String, @escaping (DBusValue?) -> Void) -> Void)?
-
+        let entry: InterfaceShape.Property
+        let object: AnyObject?
+        var signature: String { entry.signature }
+        var isWritable: Bool { entry.set != nil }
+        /// The value; nil: none (the object is gone, or the value is not the object's to give).
+        func get() -> DBusValue? { object.flatMap(entry.get) }
+        func set(_ call: MethodCall, _ value: DBusValue) {
+            guard let object, let set = entry.set else { return call.fail(.failed("object gone")) }
+            set(object, call, value)
+        }
         /// The value for `sender`, now or later; nil: none (the object is gone).
         func value(for sender: String?, _ done: @escaping (DBusValue?) -> Void) {
-            guard let getForCaller, let sender else { return done(get()) }
-            getForCaller(sender, done)
+            guard let getForCaller = entry.getForCaller, let sender else { return done(get()) }
+            guard let object else { return done(nil) }
+            getForCaller(object, sender, done)
         }
     }
     let shape: InterfaceShape
@@ -284,30 +296,9 @@ struct BoundInterface {
     var propertyOrder: [String] { shape.propertyOrder }
     var hasCallerProperties: Bool { shape.hasCallerProperties }
 
-    /// The method `name`, bound to the object (looked up at dispatch).
-    func method(_ name: String) -> BoundMethod? {
-        guard let m = shape.methods[name] else { return nil }
-        let object = self.object
-        return BoundMethod(inSignature: m.inSignature, outSignature: m.outSignature) { call in
-            guard let object else { return call.fail(.failed("object gone")) }
-            m.call(object, call)
-        }
-    }
+    /// The method `name`, with the object (looked up at dispatch).
+    func method(_ name: String) -> BoundMethod? { shape.methods[name].map { BoundMethod(entry: $0, object: object) } }
 
-    /// The property `name`, bound to the object.
-    func property(_ name: String) -> BoundProperty? {
-        guard let p = shape.properties[name] else { return nil }
-        let object = self.object
-        return BoundProperty(
-            signature: p.signature,
-            get: { object.flatMap(p.get) },
-            set: p.set.map { s in { call, value in
-                guard let object else { return call.fail(.failed("object gone")) }
-                s(object, call, value)
-            } },
-            getForCaller: p.getForCaller.map { g in { sender, done in
-                guard let object else { return done(nil) }
-                g(object, sender, done)
-            } })
-    }
+    /// The property `name`, with the object.
+    func property(_ name: String) -> BoundProperty? { shape.properties[name].map { BoundProperty(entry: $0, object: object) } }
 }

@@ -262,14 +262,14 @@ public final class ObjectServer {
             guard let prop = find(i)?.property(p) else {
                 return fail(DBusError(DBusError.unknownPropertyName, "No such property '\(p)' on '\(i)'"))
             }
-            guard let set = prop.set else {
+            guard prop.isWritable else {
                 return fail(DBusError(DBusError.propertyReadOnlyName, "Property '\(p)' is read-only"))
             }
             guard value.signature == prop.signature else {
                 return fail(.invalidArgs("Property '\(p)' has type '\(prop.signature)', got '\(value.signature)'"))
             }
             let call = MethodCall(message: msg, arguments: args, bus: bus, outSignature: "")
-            set(call, value)
+            prop.set(call, value)
         default:
             _ = unknownMethod(msg, member)
         }

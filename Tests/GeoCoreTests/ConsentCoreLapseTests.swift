@@ -67,21 +67,15 @@ final class ConsentCoreLapseTests: XCTestCase {
         XCTAssertEqual(rig.record(W.maps1)?.lapsedAt, 0)
     }
 
-    func testAnAppInUseNowDoesNotLapse() {
-        let rig = Rig(config: lapseConfig(1), lapse: true)
-        rig.decide(W.maps1, "allow-while-using")
-        rig.now += 2 * Self.day
-        rig.send(.wokeUp)
-        XCTAssertEqual(rig.record(W.maps1)?.decision, .whenInUse)
-    }
-
     func testPolicyNeverLapsesAndZeroDaysMeansForever() {
+        // What would lapse at any other setting (a denial never lapses at all).
         let forever = Rig(config: lapseConfig(0), lapse: true)
-        forever.decide(W.maps1, "deny")
+        forever.decide(W.maps1, "allow-while-using")
         forever.leave(W.maps1)
         forever.now += 10_000 * Self.day
         let out = forever.send(.wokeUp)
-        XCTAssertEqual(forever.record(W.maps1)?.decision, .denied)
+        XCTAssertEqual(forever.record(W.maps1)?.decision, .whenInUse)
+        XCTAssertEqual(forever.record(W.maps1)?.lapsed, "")
         XCTAssertFalse(out.contains { if case .wakeUp(at: _?) = $0 { return true } else { return false } })
 
         // A config `always` is no stored decision: it still grants after any time.

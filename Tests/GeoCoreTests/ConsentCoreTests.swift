@@ -75,8 +75,9 @@ final class ConsentCoreTests: XCTestCase {
     }
 
     /// Repeated taps on a grant the session holds are answered and change
-    /// nothing else (the session is not written, so not compared again); a tap
-    /// for less still lowers the grant.
+    /// nothing else; a tap for less still lowers the grant. (Since such a tap
+    /// no longer writes its session, which is then not compared again: the
+    /// effects must stay the same.)
     func testRepeatedTapsOnAHeldGrantAreAnsweredAndChangeNothing() {
         let rig = Rig()
         rig.approveTap(W.maps1)

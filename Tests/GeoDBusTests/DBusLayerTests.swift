@@ -211,11 +211,10 @@ final class DBusLayerTests: XCTestCase {
         XCTAssertTrue(try children(other).contains("<node name=\"public\"/>"))
     }
 
-    /// Objects exported with one interface are bound to its one set of tables
-    /// (nothing per object but the object itself), each call reaches its own
-    /// object, and an object gone is answered as such: a method fails, a
-    /// property has no value.
-    func testObjectsShareTheirInterfaceAndAnObjectGoneIsSaidSo() throws {
+    /// Objects exported with one interface value (whose tables they share)
+    /// each get their own calls, and an object gone is answered as such: a
+    /// method fails, a property has no value, the other object is served.
+    func testObjectsOfOneInterfaceAreServedApartAndAnObjectGoneIsSaidSo() throws {
         final class Counter { var calls = 0 }
         let iface = "org.geoconsent.Test.Counter"
         let interface = Interface<Counter>(iface, methods: [

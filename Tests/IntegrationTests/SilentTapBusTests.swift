@@ -76,6 +76,7 @@ final class SilentTapBusTests: StackTestCase {
         let other = try stack.peer()
         XCTAssertDBusError(other.geo("RegisterAgentWithOptions", [.objectPath("/x"), .vardict(["features": .string("focus")])]),
                            DBusError.invalidArgsName)
+        XCTAssertDBusError(other.geo("RegisterAgent", [.objectPath("/x")]), GeoConsentAPI.ErrorName.agentExists)
     }
 
     func testEndGrantsEndsTheAppsGrantAndUpdatesNow() throws {
@@ -85,11 +86,17 @@ final class SilentTapBusTests: StackTestCase {
         XCTAssertEqual(try app.tap().get(), 4)
         XCTAssertNoThrow(try app.geo("StartUpdates", [.vardict([:])]).get())
         let settings = try stack.peer()
+        func receiving() throws -> Bool? {
+            (SessionDetailsReply.decode(try settings.geo("ListSessionDetails").get()) ?? [])
+                .first { $0.name == app.uniqueName }?.receiving
+        }
+        XCTAssertEqual(try receiving(), true)
         let told = app.signals(named: "AuthorizationChanged").count
         XCTAssertNoThrow(try settings.geo("EndGrants", [.string(selfAppID), .vardict([:])]).get())
         stack.peers.pump(timeout: 5) { app.signals(named: "AuthorizationChanged").count > told }
         XCTAssertEqual(app.signals(named: "AuthorizationChanged").last?.changedStatus, .notDetermined)
         XCTAssertEqual(try app.authorization().status, .notDetermined)
+        XCTAssertEqual(try receiving(), false, "its updates stopped")
         XCTAssertEqual(try settings.consents().first { $0.appID == selfAppID }?.record.oneTimeApproved, true,
                        "the button's confirmation stays")
         XCTAssertTrue(stack.daemon.log().contains("the user stopped it"), "the journal says why")
@@ -112,8 +119,13 @@ final class SilentTapBusTests: StackTestCase {
         XCTAssertGreaterThan(record.lapsedAt, 1_000_000)
         XCTAssertTrue(stack.daemon.log().contains("decisions lapsed: uid 0, unused since 1970-01-01"),
                       stack.daemon.log().suffix(2000).description)
-        // Kept on disk, ten fields, for the settings window after a restart.
+        // Kept on disk, ten fields, for the settings window after a restart:
+        // no decision any more, and what lapsed.
         let text = try String(contentsOfFile: dir.path + "/consents", encoding: .utf8)
-        XCTAssertTrue(text.contains("\twhen-in-use\t"), text)
+        let line = try XCTUnwrap(text.split(separator: "\n").first { $0.hasPrefix("0\t\(selfAppID)\t") }, text)
+        let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+        XCTAssertEqual(fields.count, 10, text)
+        XCTAssertEqual(fields[2], "-", "no decision: \(text)")
+        XCTAssertEqual(fields[8], "when-in-use", "what lapsed: \(text)")
     }
 }

@@ -101,6 +101,7 @@ from .dialog_layout import (breaks_inside_words, contrast, hex_colour, keep_word
                             readable)
 from .focus import FocusWatcher, to_variants  # noqa: E402
 from .indicator import Seen  # noqa: E402
+from .notices import session_bus_available  # noqa: E402
 
 try:
     gi.require_foreign("cairo")  # the drawn location arrow
@@ -1037,7 +1038,7 @@ def main(argv):
     # The indicator and the notices use GIO's shared session connection, which
     # by default ends the process when that bus goes away: the agent's prompts
     # matter more than its tray icon, so it stays.
-    if os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+    if session_bus_available():
         try:
             Gio.bus_get_sync(Gio.BusType.SESSION, None).set_exit_on_close(False)
         except GLib.Error as e:

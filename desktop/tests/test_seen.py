@@ -223,10 +223,6 @@ class EntryRunsTests(unittest.TestCase):
                 self.assertFalse(seen.entry_runs("", None, prog))
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class NamesTests(unittest.TestCase):
     """How the indicator and the notices name an app (indicator.Names)."""
 
@@ -300,3 +296,7 @@ class NoticesTests(unittest.TestCase):
             n.notice("/usr/bin/maps", "silent-grant", {})
             n.notice("/usr/bin/maps", "silent-grant", {})
         self.assertEqual(len(shown), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

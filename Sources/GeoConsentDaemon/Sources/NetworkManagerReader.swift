@@ -34,10 +34,12 @@ final class NetworkManagerReader {
 
     private let outgoing: OutgoingCalls
     private var lastScan: Double?
-    /// The Wi-Fi devices found by the last read, kept while the source is
-    /// open (`forgetDevices` when it closes): a lookup's refresh reads their
+    /// The Wi-Fi devices found (ahead of a read, or by one), kept while the
+    /// source is open (`forgetDevices` when it closes): a lookup reads their
     /// access points without asking for the devices again.
     private var wifiDevices: [String]?
+    /// Bumped by `forgetDevices`: a search under way then keeps nothing.
+    private var devicesGeneration = 0
 
     init(outgoing: OutgoingCalls) {
         self.outgoing = outgoing
@@ -46,17 +48,8 @@ final class NetworkManagerReader {
     /// The access points, strongest first, or why there are none.
     func read(_ done: @escaping (Result<[AccessPoint], WiFiReadError>) -> Void) {
         if let known = wifiDevices { return wireless(known, found: [], done) }
-        if let waiting = devicesWaiting {
-            // The devices are being found (`findDevices`): read their access points once they are.
-            devicesWaiting = waiting + [done]
-            return
-        }
-        findDevices { [self] result in
-            switch result {
-            case .failure(let e): done(.failure(e))
-            case .success(let devices): wireless(devices, found: [], done)
-            }
-        }
+        readsWaiting.append(done)
+        findDevices()
     }
 
     /// Finds the Wi-Fi devices ahead of the first read, while a grant holds
@@ -64,19 +57,22 @@ final class NetworkManagerReader {
     /// points alone. Which devices there are is NetworkManager's own
     /// knowledge; nothing is scanned or sent.
     func findDevicesAhead() {
-        guard wifiDevices == nil, devicesWaiting == nil else { return }
-        findDevices { _ in }
+        if wifiDevices == nil { findDevices() }
     }
 
-    /// Reads waiting for devices being found, each told once they are.
-    private var devicesWaiting: [(Result<[AccessPoint], WiFiReadError>) -> Void]?
+    /// Reads waiting for the devices being found, each told once they are.
+    private var readsWaiting: [(Result<[AccessPoint], WiFiReadError>) -> Void] = []
+    private var findingDevices = false
 
-    private func findDevices(_ found: @escaping (Result<[String], WiFiReadError>) -> Void) {
-        devicesWaiting = []
+    private func findDevices() {
+        guard !findingDevices else { return }
+        findingDevices = true
+        let generation = devicesGeneration
         let finish: (Result<[String], WiFiReadError>) -> Void = { [self] result in
-            let waiting = devicesWaiting ?? []
-            devicesWaiting = nil
-            found(result)
+            findingDevices = false
+            if case .success(let devices) = result, generation == devicesGeneration { wifiDevices = devices }
+            let waiting = readsWaiting
+            readsWaiting = []
             for done in waiting {
                 switch result {
                 case .failure(let e): done(.failure(e))
@@ -99,10 +95,7 @@ final class NetworkManagerReader {
     /// Finds the Wi-Fi devices among `paths`, one at a time.
     private func devices(_ paths: [String], _ wifi: [String],
                          _ done: @escaping (Result<[String], WiFiReadError>) -> Void) {
-        guard let device = paths.first else {
-            wifiDevices = wifi
-            return done(.success(wifi))
-        }
+        guard let device = paths.first else { return done(.success(wifi)) }
         let rest = Array(paths.dropFirst())
         call(device, ObjectServer.properties, "Get", [.string(Self.deviceInterface), .string("DeviceType")]) { [self] result in
             guard case .success(let args) = result, args.first?.unwrapped.uint32Value == Self.wifiDeviceType else {
@@ -120,7 +113,6 @@ final class NetworkManagerReader {
             return done(.success(Array(strongest)))
         }
         let rest = Array(devices.dropFirst())
-        defer { scanIfDue(device) }   // after the list is asked for: a scan does not hold up the list NetworkManager has
         call(device, Self.wirelessInterface, "GetAllAccessPoints", []) { [self] result in
             guard case .success(let args) = result,
                   let aps = args.first?.arrayValue?.compactMap({ $0.objectPathValue }) else {
@@ -131,11 +123,16 @@ final class NetworkManagerReader {
                 wireless(rest, found: more, done)
             }
         }
+        // After the list is asked for: a scan does not hold up the list NetworkManager has.
+        scanIfDue(device)
     }
 
     /// The source closed: the devices are looked for again at the next read.
-    /// A search under way still tells the reads waiting for it.
-    func forgetDevices() { wifiDevices = nil }
+    /// A search under way still tells the reads waiting for it, and keeps nothing.
+    func forgetDevices() {
+        wifiDevices = nil
+        devicesGeneration += 1
+    }
 
     /// Calls to NetworkManager in flight at once while access points are
     /// read: within the budget's 4, one left for a scan request.
